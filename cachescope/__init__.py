@@ -1,0 +1,3 @@
+"""cachescope: shadow-cache analytics for grid storage access logs."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""Log parsers (one module per format) and shippers into Kafka."""

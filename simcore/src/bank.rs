@@ -1,0 +1,212 @@
+//! A bank of shadow caches fed by one event stream, a batch at a time.
+//!
+//! Caches are the outer loop and events the inner one, so one cache's tables stay hot in the
+//! CPU cache for a whole batch. Counters come out per (window, cache, tier, field), where the
+//! caller numbers the windows of a batch (event-time windows are the caller's business).
+
+use crate::policy::{needs_future, Evictions, Request};
+use crate::shadow::{CacheSpec, Shadow};
+use crate::stats::*;
+use serde::{Deserialize, Serialize};
+
+pub const OP_READ: u8 = 0;
+/// A file written (or overwritten) at the source: any cached copy is stale and leaves the cache.
+pub const OP_WRITE: u8 = 1;
+/// A file deleted at the source leaves every shadow cache.
+pub const OP_DELETE: u8 = 2;
+
+/// Columns of one batch; all slices have the same length.
+pub struct Events<'a> {
+    pub id: &'a [u64],
+    pub size: &'a [u64],
+    pub bytes_read: &'a [u64],
+    pub tier: &'a [u8],
+    pub op: &'a [u8],
+    /// Next-access times, needed only when the bank holds `belady`.
+    pub next_access: Option<&'a [u64]>,
+    /// Window number of each event within this batch (0-based); None = all in window 0.
+    pub window: Option<&'a [u32]>,
+}
+
+impl Events<'_> {
+    pub fn len(&self) -> usize {
+        self.id.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.id.is_empty()
+    }
+
+    /// Checks the batch; errors name the column and the event index.
+    pub fn validate(&self, n_tiers: usize) -> Result<usize, String> {
+        let n = self.id.len();
+        let cols: [(&str, usize); 4] =
+            [("file_size", self.size.len()), ("bytes_read", self.bytes_read.len()), ("tier", self.tier.len()), ("op", self.op.len())];
+        for (name, len) in cols {
+            if len != n {
+                return Err(format!("column {name} has {len} values, file_id has {n}"));
+            }
+        }
+        for (name, col) in [("next_access", self.next_access.map(|c| c.len())), ("window", self.window.map(|c| c.len()))] {
+            if let Some(len) = col {
+                if len != n {
+                    return Err(format!("column {name} has {len} values, file_id has {n}"));
+                }
+            }
+        }
+        if let Some(i) = self.tier.iter().position(|&t| t as usize >= n_tiers) {
+            return Err(format!("event {i}: tier {} is not below n_tiers={n_tiers}", self.tier[i]));
+        }
+        if let Some(i) = self.op.iter().position(|&o| o > OP_DELETE) {
+            return Err(format!("event {i}: op {} is not 0 (read), 1 (write) or 2 (delete)", self.op[i]));
+        }
+        if let Some(i) = (0..n).find(|&i| self.bytes_read[i] > self.size[i]) {
+            return Err(format!("event {i}: bytes_read {} exceeds file_size {}", self.bytes_read[i], self.size[i]));
+        }
+        Ok(self.window.map_or(1, |w| w.iter().copied().max().map_or(1, |m| m as usize + 1)))
+    }
+}
+
+#[derive(Clone, Serialize, Deserialize)]
+pub struct Bank {
+    pub n_tiers: usize,
+    pub shadows: Vec<Shadow>,
+    /// Events fed so far (all ops), for resumption checks.
+    pub events_seen: u64,
+}
+
+const SNAPSHOT_MAGIC: &[u8; 8] = b"CSBANK\0\0";
+/// Bump when the serialized layout of any policy changes; old snapshots are then refused.
+pub const SNAPSHOT_VERSION: u32 = 1;
+
+impl Bank {
+    pub fn new(specs: Vec<CacheSpec>, n_tiers: usize) -> Result<Self, String> {
+        if n_tiers == 0 || n_tiers > 256 {
+            return Err(format!("n_tiers {n_tiers} must be in 1..=256"));
+        }
+        let shadows = specs.into_iter().map(|s| Shadow::new(s, n_tiers)).collect::<Result<Vec<_>, _>>()?;
+        Ok(Bank { n_tiers, shadows, events_seen: 0 })
+    }
+
+    pub fn needs_future(&self) -> bool {
+        self.shadows.iter().any(|s| needs_future(&s.spec.policy))
+    }
+
+    /// Feed one batch. Returns counters, flat, shaped (windows, caches, tiers, fields).
+    pub fn feed(&mut self, ev: &Events) -> Result<(usize, Vec<u64>), String> {
+        let n_windows = ev.validate(self.n_tiers)?;
+        if self.needs_future() && ev.next_access.is_none() {
+            return Err("policy belady needs next-access times (offline replays only)".into());
+        }
+        let per_cache = self.n_tiers;
+        let n_caches = self.shadows.len();
+        let mut out = vec![0u64; n_windows * n_caches * per_cache * N_FIELDS];
+        // view the flat output as per-(window, cache) slices of tier counters
+        let counters: &mut [Counters] = unsafe_cast(&mut out);
+        let mut evictions = Evictions::default();
+        for (c, shadow) in self.shadows.iter_mut().enumerate() {
+            for i in 0..ev.len() {
+                let id = ev.id[i];
+                if ev.op[i] != OP_READ {
+                    shadow.invalidate(id);
+                    continue;
+                }
+                let w = ev.window.map_or(0, |w| w[i] as usize);
+                let base = (w * n_caches + c) * per_cache;
+                let req = Request {
+                    id,
+                    size: ev.size[i],
+                    bytes_read: ev.bytes_read[i],
+                    tier: ev.tier[i],
+                    next_access: ev.next_access.map_or(u64::MAX, |n| n[i]),
+                };
+                shadow.read(&req, &mut evictions, &mut counters[base..base + per_cache]);
+            }
+        }
+        self.events_seen += ev.len() as u64;
+        Ok((n_windows, out))
+    }
+
+    /// Cumulative counters, flat, shaped (caches, tiers, fields).
+    pub fn totals(&self) -> Vec<u64> {
+        self.shadows.iter().flat_map(|s| s.totals.iter().flatten().copied()).collect()
+    }
+
+    /// Versioned binary snapshot of the whole bank (policies' state and counters).
+    pub fn snapshot(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(1 << 16);
+        out.extend_from_slice(SNAPSHOT_MAGIC);
+        out.extend_from_slice(&SNAPSHOT_VERSION.to_le_bytes());
+        postcard::to_io(self, &mut out).expect("writing to a Vec cannot fail");
+        out
+    }
+
+    pub fn restore(bytes: &[u8]) -> Result<Self, String> {
+        if bytes.len() < 12 || &bytes[..8] != SNAPSHOT_MAGIC {
+            return Err("not a cachescope bank snapshot".into());
+        }
+        let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
+        if version != SNAPSHOT_VERSION {
+            return Err(format!("snapshot format version {version}, this build reads version {SNAPSHOT_VERSION}"));
+        }
+        postcard::from_bytes(&bytes[12..]).map_err(|e| format!("corrupt bank snapshot: {e}"))
+    }
+}
+
+/// `[u64]` of length k·N_FIELDS viewed as `[Counters]` (same layout, no copy).
+fn unsafe_cast(flat: &mut [u64]) -> &mut [Counters] {
+    assert_eq!(flat.len() % N_FIELDS, 0);
+    // SAFETY: [u64; N] has the alignment of u64 and no padding.
+    unsafe { std::slice::from_raw_parts_mut(flat.as_mut_ptr() as *mut Counters, flat.len() / N_FIELDS) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn events<'a>(id: &'a [u64], size: &'a [u64], tier: &'a [u8], op: &'a [u8]) -> Events<'a> {
+        Events { id, size, bytes_read: size, tier, op, next_access: None, window: None }
+    }
+
+    #[test]
+    fn deletes_leave_every_cache_and_tiers_split_counters() {
+        let mut bank = Bank::new(vec![CacheSpec::new("lru", 10), CacheSpec::new("fifo", 10)], 2).unwrap();
+        // read A(tier0), read A -> hit, delete A, read A -> miss again; B in tier 1 is read twice.
+        let id = [1, 1, 1, 1, 2, 2];
+        let size = [4, 4, 4, 4, 3, 3];
+        let tier = [0, 0, 0, 0, 1, 1];
+        let op = [0, 0, 2, 0, 0, 0];
+        let (w, out) = bank.feed(&events(&id, &size, &tier, &op)).unwrap();
+        assert_eq!(w, 1);
+        for c in 0..2 {
+            let t0 = &out[(c * 2) * N_FIELDS..(c * 2 + 1) * N_FIELDS];
+            let t1 = &out[(c * 2 + 1) * N_FIELDS..(c * 2 + 2) * N_FIELDS];
+            assert_eq!(&t0[..5], &[3, 1, 12, 4, 8]);
+            assert_eq!(&t1[..5], &[2, 1, 6, 3, 3]);
+        }
+        assert_eq!(bank.totals(), out);
+    }
+
+    #[test]
+    fn snapshot_roundtrip_continues_identically() {
+        let specs = vec![CacheSpec::new("lru", 50), CacheSpec::new("fifo", 30)];
+        let ids: Vec<u64> = (0..400u64).map(|i| (i * 7919) % 37).collect();
+        let sizes: Vec<u64> = ids.iter().map(|i| 1 + i % 9).collect();
+        let tiers = vec![0u8; ids.len()];
+        let ops = vec![0u8; ids.len()];
+        let mut a = Bank::new(specs.clone(), 1).unwrap();
+        a.feed(&events(&ids, &sizes, &tiers, &ops)).unwrap();
+        let mut b = Bank::new(specs, 1).unwrap();
+        b.feed(&events(&ids[..150], &sizes[..150], &tiers[..150], &ops[..150])).unwrap();
+        let mut b = Bank::restore(&b.snapshot()).unwrap();
+        b.feed(&events(&ids[150..], &sizes[150..], &tiers[150..], &ops[150..])).unwrap();
+        assert_eq!(a.totals(), b.totals());
+        assert_eq!(a.shadows[0].used_bytes(), b.shadows[0].used_bytes());
+    }
+
+    #[test]
+    fn bad_batches_are_refused_with_the_event_index() {
+        let mut bank = Bank::new(vec![CacheSpec::new("lru", 10)], 2).unwrap();
+        let e = bank.feed(&events(&[1, 2], &[1, 1], &[0, 5], &[0, 0])).unwrap_err();
+        assert!(e.contains("event 1: tier 5"), "{e}");
+    }
+}

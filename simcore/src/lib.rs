@@ -1,0 +1,20 @@
+//! simcore: cachescope's shadow-cache engine.
+//!
+//! - `policy/`: one file per cache policy behind the `Policy` trait.
+//! - `shadow`: one cache (policy + sampling + hash partitions + counters by tier).
+//! - `bank`: many shadow caches fed by one stream, batch at a time; versioned snapshots.
+//! - `mrc`: exact (or SHARDS-sampled) LRU miss-ratio curves in one pass.
+//! - `trace`: the simulator's CSV trace reader.
+//! - `python`: the PyO3 bindings (`cachescope._simcore`), behind the `python` feature.
+
+pub mod bank;
+pub mod future;
+pub mod mrc;
+pub mod policy;
+pub mod shadow;
+pub mod stats;
+pub mod trace;
+pub mod util;
+
+#[cfg(feature = "python")]
+mod python;

@@ -1,0 +1,203 @@
+//! Cache policies: one file each, behind the small `Policy` trait.
+//!
+//! Every policy has a byte capacity (u64) and sees whole-file requests:
+//! a request is a hit when the file is resident; on a miss the file is inserted unless it is
+//! larger than the whole cache, evicting per policy until it fits (libCacheSim's rules, see
+//! shared/reference/README.md). `xcache` is the exception: it caches blocks of the bytes read.
+//! Each file documents how a unit-size paper policy was generalised to byte sizes.
+
+use serde::{Deserialize, Serialize};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+
+pub use crate::util::arena::{Arena, List, NIL};
+
+pub type Map<V> = rustc_hash::FxHashMap<u64, V>;
+
+/// One read access as a policy sees it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Request {
+    pub id: u64,
+    /// Whole file size in bytes: what a whole-file cache stores.
+    pub size: u64,
+    /// Bytes this access read (≤ size); what transfer efficiency counts.
+    pub bytes_read: u64,
+    pub tier: u8,
+    /// Logical time of the next access of this file (u64::MAX = never); only `belady` reads it.
+    pub next_access: u64,
+}
+
+/// What a policy did with one request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// Entirely served from cache.
+    pub hit: bool,
+    /// Bytes of `bytes_read` served from cache (a partial read of a cached file: all of them).
+    pub hit_bytes: u64,
+    /// Bytes written into the cache by this request (fill cost).
+    pub filled: u64,
+}
+
+impl Outcome {
+    #[inline]
+    pub fn hit(req: &Request) -> Self {
+        Outcome { hit: true, hit_bytes: req.bytes_read, filled: 0 }
+    }
+    #[inline]
+    pub fn miss(filled: u64) -> Self {
+        Outcome { hit: false, hit_bytes: 0, filled }
+    }
+}
+
+/// Files a policy evicted while serving one request: (bytes, tier).
+#[derive(Default, Debug)]
+pub struct Evictions {
+    pub items: Vec<(u64, u8)>,
+}
+
+impl Evictions {
+    #[inline]
+    pub fn push(&mut self, size: u64, tier: u8) {
+        self.items.push((size, tier));
+    }
+}
+
+/// Named numeric parameters of a policy (`small_ratio`, `high_watermark`, ...).
+/// Keys a policy does not read are an error, so typos do not pass silently.
+#[derive(Debug, Default, Clone)]
+pub struct Params {
+    values: BTreeMap<String, f64>,
+    read: RefCell<BTreeSet<String>>,
+}
+
+impl Params {
+    pub fn new(values: BTreeMap<String, f64>) -> Self {
+        Params { values, read: RefCell::new(BTreeSet::new()) }
+    }
+    pub fn get(&self, key: &str, default: f64) -> f64 {
+        self.read.borrow_mut().insert(key.to_string());
+        *self.values.get(key).unwrap_or(&default)
+    }
+    /// A fraction in (0, 1) (or [0, 1] with `allow_ends`).
+    pub fn fraction(&self, key: &str, default: f64, allow_ends: bool) -> Result<f64, String> {
+        let v = self.get(key, default);
+        let ok = if allow_ends { (0.0..=1.0).contains(&v) } else { v > 0.0 && v < 1.0 };
+        if ok {
+            Ok(v)
+        } else {
+            Err(format!("parameter {key}={v} must be a fraction {}", if allow_ends { "in [0, 1]" } else { "in (0, 1)" }))
+        }
+    }
+    pub fn unread(&self) -> Vec<String> {
+        let read = self.read.borrow();
+        self.values.keys().filter(|k| !read.contains(*k)).cloned().collect()
+    }
+}
+
+pub trait Policy {
+    fn build(capacity: u64, params: &Params) -> Result<Self, String>
+    where
+        Self: Sized;
+    /// Serve one read.
+    fn access(&mut self, req: &Request, ev: &mut Evictions) -> Outcome;
+    /// Drop a file (deleted or overwritten at the source); also forgets ghost history.
+    /// Returns true when it was resident.
+    fn remove(&mut self, id: u64) -> bool;
+    fn contains(&self, id: u64) -> bool;
+    fn used_bytes(&self) -> u64;
+    fn capacity(&self) -> u64;
+    /// Resident files.
+    fn len(&self) -> usize;
+}
+
+macro_rules! policies {
+    ($( $variant:ident => $module:ident :: $ty:ident = $name:literal; )*) => {
+        $( pub mod $module; )*
+
+        /// Every policy, as one enum: static dispatch and serde snapshots for free.
+        #[derive(Clone, Serialize, Deserialize)]
+        pub enum AnyPolicy { $( $variant($module::$ty), )* }
+
+        /// Policy names as the CLI and configuration spell them.
+        pub const POLICY_NAMES: &[&str] = &[$($name),*];
+
+        impl AnyPolicy {
+            pub fn new(name: &str, capacity: u64, params: &Params) -> Result<Self, String> {
+                let p = match name {
+                    $( $name => AnyPolicy::$variant(<$module::$ty as Policy>::build(capacity, params)?), )*
+                    _ => return Err(format!("unknown policy {name:?}; known: {}", POLICY_NAMES.join(", "))),
+                };
+                let unread = params.unread();
+                if !unread.is_empty() {
+                    return Err(format!("policy {name} has no parameter(s) {}", unread.join(", ")));
+                }
+                Ok(p)
+            }
+            pub fn name(&self) -> &'static str {
+                match self { $( AnyPolicy::$variant(_) => $name, )* }
+            }
+            #[inline]
+            pub fn access(&mut self, req: &Request, ev: &mut Evictions) -> Outcome {
+                match self { $( AnyPolicy::$variant(p) => p.access(req, ev), )* }
+            }
+            pub fn remove(&mut self, id: u64) -> bool {
+                match self { $( AnyPolicy::$variant(p) => p.remove(id), )* }
+            }
+            pub fn contains(&self, id: u64) -> bool {
+                match self { $( AnyPolicy::$variant(p) => p.contains(id), )* }
+            }
+            pub fn used_bytes(&self) -> u64 {
+                match self { $( AnyPolicy::$variant(p) => p.used_bytes(), )* }
+            }
+            pub fn capacity(&self) -> u64 {
+                match self { $( AnyPolicy::$variant(p) => p.capacity(), )* }
+            }
+            pub fn len(&self) -> usize {
+                match self { $( AnyPolicy::$variant(p) => p.len(), )* }
+            }
+        }
+    };
+}
+
+policies! {
+    Lru => lru::Lru = "lru";
+    Fifo => fifo::Fifo = "fifo";
+}
+
+/// Whether a policy needs each request's next-access time (offline optimum only).
+pub fn needs_future(name: &str) -> bool {
+    name == "belady"
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! Helpers for the golden tests in each policy file.
+    use super::*;
+
+    /// Replay (id, size) whole-file reads; returns the hit/miss string ("H"/"m" per request).
+    pub fn replay(p: &mut AnyPolicy, reqs: &[(u64, u64)]) -> String {
+        let mut ev = Evictions::default();
+        let next = next_access(reqs);
+        reqs.iter()
+            .zip(next)
+            .map(|(&(id, size), next_access)| {
+                let r = Request { id, size, bytes_read: size, tier: 0, next_access };
+                if p.access(&r, &mut ev).hit { 'H' } else { 'm' }
+            })
+            .collect()
+    }
+
+    pub fn next_access(reqs: &[(u64, u64)]) -> Vec<u64> {
+        let ids: Vec<u64> = reqs.iter().map(|r| r.0).collect();
+        crate::future::next_access_times(&ids)
+    }
+
+    pub fn policy(name: &str, capacity: u64) -> AnyPolicy {
+        AnyPolicy::new(name, capacity, &Params::default()).unwrap()
+    }
+
+    /// Unit-size trace from a string of single-letter ids.
+    pub fn unit(s: &str) -> Vec<(u64, u64)> {
+        s.bytes().filter(|b| !b.is_ascii_whitespace()).map(|b| (b as u64, 1)).collect()
+    }
+}

@@ -1,0 +1,270 @@
+//! PyO3 bindings: `cachescope._simcore`. Arrays in, arrays out; the GIL is released while
+//! the engine runs so Flink's other threads keep going.
+
+use crate::bank::{self, Events};
+use crate::mrc::LruMrc;
+use crate::policy::POLICY_NAMES;
+use crate::shadow::CacheSpec;
+use crate::stats::FIELDS;
+use crate::util::hash;
+use numpy::ndarray::Array1;
+use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray1, PyUntypedArrayMethods};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+use std::collections::BTreeMap;
+
+fn err(e: String) -> PyErr {
+    PyValueError::new_err(e)
+}
+
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+struct SpecIn {
+    policy: String,
+    capacity: u64,
+    params: BTreeMap<String, f64>,
+    sample_rate: f64,
+    partitions: u32,
+}
+
+/// A bank of shadow caches fed by one stream of events, a batch at a time.
+#[pyclass(name = "Bank", module = "cachescope._simcore")]
+struct PyBank {
+    inner: bank::Bank,
+}
+
+#[pymethods]
+impl PyBank {
+    #[new]
+    #[pyo3(signature = (specs, n_tiers))]
+    fn new(specs: Vec<SpecIn>, n_tiers: usize) -> PyResult<Self> {
+        let specs = specs
+            .into_iter()
+            .map(|s| CacheSpec {
+                policy: s.policy,
+                capacity: s.capacity,
+                params: s.params,
+                sample_rate: s.sample_rate,
+                partitions: s.partitions,
+            })
+            .collect();
+        Ok(PyBank { inner: bank::Bank::new(specs, n_tiers).map_err(err)? })
+    }
+
+    /// Feed one batch; returns counters shaped (windows, caches, tiers, fields).
+    #[pyo3(signature = (file_id, file_size, bytes_read, tier, op, next_access=None, window=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn feed<'py>(
+        &mut self,
+        py: Python<'py>,
+        file_id: PyReadonlyArray1<'py, u64>,
+        file_size: PyReadonlyArray1<'py, u64>,
+        bytes_read: PyReadonlyArray1<'py, u64>,
+        tier: PyReadonlyArray1<'py, u8>,
+        op: PyReadonlyArray1<'py, u8>,
+        next_access: Option<PyReadonlyArray1<'py, u64>>,
+        window: Option<PyReadonlyArray1<'py, u32>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let ev = Events {
+            id: file_id.as_slice()?,
+            size: file_size.as_slice()?,
+            bytes_read: bytes_read.as_slice()?,
+            tier: tier.as_slice()?,
+            op: op.as_slice()?,
+            next_access: next_access.as_ref().map(|a| a.as_slice()).transpose()?,
+            window: window.as_ref().map(|a| a.as_slice()).transpose()?,
+        };
+        let inner = &mut self.inner;
+        let (w, out) = py.detach(|| inner.feed(&ev)).map_err(err)?;
+        let shape = [w, self.inner.shadows.len(), self.inner.n_tiers, FIELDS.len()];
+        Ok(PyArray1::from_vec(py, out).reshape(shape)?.into_any())
+    }
+
+    /// Cumulative counters shaped (caches, tiers, fields).
+    fn totals<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let shape = [self.inner.shadows.len(), self.inner.n_tiers, FIELDS.len()];
+        Ok(PyArray1::from_vec(py, self.inner.totals()).reshape(shape)?.into_any())
+    }
+
+    /// Bytes and files resident in each cache now.
+    fn occupancy(&self) -> Vec<(u64, usize)> {
+        self.inner.shadows.iter().map(|s| (s.used_bytes(), s.resident_files())).collect()
+    }
+
+    /// Sampling rate actually applied per cache.
+    fn sample_rates(&self) -> Vec<f64> {
+        self.inner.shadows.iter().map(|s| s.effective_rate()).collect()
+    }
+
+    fn contains(&self, cache: usize, file_id: u64) -> PyResult<bool> {
+        let s = self.inner.shadows.get(cache).ok_or_else(|| err(format!("no cache {cache}")))?;
+        Ok(s.contains(file_id))
+    }
+
+    #[getter]
+    fn n_tiers(&self) -> usize {
+        self.inner.n_tiers
+    }
+    #[getter]
+    fn events_seen(&self) -> u64 {
+        self.inner.events_seen
+    }
+    #[getter]
+    fn needs_future(&self) -> bool {
+        self.inner.needs_future()
+    }
+
+    fn specs<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        self.inner
+            .shadows
+            .iter()
+            .map(|s| {
+                let d = PyDict::new(py);
+                d.set_item("policy", &s.spec.policy)?;
+                d.set_item("capacity", s.spec.capacity)?;
+                d.set_item("params", s.spec.params.clone())?;
+                d.set_item("sample_rate", s.spec.sample_rate)?;
+                d.set_item("partitions", s.spec.partitions)?;
+                Ok(d)
+            })
+            .collect()
+    }
+
+    /// Versioned binary snapshot of every cache's state and counters.
+    fn snapshot<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        let bytes = py.detach(|| self.inner.snapshot());
+        PyBytes::new(py, &bytes)
+    }
+
+    #[staticmethod]
+    fn restore(data: &[u8]) -> PyResult<Self> {
+        Ok(PyBank { inner: bank::Bank::restore(data).map_err(err)? })
+    }
+}
+
+/// Exact (or SHARDS-sampled) LRU miss-ratio curve over a grid of capacities, in one pass.
+#[pyclass(name = "LruMrc", module = "cachescope._simcore")]
+struct PyMrc {
+    inner: LruMrc,
+}
+
+#[pymethods]
+impl PyMrc {
+    #[new]
+    #[pyo3(signature = (grid, n_tiers, sample_rate=1.0, max_objects=0))]
+    fn new(grid: Vec<u64>, n_tiers: usize, sample_rate: f64, max_objects: usize) -> PyResult<Self> {
+        Ok(PyMrc { inner: LruMrc::new(&grid, n_tiers, sample_rate, max_objects).map_err(err)? })
+    }
+
+    fn feed<'py>(
+        &mut self,
+        py: Python<'py>,
+        file_id: PyReadonlyArray1<'py, u64>,
+        file_size: PyReadonlyArray1<'py, u64>,
+        bytes_read: PyReadonlyArray1<'py, u64>,
+        tier: PyReadonlyArray1<'py, u8>,
+        op: PyReadonlyArray1<'py, u8>,
+    ) -> PyResult<()> {
+        let n = file_id.len();
+        for (name, len) in [("file_size", file_size.len()), ("bytes_read", bytes_read.len()), ("tier", tier.len()), ("op", op.len())] {
+            if len != n {
+                return Err(err(format!("column {name} has {len} values, file_id has {n}")));
+            }
+        }
+        let (id, size, read, tier, op) =
+            (file_id.as_slice()?, file_size.as_slice()?, bytes_read.as_slice()?, tier.as_slice()?, op.as_slice()?);
+        let n_tiers = self.inner_n_tiers();
+        if let Some(i) = tier.iter().position(|&t| t as usize >= n_tiers) {
+            return Err(err(format!("event {i}: tier {} is not below n_tiers={n_tiers}", tier[i])));
+        }
+        let inner = &mut self.inner;
+        py.detach(|| {
+            for i in 0..n {
+                if op[i] == bank::OP_READ {
+                    inner.read(id[i], size[i], read[i], tier[i]);
+                } else {
+                    inner.remove(id[i]);
+                }
+            }
+        });
+        Ok(())
+    }
+
+    /// dict(grid=(K,), hits=(K, tiers, 2) [hits, bytes_hit], requested=(tiers, 2), sample_rate, tracked_files)
+    fn curve<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let c = self.inner.curve();
+        let k = c.grid.len();
+        let t = c.requested.len() / 2;
+        let d = PyDict::new(py);
+        d.set_item("grid", Array1::from_vec(c.grid).into_pyarray(py))?;
+        d.set_item("hits", PyArray1::from_vec(py, c.hits).reshape([k, t, 2])?)?;
+        d.set_item("requested", PyArray1::from_vec(py, c.requested).reshape([t, 2])?)?;
+        d.set_item("sample_rate", c.sample_rate)?;
+        d.set_item("tracked_files", c.tracked_files)?;
+        Ok(d)
+    }
+
+    fn snapshot<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let bytes = postcard::to_stdvec(&self.inner).map_err(|e| err(e.to_string()))?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    #[staticmethod]
+    fn restore(data: &[u8]) -> PyResult<Self> {
+        Ok(PyMrc { inner: postcard::from_bytes(data).map_err(|e| err(format!("corrupt curve snapshot: {e}")))? })
+    }
+}
+
+impl PyMrc {
+    fn inner_n_tiers(&self) -> usize {
+        self.inner.curve_tiers()
+    }
+}
+
+#[pyfunction]
+fn next_access_times<'py>(py: Python<'py>, file_id: PyReadonlyArray1<'py, u64>) -> PyResult<Bound<'py, PyArray1<u64>>> {
+    let ids = file_id.as_slice()?;
+    let out = py.detach(|| crate::future::next_access_times(ids));
+    Ok(PyArray1::from_vec(py, out))
+}
+
+/// Partition of each file among `parts` hash partitions (the same function the bank uses).
+#[pyfunction]
+fn partition_of<'py>(py: Python<'py>, file_id: PyReadonlyArray1<'py, u64>, parts: u32) -> PyResult<Bound<'py, PyArray1<u32>>> {
+    if parts == 0 {
+        return Err(err("parts must be at least 1".into()));
+    }
+    let out: Vec<u32> = file_id.as_slice()?.iter().map(|&id| hash::partition_of(id, parts)).collect();
+    Ok(PyArray1::from_vec(py, out))
+}
+
+/// Parse the simulator's CSV trace (already decompressed bytes).
+#[pyfunction]
+fn read_csv_trace<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyDict>> {
+    let t = py.detach(|| crate::trace::parse_csv(data)).map_err(err)?;
+    let d = PyDict::new(py);
+    d.set_item("timestamp", PyArray1::from_vec(py, t.timestamp))?;
+    d.set_item("file_id", PyArray1::from_vec(py, t.id))?;
+    d.set_item("file_size", PyArray1::from_vec(py, t.size))?;
+    d.set_item("bytes_read", PyArray1::from_vec(py, t.bytes_read))?;
+    d.set_item("tier", PyArray1::from_vec(py, t.tier))?;
+    d.set_item("tier_names", t.tier_names)?;
+    Ok(d)
+}
+
+#[pymodule]
+fn _simcore(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyBank>()?;
+    m.add_class::<PyMrc>()?;
+    m.add_function(wrap_pyfunction!(next_access_times, m)?)?;
+    m.add_function(wrap_pyfunction!(partition_of, m)?)?;
+    m.add_function(wrap_pyfunction!(read_csv_trace, m)?)?;
+    m.add("POLICIES", POLICY_NAMES.to_vec())?;
+    m.add("FIELDS", FIELDS.to_vec())?;
+    m.add("SNAPSHOT_VERSION", bank::SNAPSHOT_VERSION)?;
+    m.add("OP_READ", bank::OP_READ)?;
+    m.add("OP_WRITE", bank::OP_WRITE)?;
+    m.add("OP_DELETE", bank::OP_DELETE)?;
+    Ok(())
+}

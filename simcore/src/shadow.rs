@@ -1,0 +1,126 @@
+//! One shadow cache: a policy (optionally split into hash partitions and/or spatially sampled)
+//! plus its counters by tier.
+
+use crate::policy::{AnyPolicy, Evictions, Outcome, Params, Request};
+use crate::stats::*;
+use crate::util::hash::{partition_of, sample_hash, SAMPLE_MODULUS};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// What one shadow cache is. `capacity` is the full (unsampled) byte capacity.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct CacheSpec {
+    pub policy: String,
+    pub capacity: u64,
+    pub params: BTreeMap<String, f64>,
+    /// SHARDS fixed-rate spatial sampling: only files whose hash falls under the rate are
+    /// simulated, in a miniature cache of capacity·rate. 1.0 = every file.
+    pub sample_rate: f64,
+    /// Hash-partitioned sub-caches of capacity C/P each (how a cache group spreads over workers).
+    pub partitions: u32,
+}
+
+impl CacheSpec {
+    pub fn new(policy: &str, capacity: u64) -> Self {
+        CacheSpec { policy: policy.to_string(), capacity, params: BTreeMap::new(), sample_rate: 1.0, partitions: 1 }
+    }
+}
+
+#[derive(Clone, Serialize, Deserialize)]
+pub struct Shadow {
+    pub spec: CacheSpec,
+    parts: Vec<AnyPolicy>,
+    /// Files with sample_hash below this are simulated.
+    threshold: u64,
+    /// Cumulative counters, indexed by tier.
+    pub totals: Vec<Counters>,
+}
+
+impl Shadow {
+    pub fn new(spec: CacheSpec, n_tiers: usize) -> Result<Self, String> {
+        if !(spec.sample_rate > 0.0 && spec.sample_rate <= 1.0) {
+            return Err(format!("sample_rate {} must be in (0, 1]", spec.sample_rate));
+        }
+        if spec.partitions == 0 {
+            return Err("partitions must be at least 1".into());
+        }
+        let threshold = ((spec.sample_rate * SAMPLE_MODULUS as f64).round() as u64).clamp(1, SAMPLE_MODULUS);
+        let scaled = if threshold == SAMPLE_MODULUS {
+            spec.capacity
+        } else {
+            (spec.capacity as f64 * threshold as f64 / SAMPLE_MODULUS as f64).round() as u64
+        };
+        let p = spec.partitions as u64;
+        let parts = (0..p)
+            .map(|i| {
+                // spread the remainder so the partitions add up to the whole capacity
+                let cap = scaled / p + u64::from(i < scaled % p);
+                AnyPolicy::new(&spec.policy, cap, &Params::new(spec.params.clone()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Shadow { spec, parts, threshold, totals: vec![[0; N_FIELDS]; n_tiers] })
+    }
+
+    /// The fraction of files simulated (exactly as applied, after rounding to the hash modulus).
+    pub fn effective_rate(&self) -> f64 {
+        self.threshold as f64 / SAMPLE_MODULUS as f64
+    }
+
+    #[inline]
+    fn sampled(&self, id: u64) -> bool {
+        self.threshold == SAMPLE_MODULUS || sample_hash(id) < self.threshold
+    }
+
+    #[inline]
+    fn part(&mut self, id: u64) -> &mut AnyPolicy {
+        if self.parts.len() == 1 {
+            &mut self.parts[0]
+        } else {
+            let i = partition_of(id, self.parts.len() as u32) as usize;
+            &mut self.parts[i]
+        }
+    }
+
+    /// Serve a read; adds to `totals` and to `window` (the caller's counters for this event's window).
+    #[inline]
+    pub fn read(&mut self, req: &Request, ev: &mut Evictions, window: &mut [Counters]) -> Option<Outcome> {
+        if !self.sampled(req.id) {
+            return None;
+        }
+        ev.items.clear();
+        let out = self.part(req.id).access(req, ev);
+        let t = req.tier as usize;
+        for c in [&mut self.totals[t], &mut window[t]] {
+            c[REQUESTS] += 1;
+            c[HITS] += out.hit as u64;
+            c[BYTES_REQUESTED] += req.bytes_read;
+            c[BYTES_HIT] += out.hit_bytes;
+            c[BYTES_FILLED] += out.filled;
+        }
+        for &(size, tier) in &ev.items {
+            for c in [&mut self.totals[tier as usize], &mut window[tier as usize]] {
+                c[EVICTIONS] += 1;
+                c[BYTES_EVICTED] += size;
+            }
+        }
+        Some(out)
+    }
+
+    /// A file was deleted or rewritten at the source: it leaves the cache.
+    pub fn invalidate(&mut self, id: u64) -> bool {
+        self.sampled(id) && self.part(id).remove(id)
+    }
+
+    pub fn used_bytes(&self) -> u64 {
+        self.parts.iter().map(|p| p.used_bytes()).sum()
+    }
+    pub fn resident_files(&self) -> usize {
+        self.parts.iter().map(|p| p.len()).sum()
+    }
+    pub fn contains(&self, id: u64) -> bool {
+        self.sampled(id) && {
+            let i = if self.parts.len() == 1 { 0 } else { partition_of(id, self.parts.len() as u32) as usize };
+            self.parts[i].contains(id)
+        }
+    }
+}

@@ -1,0 +1,3 @@
+pub mod arena;
+pub mod fenwick;
+pub mod hash;
