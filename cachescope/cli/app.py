@@ -1,0 +1,11 @@
+"""The typer application every command module registers on."""
+
+import typer
+
+app = typer.Typer(
+    name="cachescope",
+    help="Shadow-cache analytics for grid storage: hit and transfer efficiency by data tier.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)

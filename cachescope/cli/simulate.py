@@ -1,0 +1,1 @@
+"""`cachescope simulate`: replay a CSV trace through shadow caches (written next)."""
