@@ -9,3 +9,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+@app.callback()
+def _root() -> None:
+    """cachescope: replay grid storage access logs through shadow caches."""

@@ -1,1 +1,151 @@
-"""`cachescope simulate`: replay a CSV trace through shadow caches (written next)."""
+"""`cachescope simulate`: replay a CSV trace through shadow caches of any policies and sizes."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Optional
+
+import orjson
+import typer
+
+from cachescope.cli.app import app
+from cachescope.units import SizeError, format_size, parse_size_spec
+
+
+def fail(message: str) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(code=2)
+
+
+def split_list(values: list[str]) -> list[str]:
+    return [v.strip() for item in values for v in item.split(",") if v.strip()]
+
+
+def parse_params(items: list[str]) -> dict[str, float]:
+    params = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        try:
+            if not sep:
+                raise ValueError
+            params[key.strip()] = float(value)
+        except ValueError:
+            raise fail(f"--param {item!r} must look like name=number") from None
+    return params
+
+
+@app.command()
+def simulate(
+    trace_path: Annotated[str, typer.Argument(metavar="TRACE", help="CSV trace (header timestamp,obj_id,obj_size[,tier,path][,bytes_read]); .zst ok; - for stdin")],
+    policy: Annotated[list[str], typer.Option("--policy", "-p", help="policies, comma-separated: lru,arc,…")] = ["lru"],
+    size: Annotated[list[str], typer.Option("--size", "-s", help="capacities, comma-separated: 10TB, 10TiB, bytes, or 5% of the working set")] = [],
+    trace_format: Annotated[str, typer.Option("--format", help="trace format (csv)")] = "csv",
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON object per line per (policy, size)")] = False,
+    mrc: Annotated[bool, typer.Option("--mrc", help="also print the exact LRU miss-ratio curve")] = False,
+    mrc_points: Annotated[int, typer.Option(help="capacities on the curve (log-spaced)")] = 64,
+    sample_rate: Annotated[float, typer.Option(help="SHARDS spatial sampling rate (1 = every file)")] = 1.0,
+    partitions: Annotated[int, typer.Option(help="hash-partitioned sub-caches of capacity C/P")] = 1,
+    param: Annotated[list[str], typer.Option("--param", help="policy parameter name=value (repeatable)")] = [],
+    progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="progress bar (default: on a terminal)")] = None,
+) -> None:
+    """Replay TRACE through every (policy, size) in one pass and report hit and transfer efficiency."""
+    from cachescope.simulation import POLICIES, CacheSpec, LruCurve, TraceError, load_trace, log_grid, ratios, simulate as run
+
+    if trace_format != "csv":
+        raise fail(f"--format {trace_format!r}: simulate reads the csv trace format (use `cachescope replay` for logs)")
+    policies = [p.lower() for p in split_list(policy)]
+    unknown = [p for p in policies if p not in POLICIES]
+    if unknown:
+        raise fail(f"unknown policy {', '.join(unknown)}; known: {', '.join(POLICIES)}")
+    sizes = split_list(size)
+    if not sizes and not mrc:
+        raise fail("give at least one --size (e.g. --size 10TB,50TB) or --mrc")
+    params = parse_params(param)
+    try:
+        trace = load_trace(trace_path)
+    except TraceError as e:
+        raise fail(str(e)) from None
+    if len(trace) == 0:
+        raise fail(f"{trace_path}: the trace has no requests")
+    working_set = trace.working_set() if any(s.endswith("%") for s in sizes) or mrc else None
+    try:
+        capacities = [(s, parse_size_spec(s, working_set)) for s in sizes]
+    except SizeError as e:
+        raise fail(str(e)) from None
+    try:
+        specs = [CacheSpec(p, cap, params, sample_rate, partitions) for p in policies for _, cap in capacities]
+    except ValueError as e:
+        raise fail(str(e)) from None
+
+    show = sys.stderr.isatty() if progress is None else progress
+    results = []
+    if specs:
+        try:
+            totals = _with_progress(show, len(trace), f"{len(specs)} caches",
+                                    lambda tick: run(trace, specs, on_progress=tick))
+        except ValueError as e:
+            raise fail(str(e)) from None
+        labels = [label for _ in policies for label, _ in capacities]
+        for spec, label, per_tier in zip(specs, labels, totals):
+            row = {"policy": spec.policy, "size": label, "size_bytes": spec.capacity, **ratios(per_tier.sum(axis=0))}
+            if spec.sample_rate != 1.0 or spec.partitions != 1:
+                row.update(sample_rate=spec.sample_rate, partitions=spec.partitions)
+            row["by_tier"] = {
+                name: ratios(per_tier[t]) for t, name in enumerate(trace.tier_names) if per_tier[t][0]
+            }
+            results.append(row)
+
+    curve_points = []
+    if mrc:
+        grid = log_grid(max(1, working_set // 10_000), max(1, working_set), mrc_points)
+        curve = LruCurve(grid, max(1, len(trace.tier_names)), sample_rate)
+        import numpy as np
+
+        ops = np.zeros(len(trace), dtype=np.uint8)
+        _with_progress(show, len(trace), "LRU curve",
+                       lambda tick: (curve.feed(trace.file_id, trace.file_size, trace.bytes_read, trace.tier, ops),
+                                     tick(len(trace))))
+        curve_points = curve.points(trace.tier_names)
+
+    if as_json:
+        out = sys.stdout.buffer
+        for row in results:
+            out.write(orjson.dumps(row) + b"\n")
+        for point in curve_points:
+            out.write(orjson.dumps({"curve": "lru", **point}) + b"\n")
+        out.flush()
+    else:
+        _print_tables(results, curve_points, len(trace), working_set)
+
+
+def _with_progress(show: bool, total: int, what: str, work):
+    if not show:
+        return work(lambda n: None)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                  TimeRemainingColumn(), transient=True) as bar:
+        task = bar.add_task(f"simulating {what}", total=total)
+        return work(lambda n: bar.advance(task, n))
+
+
+def _print_tables(results: list[dict], curve: list[dict], n: int, working_set: int | None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if results:
+        t = Table(title=f"{n:,} requests" + (f", working set {format_size(working_set)}" if working_set else ""))
+        for col in ("policy", "size", "hit ratio", "byte hit ratio", "hits", "bytes hit", "evictions"):
+            t.add_column(col, justify="left" if col in ("policy", "size") else "right")
+        for r in results:
+            t.add_row(r["policy"], format_size(r["size_bytes"]), f"{r['hit_ratio']:.4f}", f"{r['byte_hit_ratio']:.4f}",
+                      f"{r['hits']:,}", format_size(r["bytes_hit"]), f"{r['evictions']:,}")
+        console.print(t)
+    if curve:
+        t = Table(title="exact LRU miss-ratio curve")
+        for col in ("capacity", "hit ratio", "byte hit ratio"):
+            t.add_column(col, justify="right")
+        for p in curve:
+            t.add_row(format_size(p["capacity_bytes"]), f"{p['hit_ratio']:.4f}", f"{p['byte_hit_ratio']:.4f}")
+        console.print(t)

@@ -1,0 +1,1 @@
+"""Benchmarks for the performance targets of DESIGN.md (`cachescope bench …`)."""

@@ -1,0 +1,71 @@
+"""`cachescope bench …`: the benchmarks behind BENCHMARKS.md (figures printed, never asserted)."""
+
+from __future__ import annotations
+
+import platform
+import time
+from typing import Annotated
+
+import orjson
+import typer
+
+from cachescope.cli.app import app
+
+bench_app = typer.Typer(help="Benchmarks for the performance targets in DESIGN.md.", no_args_is_help=True)
+app.add_typer(bench_app, name="bench")
+
+TARGETS = {"lru": 5e6, "arc": 3.5e6, "s3fifo": 2e6}
+
+
+@bench_app.command("engine")
+def engine(
+    requests: Annotated[int, typer.Option(help="requests in the generated Zipf trace")] = 5_000_000,
+    files: Annotated[int, typer.Option(help="distinct files")] = 200_000,
+    alpha: Annotated[float, typer.Option(help="Zipf exponent")] = 0.9,
+    policies: Annotated[str, typer.Option(help="policies to time alone (comma-separated; default all)")] = "",
+    bank_policies: Annotated[str, typer.Option(help="policies of the bank (× 8 sizes)")] = "lru,arc,s3fifo",
+    repeat: Annotated[int, typer.Option(help="runs per figure; the best is reported")] = 3,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Single-policy requests/s, bank (3 policies × 8 sizes) events/s, exact LRU curve (64 sizes) events/s."""
+    from cachescope.bench.engine import bank_grid, bank_rate, curve_rate, default_policies, policy_rates
+    from cachescope.bench.workload import zipf_trace
+    from cachescope.simulation import POLICIES, log_grid
+
+    t0 = time.perf_counter()
+    trace = zipf_trace(requests, files, alpha)
+    ws = trace.working_set()
+    chosen = [p for p in policies.split(",") if p] or default_policies()
+    bank_pols = [p for p in bank_policies.split(",") if p in POLICIES]
+    result = {
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": f"{platform.machine()} {platform.processor() or ''} cores={_cores()}".strip(),
+        "trace": {"requests": requests, "files": files, "alpha": alpha, "working_set_bytes": ws,
+                  "generated_in_s": round(time.perf_counter() - t0, 2)},
+        "capacity_bytes": ws // 10,
+        "policies_req_per_s": policy_rates(trace, chosen, ws // 10, repeat),
+        "bank": {"policies": bank_pols, "sizes": bank_grid(ws),
+                 "events_per_s": bank_rate(trace, bank_pols, bank_grid(ws), repeat)},
+        "lru_curve": {"points": 64, "events_per_s": curve_rate(trace, log_grid(ws // 10_000, ws, 64), repeat)},
+    }
+    if as_json:
+        typer.echo(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"engine, {requests:,} requests over {files:,} files (Zipf {alpha}), capacity 10% of working set")
+    t.add_column("what")
+    t.add_column("rate", justify="right")
+    t.add_column("target", justify="right")
+    for p, r in result["policies_req_per_s"].items():
+        t.add_row(f"{p} alone", f"{r / 1e6:.2f} M req/s", f"≥ {TARGETS[p] / 1e6:.1f} M" if p in TARGETS else "")
+    t.add_row(f"bank {len(bank_pols)} policies × 8 sizes", f"{result['bank']['events_per_s'] / 1e6:.2f} M ev/s", "≥ 1.0 M")
+    t.add_row("exact LRU curve, 64 sizes", f"{result['lru_curve']['events_per_s'] / 1e6:.2f} M ev/s", "≥ 2.0 M")
+    Console().print(t)
+
+
+def _cores() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0))

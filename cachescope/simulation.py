@@ -1,0 +1,247 @@
+"""Python face of the compiled engine (cachescope._simcore): cache specs, banks, traces, curves.
+
+Everything here hands whole numpy columns to Rust; no per-event Python runs on the hot path.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from cachescope import _simcore
+
+POLICIES: tuple[str, ...] = tuple(_simcore.POLICIES)
+FIELDS: tuple[str, ...] = tuple(_simcore.FIELDS)
+F = {name: i for i, name in enumerate(FIELDS)}
+OP_READ, OP_WRITE, OP_DELETE = _simcore.OP_READ, _simcore.OP_WRITE, _simcore.OP_DELETE
+
+
+@dataclass(frozen=True)
+class CacheSpec:
+    """One shadow cache: a policy at a byte capacity, optionally sampled or hash-partitioned."""
+
+    policy: str
+    capacity: int
+    params: Mapping[str, float] = field(default_factory=dict)
+    sample_rate: float = 1.0
+    partitions: int = 1
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise ValueError(f"unknown policy {self.policy!r}; known: {', '.join(POLICIES)}")
+
+    def as_engine(self) -> dict:
+        return {
+            "policy": self.policy,
+            "capacity": int(self.capacity),
+            "params": {k: float(v) for k, v in self.params.items()},
+            "sample_rate": float(self.sample_rate),
+            "partitions": int(self.partitions),
+        }
+
+
+def ratios(counters: np.ndarray) -> dict:
+    """The field's definitions over a (…, fields) counter vector: hit and transfer efficiency."""
+    c = [int(x) for x in counters]
+    req, hits, breq, bhit = c[F["requests"]], c[F["hits"]], c[F["bytes_requested"]], c[F["bytes_hit"]]
+    return {
+        "requests": req,
+        "hits": hits,
+        "hit_ratio": hits / req if req else 0.0,
+        "bytes_requested": breq,
+        "bytes_hit": bhit,
+        "byte_hit_ratio": bhit / breq if breq else 0.0,
+        "bytes_filled": c[F["bytes_filled"]],
+        "evictions": c[F["evictions"]],
+        "bytes_evicted": c[F["bytes_evicted"]],
+    }
+
+
+class ShadowBank:
+    """A bank of shadow caches over one event stream (the compiled `Bank`)."""
+
+    def __init__(self, specs: Sequence[CacheSpec], n_tiers: int = 64, *, _engine=None):
+        self.specs = list(specs)
+        self.n_tiers = n_tiers
+        self._bank = _engine if _engine is not None else _simcore.Bank([s.as_engine() for s in self.specs], n_tiers)
+
+    def feed(self, file_id, file_size, bytes_read, tier, op, next_access=None, window=None) -> np.ndarray:
+        """Counters of this batch shaped (windows, caches, tiers, fields)."""
+        return self._bank.feed(
+            np.ascontiguousarray(file_id, dtype=np.uint64),
+            np.ascontiguousarray(file_size, dtype=np.uint64),
+            np.ascontiguousarray(bytes_read, dtype=np.uint64),
+            np.ascontiguousarray(tier, dtype=np.uint8),
+            np.ascontiguousarray(op, dtype=np.uint8),
+            None if next_access is None else np.ascontiguousarray(next_access, dtype=np.uint64),
+            None if window is None else np.ascontiguousarray(window, dtype=np.uint32),
+        )
+
+    def totals(self) -> np.ndarray:
+        """Cumulative counters shaped (caches, tiers, fields)."""
+        return self._bank.totals()
+
+    def occupancy(self) -> list[tuple[int, int]]:
+        return self._bank.occupancy()
+
+    @property
+    def needs_future(self) -> bool:
+        return self._bank.needs_future
+
+    def snapshot(self) -> bytes:
+        return self._bank.snapshot()
+
+    @classmethod
+    def restore(cls, data: bytes) -> "ShadowBank":
+        engine = _simcore.Bank.restore(data)
+        specs = [CacheSpec(**s) for s in engine.specs()]
+        return cls(specs, engine.n_tiers, _engine=engine)
+
+
+@dataclass
+class Trace:
+    """Columns of a simulator trace (one read per row)."""
+
+    timestamp: np.ndarray
+    file_id: np.ndarray
+    file_size: np.ndarray
+    bytes_read: np.ndarray
+    tier: np.ndarray
+    tier_names: list[str]
+
+    def __len__(self) -> int:
+        return len(self.file_id)
+
+    def working_set(self) -> int:
+        """Bytes of distinct files (each at its first-seen size)."""
+        _, first = np.unique(self.file_id, return_index=True)
+        return int(self.file_size[first].sum(dtype=np.uint64))
+
+
+class TraceError(ValueError):
+    pass
+
+
+def read_trace_bytes(path: str | Path) -> bytes:
+    """The trace's CSV bytes; `.zst` files are decompressed, `-` is stdin."""
+    import sys
+
+    import zstandard
+
+    if str(path) == "-":
+        raw = sys.stdin.buffer.read()
+    else:
+        try:
+            raw = Path(path).read_bytes()
+        except OSError as e:
+            raise TraceError(f"cannot read trace {path}: {e.strerror}") from None
+    if raw[:4] == b"\x28\xb5\x2f\xfd":  # zstd magic, whatever the file is called
+        try:
+            with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw)) as r:
+                raw = r.read()
+        except zstandard.ZstdError as e:
+            raise TraceError(f"{path}: corrupt zstd data: {e}") from None
+    return raw
+
+
+def load_trace(path: str | Path) -> Trace:
+    try:
+        cols = _simcore.read_csv_trace(read_trace_bytes(path))
+    except ValueError as e:
+        raise TraceError(f"{path}: {e}") from None
+    return Trace(**cols)
+
+
+def simulate(
+    trace: Trace,
+    specs: Sequence[CacheSpec],
+    chunk: int = 1 << 20,
+    on_progress: Callable[[int], None] | None = None,
+) -> np.ndarray:
+    """Run every spec over the whole trace in one pass; returns totals (caches, tiers, fields)."""
+    n_tiers = max(1, len(trace.tier_names))
+    bank = ShadowBank(specs, n_tiers)
+    next_access = _simcore.next_access_times(trace.file_id) if bank.needs_future else None
+    ops = np.zeros(min(chunk, len(trace)), dtype=np.uint8)
+    for start in range(0, len(trace), chunk):
+        end = min(start + chunk, len(trace))
+        bank.feed(
+            trace.file_id[start:end],
+            trace.file_size[start:end],
+            trace.bytes_read[start:end],
+            trace.tier[start:end],
+            ops[: end - start],
+            None if next_access is None else next_access[start:end],
+        )
+        if on_progress:
+            on_progress(end - start)
+    return bank.totals()
+
+
+def log_grid(low: int, high: int, points: int) -> list[int]:
+    """`points` log-spaced capacities from low to high bytes (inclusive, deduplicated)."""
+    if points < 1 or low < 1 or high < low:
+        raise ValueError("grid needs 1 ≤ low ≤ high and at least one point")
+    return sorted({int(round(x)) for x in np.geomspace(low, high, points)})
+
+
+class LruCurve:
+    """Exact (or SHARDS-sampled) LRU miss-ratio curve in one pass (the compiled `LruMrc`)."""
+
+    def __init__(self, grid: Iterable[int], n_tiers: int = 64, sample_rate: float = 1.0, max_objects: int = 0,
+                 *, _engine=None):
+        self._mrc = _engine if _engine is not None else _simcore.LruMrc(
+            [int(g) for g in grid], n_tiers, sample_rate, max_objects)
+
+    def feed(self, file_id, file_size, bytes_read, tier, op) -> None:
+        self._mrc.feed(
+            np.ascontiguousarray(file_id, dtype=np.uint64),
+            np.ascontiguousarray(file_size, dtype=np.uint64),
+            np.ascontiguousarray(bytes_read, dtype=np.uint64),
+            np.ascontiguousarray(tier, dtype=np.uint8),
+            np.ascontiguousarray(op, dtype=np.uint8),
+        )
+
+    def curve(self) -> dict:
+        """dict(grid (K,), hits (K, tiers, 2), requested (tiers, 2), sample_rate, tracked_files)."""
+        return self._mrc.curve()
+
+    def points(self, tier_names: Sequence[str] | None = None) -> list[dict]:
+        """One dict per capacity: hit_ratio, byte_hit_ratio (estimates when sampled) and by_tier."""
+        c = self.curve()
+        req = c["requested"].sum(axis=0)
+        out = []
+        for j, cap in enumerate(c["grid"]):
+            hits = c["hits"][j].sum(axis=0)
+            point = {
+                "capacity_bytes": int(cap),
+                "requests": float(req[0]),
+                "hits": float(hits[0]),
+                "hit_ratio": float(hits[0] / req[0]) if req[0] else 0.0,
+                "bytes_requested": float(req[1]),
+                "bytes_hit": float(hits[1]),
+                "byte_hit_ratio": float(hits[1] / req[1]) if req[1] else 0.0,
+                "sample_rate": c["sample_rate"],
+            }
+            if tier_names:
+                point["by_tier"] = {
+                    name: {
+                        "hit_ratio": float(c["hits"][j, t, 0] / c["requested"][t, 0]) if c["requested"][t, 0] else 0.0,
+                        "byte_hit_ratio": float(c["hits"][j, t, 1] / c["requested"][t, 1]) if c["requested"][t, 1] else 0.0,
+                    }
+                    for t, name in enumerate(tier_names)
+                    if c["requested"][t, 0]
+                }
+            out.append(point)
+        return out
+
+    def snapshot(self) -> bytes:
+        return self._mrc.snapshot()
+
+    @classmethod
+    def restore(cls, data: bytes) -> "LruCurve":
+        return cls((), _engine=_simcore.LruMrc.restore(data))
