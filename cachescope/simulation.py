@@ -197,14 +197,24 @@ class LruCurve:
         self._mrc = _engine if _engine is not None else _simcore.LruMrc(
             [int(g) for g in grid], n_tiers, sample_rate, max_objects)
 
-    def feed(self, file_id, file_size, bytes_read, tier, op) -> None:
-        self._mrc.feed(
+    def feed(self, file_id, file_size, bytes_read, tier, op, window=None) -> tuple[np.ndarray, np.ndarray]:
+        """This batch's curve counters per window: hits (windows, K, tiers, 2), requested (windows, tiers, 2)."""
+        return self._mrc.feed(
             np.ascontiguousarray(file_id, dtype=np.uint64),
             np.ascontiguousarray(file_size, dtype=np.uint64),
             np.ascontiguousarray(bytes_read, dtype=np.uint64),
             np.ascontiguousarray(tier, dtype=np.uint8),
             np.ascontiguousarray(op, dtype=np.uint8),
+            None if window is None else np.ascontiguousarray(window, dtype=np.uint32),
         )
+
+    @property
+    def grid(self) -> list[int]:
+        return self._mrc.grid
+
+    @property
+    def sample_rate(self) -> float:
+        return self._mrc.sample_rate
 
     def curve(self) -> dict:
         """dict(grid (K,), hits (K, tiers, 2), requested (tiers, 2), sample_rate, tracked_files)."""

@@ -41,12 +41,51 @@ pub struct LruMrc {
     /// first grid index whose capacity is ≥ every file seen
     monotone_from: usize,
     now: usize,
+    /// everything since the start
+    total: CurveAcc,
+}
+
+/// Curve counters of a set of accesses (the whole stream, or one window of a batch).
+#[derive(Clone, Serialize, Deserialize)]
+pub struct CurveAcc {
     /// (grid, tier, [hits, bytes_hit]) recorded per capacity
     direct: Vec<f64>,
     /// (grid, tier, [hits, bytes_hit]) recorded at the smallest hitting capacity; prefix-summed
     first_hit: Vec<f64>,
     /// (tier, [requests, bytes_requested])
     requested: Vec<f64>,
+}
+
+impl CurveAcc {
+    fn new(k: usize, n_tiers: usize) -> Self {
+        CurveAcc { direct: vec![0.0; k * n_tiers * 2], first_hit: vec![0.0; k * n_tiers * 2], requested: vec![0.0; n_tiers * 2] }
+    }
+
+    fn add(&mut self, other: &CurveAcc) {
+        for (a, b) in [(&mut self.direct, &other.direct), (&mut self.first_hit, &other.first_hit), (&mut self.requested, &other.requested)] {
+            a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
+        }
+    }
+
+    /// (grid, tier, 2) hits and bytes hit at every capacity.
+    pub fn hits(&self, n_tiers: usize) -> Vec<f64> {
+        let row = n_tiers * 2;
+        let k = self.direct.len() / row;
+        let mut hits = self.direct.clone();
+        let mut acc = vec![0.0; row];
+        for j in 0..k {
+            for x in 0..row {
+                acc[x] += self.first_hit[j * row + x];
+                hits[j * row + x] += acc[x];
+            }
+        }
+        hits
+    }
+
+    /// (tier, 2) requests and bytes requested.
+    pub fn requested(&self) -> &[f64] {
+        &self.requested
+    }
 }
 
 /// The curve: for each grid capacity and tier, estimated hits and bytes hit; plus requests.
@@ -88,9 +127,7 @@ impl LruMrc {
             too_big_bytes: vec![0; k],
             monotone_from: 0,
             now: 1,
-            direct: vec![0.0; k * n_tiers * 2],
-            first_hit: vec![0.0; k * n_tiers * 2],
-            requested: vec![0.0; n_tiers * 2],
+            total: CurveAcc::new(k, n_tiers),
             grid,
             n_tiers,
         })
@@ -119,13 +156,38 @@ impl LruMrc {
     }
 
     /// One read of `size`-byte file `id` that transferred `bytes_read` bytes.
-    #[inline]
     pub fn read(&mut self, id: u64, size: u64, bytes_read: u64, tier: u8) {
+        let mut total = std::mem::replace(&mut self.total, CurveAcc::new(0, 0));
+        self.read_into(id, size, bytes_read, tier, &mut total);
+        self.total = total;
+    }
+
+    /// Feed a batch; returns one accumulator per window (window numbers as in the bank).
+    /// Ops other than read remove the file. Also adds everything to the running total.
+    pub fn feed(&mut self, id: &[u64], size: &[u64], read: &[u64], tier: &[u8], op: &[u8], window: Option<&[u32]>) -> Vec<CurveAcc> {
+        let n_windows = window.map_or(1, |w| w.iter().copied().max().map_or(1, |m| m as usize + 1));
+        let mut accs = vec![CurveAcc::new(self.grid.len(), self.n_tiers); n_windows];
+        for i in 0..id.len() {
+            if op[i] == crate::bank::OP_READ {
+                let w = window.map_or(0, |w| w[i] as usize);
+                self.read_into(id[i], size[i], read[i], tier[i], &mut accs[w]);
+            } else {
+                self.remove(id[i]);
+            }
+        }
+        for a in &accs {
+            self.total.add(a);
+        }
+        accs
+    }
+
+    #[inline]
+    fn read_into(&mut self, id: u64, size: u64, bytes_read: u64, tier: u8, acc: &mut CurveAcc) {
         let Some(h) = self.tracked(id) else { return };
         let w = 1.0 / self.rate();
         let t = tier as usize;
-        self.requested[t * 2] += w;
-        self.requested[t * 2 + 1] += w * bytes_read as f64;
+        acc.requested[t * 2] += w;
+        acc.requested[t * 2 + 1] += w * bytes_read as f64;
         let k = self.grid.len();
         if let Some(&(p, old)) = self.last.get(&id) {
             let between = self.live_bytes - self.stack.prefix(p);
@@ -134,8 +196,8 @@ impl LruMrc {
             let j = self.monotone_from + self.grid[self.monotone_from..].partition_point(|&c| c < need);
             if j < k {
                 let at = (j * self.n_tiers + t) * 2;
-                self.first_hit[at] += w;
-                self.first_hit[at + 1] += w * bytes_read as f64;
+                acc.first_hit[at] += w;
+                acc.first_hit[at + 1] += w * bytes_read as f64;
             }
             for j in 0..self.monotone_from {
                 let cap = self.grid[j];
@@ -148,8 +210,8 @@ impl LruMrc {
                 };
                 if self.scale(between - big).saturating_add(size) <= cap {
                     let at = (j * self.n_tiers + t) * 2;
-                    self.direct[at] += w;
-                    self.direct[at + 1] += w * bytes_read as f64;
+                    acc.direct[at] += w;
+                    acc.direct[at + 1] += w * bytes_read as f64;
                 }
             }
             self.unplace(p, old);
@@ -247,23 +309,21 @@ impl LruMrc {
     }
 
     pub fn curve(&self) -> Curve {
-        let k = self.grid.len();
-        let row = self.n_tiers * 2;
-        let mut hits = self.direct.clone();
-        let mut acc = vec![0.0; row];
-        for j in 0..k {
-            for x in 0..row {
-                acc[x] += self.first_hit[j * row + x];
-                hits[j * row + x] += acc[x];
-            }
-        }
         Curve {
             grid: self.grid.clone(),
-            hits,
-            requested: self.requested.clone(),
+            hits: self.total.hits(self.n_tiers),
+            requested: self.total.requested.clone(),
             sample_rate: self.rate(),
             tracked_files: self.last.len(),
         }
+    }
+
+    pub fn grid(&self) -> &[u64] {
+        &self.grid
+    }
+
+    pub fn sample_rate(&self) -> f64 {
+        self.rate()
     }
 }
 
@@ -304,6 +364,22 @@ mod tests {
             })
             .collect();
         check_against_simulation(&trace, &[1, 10, 30, 49, 50, 64, 200, 700, 1500, 4000, 9000]);
+    }
+
+    #[test]
+    fn windows_add_up_to_the_total() {
+        let ids: Vec<u64> = (0..5000u64).map(|i| (i * 13) % 97).collect();
+        let sizes: Vec<u64> = ids.iter().map(|i| 1 + i % 5).collect();
+        let tiers = vec![0u8; ids.len()];
+        let ops: Vec<u8> = (0..ids.len()).map(|i| if i % 50 == 49 { 2 } else { 0 }).collect();
+        let windows: Vec<u32> = (0..ids.len() as u32).map(|i| i / 1000).collect();
+        let mut a = LruMrc::new(&[10, 50, 200], 1, 1.0, 0).unwrap();
+        let accs = a.feed(&ids, &sizes, &sizes, &tiers, &ops, Some(&windows));
+        assert_eq!(accs.len(), 5);
+        let mut sum = CurveAcc::new(3, 1);
+        accs.iter().for_each(|x| sum.add(x));
+        assert_eq!(sum.hits(1), a.curve().hits);
+        assert!(accs.iter().all(|x| x.requested()[0] > 900.0));
     }
 
     #[test]

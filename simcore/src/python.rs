@@ -157,6 +157,10 @@ impl PyMrc {
         Ok(PyMrc { inner: LruMrc::new(&grid, n_tiers, sample_rate, max_objects).map_err(err)? })
     }
 
+    /// Feed a batch; returns this batch's curve counters per window:
+    /// (hits (windows, K, tiers, 2) [hits, bytes_hit], requested (windows, tiers, 2)).
+    #[pyo3(signature = (file_id, file_size, bytes_read, tier, op, window=None))]
+    #[allow(clippy::too_many_arguments)]
     fn feed<'py>(
         &mut self,
         py: Python<'py>,
@@ -165,30 +169,38 @@ impl PyMrc {
         bytes_read: PyReadonlyArray1<'py, u64>,
         tier: PyReadonlyArray1<'py, u8>,
         op: PyReadonlyArray1<'py, u8>,
-    ) -> PyResult<()> {
-        let n = file_id.len();
-        for (name, len) in [("file_size", file_size.len()), ("bytes_read", bytes_read.len()), ("tier", tier.len()), ("op", op.len())] {
-            if len != n {
-                return Err(err(format!("column {name} has {len} values, file_id has {n}")));
-            }
-        }
-        let (id, size, read, tier, op) =
-            (file_id.as_slice()?, file_size.as_slice()?, bytes_read.as_slice()?, tier.as_slice()?, op.as_slice()?);
-        let n_tiers = self.inner_n_tiers();
-        if let Some(i) = tier.iter().position(|&t| t as usize >= n_tiers) {
-            return Err(err(format!("event {i}: tier {} is not below n_tiers={n_tiers}", tier[i])));
-        }
+        window: Option<PyReadonlyArray1<'py, u32>>,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+        let n_tiers = self.inner.curve_tiers();
+        let ev = Events {
+            id: file_id.as_slice()?,
+            size: file_size.as_slice()?,
+            bytes_read: bytes_read.as_slice()?,
+            tier: tier.as_slice()?,
+            op: op.as_slice()?,
+            next_access: None,
+            window: window.as_ref().map(|a| a.as_slice()).transpose()?,
+        };
+        ev.validate(n_tiers).map_err(err)?;
         let inner = &mut self.inner;
-        py.detach(|| {
-            for i in 0..n {
-                if op[i] == bank::OP_READ {
-                    inner.read(id[i], size[i], read[i], tier[i]);
-                } else {
-                    inner.remove(id[i]);
-                }
-            }
-        });
-        Ok(())
+        let accs = py.detach(|| inner.feed(ev.id, ev.size, ev.bytes_read, ev.tier, ev.op, ev.window));
+        let (w, k) = (accs.len(), self.inner.grid().len());
+        let hits: Vec<f64> = accs.iter().flat_map(|a| a.hits(n_tiers)).collect();
+        let requested: Vec<f64> = accs.iter().flat_map(|a| a.requested().to_vec()).collect();
+        Ok((
+            PyArray1::from_vec(py, hits).reshape([w, k, n_tiers, 2])?.into_any(),
+            PyArray1::from_vec(py, requested).reshape([w, n_tiers, 2])?.into_any(),
+        ))
+    }
+
+    #[getter]
+    fn grid(&self) -> Vec<u64> {
+        self.inner.grid().to_vec()
+    }
+
+    #[getter]
+    fn sample_rate(&self) -> f64 {
+        self.inner.sample_rate()
     }
 
     /// dict(grid=(K,), hits=(K, tiers, 2) [hits, bytes_hit], requested=(tiers, 2), sample_rate, tracked_files)
@@ -213,12 +225,6 @@ impl PyMrc {
     #[staticmethod]
     fn restore(data: &[u8]) -> PyResult<Self> {
         Ok(PyMrc { inner: postcard::from_bytes(data).map_err(|e| err(format!("corrupt curve snapshot: {e}")))? })
-    }
-}
-
-impl PyMrc {
-    fn inner_n_tiers(&self) -> usize {
-        self.inner.curve_tiers()
     }
 }
 

@@ -1,0 +1,278 @@
+"""GroupProcessor: one cache group's shadow caches, windows and real-cache observations.
+
+Batches of events go in (in arrival order); rows for ClickHouse come out when event-time
+windows close. Everything it emits is a deterministic function of the event sequence, not of
+how it was cut into batches or of wall-clock time: so a replay after a failure writes the same
+rows again (ReplacingMergeTree keeps one), and Flink and the embedded mode agree.
+
+Event time: the watermark is the largest timestamp seen so far minus the bounded
+out-of-orderness, evaluated per event; an event is late when its efficiency window already
+closed (window end + allowed lateness ≤ watermark). Late events leave the bank untouched and go
+to `Emitted.late` (and a counter): never silently dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from cachescope.core.columns import NO_OBSERVATION, EventColumns
+from cachescope.core.config import PipelineConfig
+from cachescope.core.tier_codes import TierCodes
+from cachescope.simulation import FIELDS, LruCurve, ShadowBank
+
+STATE_VERSION = 1
+_NEG_INF = np.iinfo(np.int64).min // 2
+OBSERVED_FIELDS = ("accesses", "bytes_read", "hit_bytes", "miss_bytes", "bypass_bytes")
+
+
+def _us_to_datetime(us: np.ndarray) -> np.ndarray:
+    return np.asarray(us, dtype=np.int64).astype("datetime64[us]")
+
+
+@dataclass
+class Emitted:
+    """Rows ready for the store (column dicts keyed by table column names), late events, health."""
+
+    efficiency: dict[str, np.ndarray] | None = None
+    mrc: dict[str, np.ndarray] | None = None
+    observed: dict[str, np.ndarray] | None = None
+    late: EventColumns | None = None
+    health: dict[str, float] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return any(x is not None for x in (self.efficiency, self.mrc, self.observed, self.late))
+
+
+class GroupProcessor:
+    def __init__(self, cache_group: str, config: PipelineConfig):
+        self.cache_group = cache_group
+        self.config = config
+        w = config.windows
+        self.window_us = w.us("efficiency")
+        self.curve_window_us = w.us("curve")
+        self.ooo_us = w.us("max_out_of_orderness")
+        self.lateness_us = w.us("allowed_lateness")
+        self.specs = config.shadow.specs()
+        self.bank = ShadowBank(self.specs, config.n_tiers)
+        self.curve = LruCurve(config.curve.grid(), config.n_tiers, config.curve.sample_rate,
+                              config.curve.max_objects) if config.curve.enabled else None
+        self.tiers = TierCodes(config.n_tiers)
+        self.max_ts = _NEG_INF
+        # open windows: start (µs) -> counters
+        self.open_eff: dict[int, np.ndarray] = {}
+        self.open_curve: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.open_observed: dict[tuple[int, str, str], np.ndarray] = {}
+        self.events_in = 0
+        self.late_total = 0
+
+    # ------------------------------------------------------------------ processing
+
+    @property
+    def watermark(self) -> int:
+        return self.max_ts - self.ooo_us
+
+    def process(self, ev: EventColumns) -> Emitted:
+        """Feed one batch (arrival order) and emit every window the watermark closed."""
+        n = len(ev)
+        if n == 0:
+            return Emitted()
+        self.events_in += n
+        ts = ev.ts.astype(np.int64, copy=False)
+        # watermark each event saw: from everything before it (running max, batch-independent)
+        seen_max = np.maximum.accumulate(np.concatenate(([self.max_ts], ts)))[:-1]
+        win = ts - ts % self.window_us
+        late = win + self.window_us + self.lateness_us <= seen_max - self.ooo_us
+        self.max_ts = max(self.max_ts, int(seen_max[-1]), int(ts[-1]))
+        out = Emitted()
+        if late.any():
+            out.late = ev.take(np.flatnonzero(late))
+            self.late_total += len(out.late)
+            ev = ev.take(np.flatnonzero(~late))
+            win = win[~late]
+        if len(ev):
+            self._feed(ev, win)
+        self._emit(out, self.watermark - self.lateness_us)
+        out.health = {"events_in": float(self.events_in), "late_events": float(self.late_total)}
+        return out
+
+    def flush(self) -> Emitted:
+        """Close every open window (end of a bounded input)."""
+        out = Emitted()
+        self._emit(out, None)
+        return out
+
+    def _feed(self, ev: EventColumns, win: np.ndarray) -> None:
+        tier = self.tiers.encode(ev.tier)
+        starts, window_index = np.unique(win, return_inverse=True)
+        window_index = window_index.astype(np.uint32).reshape(-1)
+        counters = self.bank.feed(ev.file_id, ev.file_size, ev.bytes_read, tier, ev.op, window=window_index)
+        for i, start in enumerate(starts.tolist()):
+            acc = self.open_eff.get(start)
+            if acc is None:
+                self.open_eff[start] = counters[i].copy()
+            else:
+                acc += counters[i]
+        if self.curve is not None:
+            cwin = win - win % self.curve_window_us
+            cstarts, cindex = np.unique(cwin, return_inverse=True)
+            hits, requested = self.curve.feed(ev.file_id, ev.file_size, ev.bytes_read, tier, ev.op,
+                                              window=cindex.astype(np.uint32).reshape(-1))
+            for i, start in enumerate(cstarts.tolist()):
+                acc = self.open_curve.get(start)
+                if acc is None:
+                    self.open_curve[start] = (hits[i].copy(), requested[i].copy())
+                else:
+                    acc[0][...] += hits[i]
+                    acc[1][...] += requested[i]
+        self._observe(ev, win)
+
+    def _observe(self, ev: EventColumns, win: np.ndarray) -> None:
+        """The real cache's own numbers (XCache records) for the same windows."""
+        has = (ev.op == 0) & ((ev.observed_hit_bytes != NO_OBSERVATION) | (ev.observed_miss_bytes != NO_OBSERVATION))
+        if not has.any():
+            return
+        idx = np.flatnonzero(has)
+        df = pd.DataFrame({
+            "window": win[idx],
+            "server": ev.server[idx],
+            "tier": ev.tier[idx],
+            "accesses": np.ones(len(idx), dtype=np.int64),
+            "bytes_read": ev.bytes_read[idx].astype(np.int64),
+            "hit_bytes": np.maximum(ev.observed_hit_bytes[idx], 0),
+            "miss_bytes": np.maximum(ev.observed_miss_bytes[idx], 0),
+            "bypass_bytes": np.maximum(ev.observed_bypass_bytes[idx], 0),
+        })
+        for key, row in df.groupby(["window", "server", "tier"], sort=True)[list(OBSERVED_FIELDS)].sum().iterrows():
+            k = (int(key[0]), str(key[1]), str(key[2]))
+            acc = self.open_observed.get(k)
+            values = row.to_numpy(dtype=np.int64)
+            if acc is None:
+                self.open_observed[k] = values
+            else:
+                acc += values
+
+    # ------------------------------------------------------------------ emission
+
+    def _emit(self, out: Emitted, closed_before: int | None) -> None:
+        """Emit windows whose end ≤ closed_before (None: all)."""
+        def closed(start: int, length: int) -> bool:
+            return closed_before is None or start + length <= closed_before
+
+        done = sorted(s for s in self.open_eff if closed(s, self.window_us))
+        if done:
+            out.efficiency = self._efficiency_rows(done)
+        done_curve = sorted(s for s in self.open_curve if closed(s, self.curve_window_us))
+        if done_curve:
+            out.mrc = self._curve_rows(done_curve)
+        done_obs = sorted(k for k in self.open_observed if closed(k[0], self.window_us))
+        if done_obs:
+            out.observed = self._observed_rows(done_obs)
+
+    def _efficiency_rows(self, starts: list[int]) -> dict[str, np.ndarray]:
+        blocks = np.stack([self.open_eff.pop(s) for s in starts])  # (W, caches, tiers, fields)
+        active = (blocks[..., 0] > 0) | (blocks[..., FIELDS.index("evictions")] > 0)
+        w, c, t = np.nonzero(active)
+        start = np.asarray(starts, dtype=np.int64)[w]
+        rows = {
+            "window_start": _us_to_datetime(start),
+            "window_end": _us_to_datetime(start + self.window_us),
+            "cache_group": np.full(len(w), self.cache_group, dtype=object),
+            "policy": np.array([self.specs[i].policy for i in range(len(self.specs))], dtype=object)[c],
+            "size_bytes": np.array([s.capacity for s in self.specs], dtype=np.uint64)[c],
+            "tier": np.array(self.tiers.names + [""] * (self.config.n_tiers - len(self.tiers.names)), dtype=object)[t],
+            "sample_rate": np.array([s.sample_rate for s in self.specs], dtype=np.float64)[c],
+            "partitions": np.array([s.partitions for s in self.specs], dtype=np.uint32)[c],
+        }
+        for f, name in enumerate(FIELDS):
+            rows[name] = blocks[w, c, t, f].astype(np.uint64)
+        return rows
+
+    def _curve_rows(self, starts: list[int]) -> dict[str, np.ndarray]:
+        grid = np.asarray(self.curve.grid, dtype=np.uint64)
+        parts = []
+        for s in starts:
+            hits, requested = self.open_curve.pop(s)  # (K, tiers, 2), (tiers, 2)
+            tiers = np.flatnonzero(requested[:, 0] > 0)
+            k, t = np.meshgrid(np.arange(len(grid)), tiers, indexing="ij")
+            k, t = k.reshape(-1), t.reshape(-1)
+            parts.append((np.full(len(k), s, dtype=np.int64), k, t, hits[k, t], requested[t]))
+        start = np.concatenate([p[0] for p in parts])
+        k = np.concatenate([p[1] for p in parts])
+        t = np.concatenate([p[2] for p in parts])
+        hits = np.concatenate([p[3] for p in parts]).reshape(-1, 2)
+        req = np.concatenate([p[4] for p in parts]).reshape(-1, 2)
+        names = np.array(self.tiers.names + [""] * (self.config.n_tiers - len(self.tiers.names)), dtype=object)
+        return {
+            "window_start": _us_to_datetime(start),
+            "cache_group": np.full(len(k), self.cache_group, dtype=object),
+            "tier": names[t],
+            "capacity_bytes": grid[k],
+            "requests": req[:, 0],
+            "hits": hits[:, 0],
+            "bytes_requested": req[:, 1],
+            "bytes_hit": hits[:, 1],
+            "sample_rate": np.full(len(k), self.curve.sample_rate, dtype=np.float64),
+        }
+
+    def _observed_rows(self, keys: list[tuple[int, str, str]]) -> dict[str, np.ndarray]:
+        values = np.stack([self.open_observed.pop(k) for k in keys])
+        rows = {
+            "window_start": _us_to_datetime(np.array([k[0] for k in keys], dtype=np.int64)),
+            "cache_group": np.full(len(keys), self.cache_group, dtype=object),
+            "server": np.array([k[1] for k in keys], dtype=object),
+            "tier": np.array([k[2] for k in keys], dtype=object),
+        }
+        for i, name in enumerate(OBSERVED_FIELDS):
+            rows[name] = values[:, i].astype(np.uint64)
+        return rows
+
+    # ------------------------------------------------------------------ state
+
+    def snapshot(self) -> bytes:
+        """Everything needed to continue exactly where this left off (versioned)."""
+        state = {
+            "v": STATE_VERSION,
+            "group": self.cache_group,
+            "specs": [s.as_engine() for s in self.specs],
+            "bank": self.bank.snapshot(),
+            "curve": self.curve.snapshot() if self.curve is not None else None,
+            "tiers": self.tiers.names,
+            "max_ts": self.max_ts,
+            "events_in": self.events_in,
+            "late_total": self.late_total,
+            "eff": [(s, a.tobytes()) for s, a in sorted(self.open_eff.items())],
+            "eff_shape": list(self.bank.totals().shape),
+            "curve_open": [(s, h.tobytes(), r.tobytes()) for s, (h, r) in sorted(self.open_curve.items())],
+            "obs": [(list(k), v.tolist()) for k, v in sorted(self.open_observed.items())],
+        }
+        return msgspec.msgpack.encode(state)
+
+    @classmethod
+    def restore(cls, cache_group: str, config: PipelineConfig, data: bytes) -> "GroupProcessor":
+        state = msgspec.msgpack.decode(data)
+        if state.get("v") != STATE_VERSION:
+            raise ValueError(f"cache group state version {state.get('v')}, this build reads {STATE_VERSION}")
+        p = cls(cache_group, config)
+        if state["specs"] != [s.as_engine() for s in p.specs]:
+            raise ValueError(f"saved state of cache group {cache_group!r} was made with other shadow caches; "
+                             "start from an empty state (or restore the old configuration)")
+        p.bank = ShadowBank.restore(state["bank"])
+        if p.curve is not None and state["curve"] is not None:
+            p.curve = LruCurve.restore(state["curve"])
+        p.tiers = TierCodes(config.n_tiers, state["tiers"])
+        p.max_ts, p.events_in, p.late_total = state["max_ts"], state["events_in"], state["late_total"]
+        shape = tuple(state["eff_shape"])
+        p.open_eff = {s: np.frombuffer(b, dtype=np.uint64).reshape(shape).copy() for s, b in state["eff"]}
+        if p.curve is not None:
+            k, t = len(p.curve.grid), config.n_tiers
+            p.open_curve = {
+                s: (np.frombuffer(h, dtype=np.float64).reshape(k, t, 2).copy(),
+                    np.frombuffer(r, dtype=np.float64).reshape(t, 2).copy())
+                for s, h, r in state["curve_open"]
+            }
+        p.open_observed = {tuple(k): np.asarray(v, dtype=np.int64) for k, v in state["obs"]}
+        return p

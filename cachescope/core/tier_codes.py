@@ -1,0 +1,34 @@
+"""Data-tier names ↔ the small integers the engine counts by, stable for a cache group's life
+(they are part of its saved state)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+OTHER = "OTHER"
+
+
+class TierCodes:
+    def __init__(self, n_tiers: int, names: list[str] | None = None):
+        self.n_tiers = n_tiers
+        self.names: list[str] = list(names) if names else [OTHER]
+        self._code = {n: i for i, n in enumerate(self.names)}
+
+    def encode(self, tiers: np.ndarray) -> np.ndarray:
+        """uint8 codes; a tier seen for the first time gets the next code, or OTHER when full."""
+        if len(tiers) == 0:
+            return np.zeros(0, dtype=np.uint8)
+        uniq, inverse = np.unique(tiers.astype(str), return_inverse=True)
+        codes = np.empty(len(uniq), dtype=np.uint8)
+        for i, name in enumerate(uniq):
+            name = str(name) or "UNKNOWN"
+            code = self._code.get(name)
+            if code is None:
+                if len(self.names) < self.n_tiers:
+                    code = len(self.names)
+                    self.names.append(name)
+                    self._code[name] = code
+                else:
+                    code = self._code[OTHER]
+            codes[i] = code
+        return codes[inverse.reshape(-1)]

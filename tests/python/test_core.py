@@ -1,0 +1,86 @@
+"""The processing core: results depend on the event sequence only, never on batching or restarts."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cachescope.core import EventColumns, GroupProcessor, PipelineConfig
+from cachescope.simulation import CacheSpec, ShadowBank
+from synthetic import event_stream
+
+CONFIG = PipelineConfig.model_validate({
+    "shadow": {"policies": ["lru", "fifo"], "sizes": ["200GB", "1TB", "3TB"]},
+    "windows": {"efficiency": "5m", "curve": "1h", "max_out_of_orderness": "30s", "allowed_lateness": "1m"},
+    "curve": {"points": 8, "min": "100GB", "max": "10TB"},
+})
+
+
+def run(ev: EventColumns, cuts: list[int], restart_at: int | None = None) -> dict[str, pd.DataFrame]:
+    p = GroupProcessor("site-A", CONFIG)
+    outs = []
+    bounds = [0, *cuts, len(ev)]
+    for i, (a, b) in enumerate(zip(bounds, bounds[1:])):
+        if restart_at is not None and i == restart_at:
+            p = GroupProcessor.restore("site-A", CONFIG, p.snapshot())
+        outs.append(p.process(ev.take(np.arange(a, b))))
+    outs.append(p.flush())
+    tables = {}
+    for name in ("efficiency", "mrc", "observed"):
+        parts = [pd.DataFrame(getattr(o, name)) for o in outs if getattr(o, name) is not None]
+        df = pd.concat(parts, ignore_index=True)
+        tables[name] = df.sort_values(list(df.columns[:6])).reset_index(drop=True)
+    tables["late"] = sum(len(o.late) for o in outs if o.late is not None)
+    return tables
+
+
+def test_batching_and_restarts_do_not_change_results():
+    ev = event_stream(jitter_us=200_000_000)  # disorder beyond the lateness: some events are late
+    whole = run(ev, [])
+    assert whole["late"] > 0
+    for cuts, restart in [([1, 777, 5000, 13_001], None), (list(range(1000, 20_000, 1000)), 7)]:
+        other = run(ev, cuts, restart)
+        for name in ("efficiency", "mrc", "observed"):
+            pd.testing.assert_frame_equal(whole[name], other[name])
+        assert other["late"] == whole["late"]
+
+
+def test_windows_add_up_to_one_pass_of_the_bank():
+    ev = event_stream(jitter_us=0)  # in order: nothing late
+    eff = run(ev, [3000])["efficiency"]
+    bank = ShadowBank([CacheSpec(p, c) for p in ("lru", "fifo") for c in (200 * 10**9, 10**12, 3 * 10**12)], 8)
+    tiers = {n: i for i, n in enumerate(sorted(set(ev.tier)))}
+    bank.feed(ev.file_id, ev.file_size, ev.bytes_read, np.array([tiers[t] for t in ev.tier], dtype=np.uint8), ev.op)
+    totals = bank.totals().sum(axis=1)  # (caches, fields)
+    per_cache = eff.groupby(["policy", "size_bytes"], sort=False)[["requests", "hits", "bytes_hit"]].sum()
+    for i, (policy, size) in enumerate((p, c) for p in ("lru", "fifo") for c in (200 * 10**9, 10**12, 3 * 10**12)):
+        got = per_cache.loc[(policy, size)]
+        assert (int(got["requests"]), int(got["hits"]), int(got["bytes_hit"])) == (totals[i][0], totals[i][1], totals[i][3])
+
+
+def test_late_events_are_reported_not_counted():
+    ev = event_stream(n=2000, jitter_us=0)
+    old = ev.take(np.arange(10))
+    old.ts = old.ts - 3_600_000_000  # an hour behind the stream: its windows closed long ago
+    p = GroupProcessor("g", CONFIG)
+    p.process(ev)
+    out = p.process(old)
+    assert out.late is not None and len(out.late) == 10
+    assert out.efficiency is None
+    assert out.health["late_events"] == 10
+
+
+def test_observed_bytes_of_the_real_cache_are_aggregated():
+    ev = event_stream(n=3000, jitter_us=0)
+    obs = run(ev, [])["observed"]
+    reads = (ev.op == 0) & (ev.observed_hit_bytes >= 0)
+    assert obs["accesses"].sum() == reads.sum()
+    assert obs["hit_bytes"].sum() == ev.observed_hit_bytes[reads].sum()
+    assert obs["miss_bytes"].sum() == ev.observed_miss_bytes[reads].sum()
+
+
+def test_state_from_another_configuration_is_refused():
+    p = GroupProcessor("g", CONFIG)
+    p.process(event_stream(n=100))
+    other = CONFIG.model_copy(update={"shadow": CONFIG.shadow.model_copy(update={"sizes": ["5TB"]})})
+    with pytest.raises(ValueError, match="other shadow caches"):
+        GroupProcessor.restore("g", other, p.snapshot())
