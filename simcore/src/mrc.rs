@@ -41,6 +41,8 @@ pub struct LruMrc {
     /// first grid index whose capacity is ≥ every file seen
     monotone_from: usize,
     now: usize,
+    /// smallest position space; compaction doubles beyond the live files
+    min_positions: usize,
     /// everything since the start
     total: CurveAcc,
 }
@@ -128,6 +130,7 @@ impl LruMrc {
             monotone_from: 0,
             now: 1,
             total: CurveAcc::new(k, n_tiers),
+            min_positions: MIN_POSITIONS,
             grid,
             n_tiers,
         })
@@ -189,7 +192,7 @@ impl LruMrc {
         acc.requested[t * 2] += w;
         acc.requested[t * 2 + 1] += w * bytes_read as f64;
         let k = self.grid.len();
-        if let Some(&(p, old)) = self.last.get(&id) {
+        if let Some((p, old)) = self.last.remove(&id) {
             let between = self.live_bytes - self.stack.prefix(p);
             // capacities that no file exceeds: the curve is monotone, record the first hit only
             let need = self.scale(between).saturating_add(size);
@@ -271,7 +274,7 @@ impl LruMrc {
     fn compact(&mut self) {
         let mut live: Vec<(usize, u64, u64)> = self.last.iter().map(|(&id, &(p, s))| (p, id, s)).collect();
         live.sort_unstable();
-        let cap = (live.len() * 2).max(MIN_POSITIONS);
+        let cap = (live.len() * 2).max(self.min_positions);
         let sizes: Vec<u64> = live.iter().map(|e| e.2).collect();
         self.stack = Fenwick::from_values(&sizes, cap);
         for j in 0..self.grid.len() {
@@ -335,6 +338,9 @@ mod tests {
     /// The curve must equal separate LRU simulations at every grid capacity.
     fn check_against_simulation(trace: &[(u64, u64)], grid: &[u64]) {
         let mut mrc = LruMrc::new(grid, 1, 1.0, 0).unwrap();
+        // a tiny position space: positions are renumbered every few dozen accesses
+        mrc.min_positions = 32;
+        mrc.stack = Fenwick::new(32);
         for &(id, size) in trace {
             mrc.read(id, size, size, 0);
         }
@@ -384,7 +390,15 @@ mod tests {
 
     #[test]
     fn compaction_keeps_distances() {
-        let trace: Vec<(u64, u64)> = (0..200_000u64).map(|i| ((i * 31) % 1000, 1 + (i * 31) % 1000 % 3)).collect();
-        check_against_simulation(&trace[..150_000], &[100, 500, 1200, 2500]);
+        // many distinct files and short reuses across several renumberings of the positions
+        let mut x = 99u64;
+        let trace: Vec<(u64, u64)> = (0..300_000u64)
+            .map(|i| {
+                x = crate::util::hash::mix64(x);
+                let id = if x % 3 == 0 { i } else { i.saturating_sub(x % 50) };
+                (id, 1 + id % 7)
+            })
+            .collect();
+        check_against_simulation(&trace, &[20, 100, 500, 1200, 2500]);
     }
 }

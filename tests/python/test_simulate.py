@@ -1,0 +1,109 @@
+"""`cachescope simulate` against libCacheSim's reference results and its command-line contract."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cachescope.simulation import CacheSpec, LruCurve, load_trace, simulate
+from cachescope.units import SizeError, parse_size
+
+CLI = [str(Path(sys.executable).parent / "cachescope")]
+
+
+def cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(CLI + list(args), input=stdin, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def reference(shared_dir):
+    rows = [json.loads(l) for l in (shared_dir / "reference/shared_seed1_libcachesim.jsonl").read_text().splitlines()]
+    return shared_dir / "reference/shared_seed1.csv.zst", rows
+
+
+def test_lru_and_fifo_match_libcachesim_exactly(reference):
+    trace, rows = reference
+    rows = [r for r in rows if r["policy"] in ("lru", "fifo")]
+    sizes = sorted({r["size_bytes"] for r in rows})
+    out = cli("simulate", str(trace), "--policy", "lru,fifo", "--size", ",".join(map(str, sizes)), "--json")
+    assert out.returncode == 0, out.stderr.decode()
+    got = {(r["policy"], r["size_bytes"]): r for r in map(json.loads, out.stdout.splitlines())}
+    for r in rows:
+        mine = got[(r["policy"], r["size_bytes"])]
+        assert mine["requests"] == r["requests"]
+        assert mine["hits"] == r["requests"] - r["n_miss"], (r["policy"], r["size_bytes"])
+        assert mine["bytes_requested"] == r["n_req_bytes"]
+        assert mine["bytes_hit"] == r["n_req_bytes"] - r["n_miss_bytes"]
+        for key in ("policy", "size_bytes", "requests", "hits", "hit_ratio", "bytes_requested", "bytes_hit", "byte_hit_ratio"):
+            assert key in mine
+
+
+def test_exact_curve_equals_separate_simulations(reference):
+    trace = load_trace(reference[0])
+    sub = trace.__class__(trace.timestamp[:200_000], trace.file_id[:200_000], trace.file_size[:200_000],
+                          trace.bytes_read[:200_000], trace.tier[:200_000], trace.tier_names)
+    grid = [10**9, 5 * 10**12, 2 * 10**13, 8 * 10**13]
+    curve = LruCurve(grid, len(sub.tier_names))
+    curve.feed(sub.file_id, sub.file_size, sub.bytes_read, sub.tier, np.zeros(len(sub), np.uint8))
+    totals = simulate(sub, [CacheSpec("lru", g) for g in grid])
+    for point, per_tier in zip(curve.points(), totals):
+        assert point["hits"] == per_tier[:, 1].sum()
+        assert point["bytes_hit"] == per_tier[:, 3].sum()
+
+
+def test_partial_reads_and_tiers(tmp_path):
+    t = tmp_path / "t.csv"
+    # A (100 B) read whole, then 40 B of it (a hit for 40 B); B too large for the cache
+    t.write_text("timestamp,obj_id,obj_size,tier,path,bytes_read\n"
+                 "1,1,100,AOD,/a,100\n2,1,100,AOD,/a,40\n3,2,500,HITS,/b,500\n4,2,500,HITS,/b,10\n")
+    out = cli("simulate", str(t), "--policy", "lru", "--size", "200", "--json")
+    r = json.loads(out.stdout)
+    assert (r["requests"], r["hits"], r["bytes_requested"], r["bytes_hit"]) == (4, 1, 650, 40)
+    assert r["by_tier"]["AOD"]["hit_ratio"] == 0.5
+    assert r["by_tier"]["HITS"]["hits"] == 0
+
+
+def test_malformed_row_names_the_line(tmp_path):
+    t = tmp_path / "bad.csv"
+    t.write_text("timestamp,obj_id,obj_size\n1,1,100\n2,two,100\n")
+    out = cli("simulate", str(t), "--size", "1TB", "--json")
+    assert out.returncode == 2
+    assert "line 3: obj_id \"two\"" in out.stderr.decode()
+    assert out.stdout == b""
+
+
+def test_unknown_policy_and_bad_size_are_clear_errors(tmp_path):
+    t = tmp_path / "t.csv"
+    t.write_text("timestamp,obj_id,obj_size\n1,1,100\n")
+    out = cli("simulate", str(t), "--policy", "lru,nope", "--size", "1TB")
+    assert out.returncode == 2 and b"unknown policy nope" in out.stderr
+    out = cli("simulate", str(t), "--size", "10XB")
+    assert out.returncode == 2 and b"unknown unit" in out.stderr
+
+
+def test_stdin_and_zstd(tmp_path):
+    import zstandard
+
+    data = b"timestamp,obj_id,obj_size\n1,1,100\n2,1,100\n"
+    z = tmp_path / "t.csv.zst"
+    z.write_bytes(zstandard.ZstdCompressor().compress(data))
+    for args, stdin in (([str(z)], None), (["-"], data)):
+        r = json.loads(cli("simulate", *args, "--size", "1KB", "--json", stdin=stdin).stdout)
+        assert (r["hits"], r["size_bytes"]) == (1, 1000)
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("10TB", 10 * 10**12), ("10TiB", 10 * 2**40), ("123", 123), ("1.5TB", 1_500_000_000_000),
+    ("7 GiB", 7 * 2**30), ("18446744073709551615", 2**64 - 1),
+])
+def test_sizes(text, expected):
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "TB", "-1TB", "0", "10XB", "18446744073709551616", "1e3"])
+def test_bad_sizes(text):
+    with pytest.raises(SizeError):
+        parse_size(text)
