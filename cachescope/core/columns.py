@@ -24,6 +24,11 @@ class EventColumns:
     tier: np.ndarray  # object (str)
     server: np.ndarray  # object (str)
     source: np.ndarray  # object (str)
+    site: np.ndarray  # object (str)
+    client: np.ndarray  # object (str)
+    vo: np.ndarray  # object (str)
+    path: np.ndarray  # object (str)
+    cache_group: np.ndarray  # object (str)
     observed_hit_bytes: np.ndarray  # int64, -1 = none
     observed_miss_bytes: np.ndarray
     observed_bypass_bytes: np.ndarray
@@ -70,10 +75,31 @@ class EventColumns:
             tier=text("tier"),
             server=text("server"),
             source=text("source"),
+            site=text("site"),
+            client=text("client"),
+            vo=text("vo"),
+            path=text("path"),
+            cache_group=text("cache_group"),
             observed_hit_bytes=observed("observed_hit_bytes"),
             observed_miss_bytes=observed("observed_miss_bytes"),
             observed_bypass_bytes=observed("observed_bypass_bytes"),
         )
+
+    def access_event_rows(self) -> dict[str, np.ndarray]:
+        """Columns of the access_events table (observed_* as None where absent)."""
+        rows = {
+            "ts": self.ts.astype("datetime64[us]"),
+            "site": self.site, "source": self.source, "server": self.server, "client": self.client,
+            "vo": self.vo, "path": self.path, "file_id": self.file_id, "file_size": self.file_size,
+            "bytes_read": self.bytes_read, "op": OP_NAMES[self.op], "tier": self.tier,
+            "cache_group": self.cache_group, "seq": self.seq,
+        }
+        for name in ("observed_hit_bytes", "observed_miss_bytes", "observed_bypass_bytes"):
+            v = getattr(self, name)
+            col = np.empty(len(v), dtype=object)
+            col[:] = [None if x < 0 else x for x in v.tolist()]
+            rows[name] = col
+        return rows
 
     @classmethod
     def concat(cls, parts: list["EventColumns"]) -> "EventColumns":

@@ -27,6 +27,9 @@ def event_stream(n: int = 20_000, files: int = 400, seed: int = 1, start_us: int
     return EventColumns(
         ts=ts, seq=np.arange(n, dtype=np.uint64), file_id=file_id, file_size=file_size, bytes_read=bytes_read,
         op=op, tier=TIERS[ranks % len(TIERS)], server=np.array(["xcache-1", "xcache-2"], dtype=object)[ranks % 2],
-        source=np.full(n, "xrootd-gstream", dtype=object), observed_hit_bytes=hit, observed_miss_bytes=miss,
+        source=np.full(n, "xrootd-gstream", dtype=object), site=np.full(n, "SITE-A", dtype=object),
+        client=np.full(n, "", dtype=object), vo=np.full(n, "atlas", dtype=object),
+        path=np.array([f"/atlas/rucio/f{r}" for r in ranks], dtype=object),
+        cache_group=np.full(n, "site-A", dtype=object), observed_hit_bytes=hit, observed_miss_bytes=miss,
         observed_bypass_bytes=np.where(obs, 0, NO_OBSERVATION).astype(np.int64),
     )
