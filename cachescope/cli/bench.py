@@ -69,3 +69,34 @@ def _cores() -> int:
     import os
 
     return len(os.sched_getaffinity(0))
+
+
+@bench_app.command("accuracy")
+def accuracy(
+    trace_path: Annotated[str, typer.Argument(metavar="TRACE", help="CSV trace (e.g. ../shared/reference/shared_seed1.csv.zst)")],
+    policies: Annotated[str, typer.Option(help="policies to compare")] = "lru,fifo",
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Error of SHARDS sampling and hash partitions against full simulation, on TRACE."""
+    from cachescope.bench.accuracy import curve_errors, variant_errors
+    from cachescope.simulation import load_trace, log_grid
+
+    trace = load_trace(trace_path)
+    ws = trace.working_set()
+    capacities = [ws // 100, ws // 20, ws // 10, ws * 3 // 10]
+    rows = variant_errors(trace, policies.split(","), capacities, [
+        ("sampled 0.1", 0.1, 1), ("sampled 0.01", 0.01, 1), ("4 partitions", 1.0, 4), ("48 partitions", 1.0, 48)])
+    curve = curve_errors(trace, log_grid(ws // 1000, ws, 32), [
+        ("curve, rate 0.1", 0.1, 0), ("curve, rate 0.01", 0.01, 0), ("curve, fixed size 8192 files", 0.1, 8192)])
+    if as_json:
+        typer.echo(orjson.dumps({"caches": rows, "lru_curve": curve}, option=orjson.OPT_INDENT_2).decode())
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"error vs full simulation, {len(trace):,} requests, policies {policies}, 1/5/10/30% of working set")
+    for col in ("variant", "max |Δ hit ratio|", "mean |Δ hit ratio|"):
+        t.add_column(col)
+    for r in rows + curve:
+        t.add_row(r["variant"], f"{r['max_abs_error']:.4f}", f"{r['mean_abs_error']:.4f}")
+    Console().print(t)

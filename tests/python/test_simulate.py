@@ -107,3 +107,17 @@ def test_sizes(text, expected):
 def test_bad_sizes(text):
     with pytest.raises(SizeError):
         parse_size(text)
+
+
+def test_sampling_and_partition_errors_on_the_shared_trace(reference):
+    from cachescope.bench.accuracy import curve_errors, variant_errors
+
+    trace = load_trace(reference[0])
+    ws = trace.working_set()
+    caps = [ws // 100, ws // 10, ws * 3 // 10]
+    rows = {r["variant"]: r for r in variant_errors(trace, ["lru"], caps, [("r0.1", 0.1, 1), ("p48", 1.0, 48)])}
+    # the Tokyo study found < 1% between 48 small caches and one big one; SHARDS at 10% is as close
+    assert rows["p48"]["max_abs_error"] < 0.01
+    assert rows["r0.1"]["max_abs_error"] < 0.01
+    curve = curve_errors(trace, [ws // 100, ws // 10, ws // 3], [("fixed", 0.1, 8192)])
+    assert curve[0]["max_abs_error"] < 0.02
