@@ -74,6 +74,9 @@ pub struct Bank {
     pub events_seen: u64,
 }
 
+/// Cache-accesses in a batch below which threads cost more than they save.
+const PARALLEL_MIN_WORK: usize = 20_000;
+
 const SNAPSHOT_MAGIC: &[u8; 8] = b"CSBANK\0\0";
 /// Bump when the serialized layout of any policy changes; old snapshots are then refused.
 pub const SNAPSHOT_VERSION: u32 = 1;
@@ -99,19 +102,19 @@ impl Bank {
         }
         let per_cache = self.n_tiers;
         let n_caches = self.shadows.len();
-        let mut out = vec![0u64; n_windows * n_caches * per_cache * N_FIELDS];
-        // view the flat output as per-(window, cache) slices of tier counters
-        let counters: &mut [Counters] = unsafe_cast(&mut out);
-        let mut evictions = Evictions::default();
-        for (c, shadow) in self.shadows.iter_mut().enumerate() {
+        // Caches are independent: run them on all cores (RAYON_NUM_THREADS limits it) when the
+        // batch is big enough to pay for the hand-off; each writes its own (window, tier) block.
+        let run = |shadow: &mut Shadow| -> Vec<u64> {
+            let mut block = vec![0u64; n_windows * per_cache * N_FIELDS];
+            let counters: &mut [Counters] = unsafe_cast(&mut block);
+            let mut evictions = Evictions::default();
             for i in 0..ev.len() {
                 let id = ev.id[i];
                 if ev.op[i] != OP_READ {
                     shadow.invalidate(id);
                     continue;
                 }
-                let w = ev.window.map_or(0, |w| w[i] as usize);
-                let base = (w * n_caches + c) * per_cache;
+                let base = ev.window.map_or(0, |w| w[i] as usize) * per_cache;
                 let req = Request {
                     id,
                     size: ev.size[i],
@@ -120,6 +123,21 @@ impl Bank {
                     next_access: ev.next_access.map_or(u64::MAX, |n| n[i]),
                 };
                 shadow.read(&req, &mut evictions, &mut counters[base..base + per_cache]);
+            }
+            block
+        };
+        let blocks: Vec<Vec<u64>> = if n_caches > 1 && ev.len() * n_caches >= PARALLEL_MIN_WORK {
+            use rayon::prelude::*;
+            self.shadows.par_iter_mut().map(run).collect()
+        } else {
+            self.shadows.iter_mut().map(run).collect()
+        };
+        let stride = per_cache * N_FIELDS;
+        let mut out = vec![0u64; n_windows * n_caches * stride];
+        for (c, block) in blocks.iter().enumerate() {
+            for w in 0..n_windows {
+                let dst = (w * n_caches + c) * stride;
+                out[dst..dst + stride].copy_from_slice(&block[w * stride..(w + 1) * stride]);
             }
         }
         self.events_seen += ev.len() as u64;
