@@ -150,6 +150,12 @@ mod tests {
         let mut p = policy("lfuda", 2);
         assert_eq!(replay(&mut p, &unit("abcbdebde")), "mmmHmmmmm");
         assert!(p.contains(b'e' as u64) && p.contains(b'd' as u64));
+        // capacity 2: x x x: F3, key 3 (set while L = 0). a: key 1. b: evict a, L = 1, key 2.
+        // c: evict b, L = 2, key 3. x: hit, F4, key 4 + L = 6 (not old key + 1 = 4).
+        // d: evict c (3), L = 3, key 4. e: evict d (4) — with key 4, x would have gone
+        // (older key 4) — L = 4, key 5. x: hit.
+        let mut p = policy("lfuda", 2);
+        assert_eq!(replay(&mut p, &unit("xxxabcxdex")), "mHHmmmHmmH");
     }
 
     #[test]
