@@ -21,10 +21,17 @@
 //! order while `used + size > capacity`. A file larger than the cache is not inserted and
 //! evicts nothing. A zero-byte file counts as 1 byte in `H` (no division by zero).
 //!
-//! libCacheSim ranks by `(priority, vtime of the request that set it)` in a `std::set`,
-//! exactly as the `BTreeSet<(H bits, request seq, slot)>` here (positive finite f64 order
-//! equals the order of their bit patterns). Counts on the shared reference trace are
-//! identical.
+//! libCacheSim ranks by `(priority, vtime of the request that set it)` in a `std::set`.
+//! Here the same unique key `(H bits, request seq)` (positive finite f64 order equals the
+//! order of their bit patterns) orders a min-heap with one entry per file whose key may be
+//! out of date: a hit only raises the file's key in its `Entry` (keys never decrease, since
+//! `L` never decreases). When the heap's minimum is out of date it is pushed back with the
+//! file's current key; when it is current, it is the true minimum (every other entry's
+//! current key is at least its heap key, which is at least this one) and is evicted. So a
+//! hit costs no heap operation, and the order is exactly libCacheSim's. Entries of removed
+//! files are dropped when they surface (or purged if they pile up). Keys are unique, so the
+//! 4-ary heap's internal layout never affects a decision (nor does a snapshot restore). Counts on
+//! the shared reference trace are identical to libCacheSim's.
 
 use super::*;
 
@@ -37,9 +44,11 @@ struct Entry {
     size: u64,
     tier: u8,
     freq: u64,
-    /// The entry's key in `queue`: (H as f64 bits, request sequence number).
+    /// Current key: H as f64 bits, and the sequence number of the request that set it.
     pri: u64,
     seq: u64,
+    /// The seq of this file's entry in `queue` (0 = the slot is free).
+    queued: u64,
 }
 
 #[derive(Clone, Serialize, Deserialize)]
@@ -52,7 +61,71 @@ pub struct Gdsf {
     seq: u64,
     map: Map<u32>,
     arena: Arena<Entry>,
-    queue: BTreeSet<(u64, u64, u32)>,
+    /// Min-heap of (H bits, seq, slot): one entry per resident file, possibly with an older
+    /// (smaller) key, plus entries of removed files not yet surfaced.
+    queue: QuadHeap,
+}
+
+/// A 4-ary min-heap (half the depth of a binary heap, children in one or two cache lines).
+#[derive(Clone, Default, Serialize, Deserialize)]
+struct QuadHeap {
+    items: Vec<(u64, u64, u32)>,
+}
+
+impl QuadHeap {
+    fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    fn push(&mut self, item: (u64, u64, u32)) {
+        let mut i = self.items.len();
+        self.items.push(item);
+        while i > 0 {
+            let parent = (i - 1) / 4;
+            if self.items[parent] <= item {
+                break;
+            }
+            self.items[i] = self.items[parent];
+            i = parent;
+        }
+        self.items[i] = item;
+    }
+
+    fn pop(&mut self) -> Option<(u64, u64, u32)> {
+        let last = self.items.pop()?;
+        if self.items.is_empty() {
+            return Some(last);
+        }
+        let top = self.items[0];
+        let n = self.items.len();
+        let mut i = 0;
+        loop {
+            let first = 4 * i + 1;
+            if first >= n {
+                break;
+            }
+            let mut c = first;
+            for j in first + 1..(first + 4).min(n) {
+                if self.items[j] < self.items[c] {
+                    c = j;
+                }
+            }
+            if last <= self.items[c] {
+                break;
+            }
+            self.items[i] = self.items[c];
+            i = c;
+        }
+        self.items[i] = last;
+        Some(top)
+    }
+
+    fn retain(&mut self, keep: impl Fn(&(u64, u64, u32)) -> bool) {
+        let items = std::mem::take(&mut self.items);
+        for item in items.into_iter().filter(keep) {
+            self.push(item);
+        }
+    }
 }
 
 impl Gdsf {
@@ -62,11 +135,29 @@ impl Gdsf {
         debug_assert!(h.is_finite() && h > 0.0);
         h.to_bits()
     }
+
+    /// Pop the resident file with the smallest current key.
+    fn pop_min(&mut self) -> (u64, u32) {
+        loop {
+            let (pri, seq, slot) = self.queue.pop().expect("used > 0 implies a resident file");
+            let e = self.arena.get_mut(slot);
+            if e.queued != seq {
+                continue; // a removed file's entry
+            }
+            if e.seq == seq {
+                return (pri, slot);
+            }
+            // hit since it was queued: requeue with its current key
+            e.queued = e.seq;
+            let key = (e.pri, e.seq, slot);
+            self.queue.push(key);
+        }
+    }
 }
 
 impl Policy for Gdsf {
     fn build(capacity: u64, _: &Params) -> Result<Self, String> {
-        let (map, arena, queue) = (Map::default(), Arena::new(), BTreeSet::new());
+        let (map, arena, queue) = (Map::default(), Arena::new(), QuadHeap::default());
         Ok(Gdsf { capacity, used: 0, age: 0.0, seq: 0, map, arena, queue })
     }
 
@@ -75,19 +166,17 @@ impl Policy for Gdsf {
         self.seq += 1;
         let seq = self.seq;
         if let Some(&slot) = self.map.get(&req.id) {
-            let Entry { freq, size, pri, seq: old_seq, .. } = *self.arena.get(slot);
-            self.queue.remove(&(pri, old_seq, slot));
+            let Entry { freq, size, .. } = *self.arena.get(slot);
             let pri = self.priority(freq + 1, size);
             let e = self.arena.get_mut(slot);
             (e.freq, e.pri, e.seq) = (freq + 1, pri, seq);
-            self.queue.insert((pri, seq, slot));
             return Outcome::hit(req);
         }
         if req.size > self.capacity {
             return Outcome::miss(0);
         }
         while self.used + req.size > self.capacity {
-            let (pri, _, slot) = self.queue.pop_first().expect("used > 0 implies a resident file");
+            let (pri, slot) = self.pop_min();
             self.age = f64::from_bits(pri);
             let e = self.arena.release(slot);
             self.map.remove(&e.id);
@@ -95,8 +184,9 @@ impl Policy for Gdsf {
             ev.push(e.size, e.tier);
         }
         let pri = self.priority(1, req.size);
-        let slot = self.arena.alloc(Entry { id: req.id, size: req.size, tier: req.tier, freq: 1, pri, seq });
-        self.queue.insert((pri, seq, slot));
+        let entry = Entry { id: req.id, size: req.size, tier: req.tier, freq: 1, pri, seq, queued: seq };
+        let slot = self.arena.alloc(entry);
+        self.queue.push((pri, seq, slot));
         self.map.insert(req.id, slot);
         self.used += req.size;
         Outcome::miss(req.size)
@@ -105,9 +195,13 @@ impl Policy for Gdsf {
     fn remove(&mut self, id: u64) -> bool {
         match self.map.remove(&id) {
             Some(slot) => {
-                let e = self.arena.release(slot);
-                self.queue.remove(&(e.pri, e.seq, slot));
-                self.used -= e.size;
+                // its queue entry is dropped when it surfaces: a released slot has queued = 0,
+                // a reused one a newer seq
+                self.used -= self.arena.release(slot).size;
+                if self.queue.len() > 2 * self.map.len() + 1024 {
+                    let arena = &self.arena;
+                    self.queue.retain(|&(_, seq, slot)| arena.get(slot).queued == seq);
+                }
                 true
             }
             None => false,
@@ -181,6 +275,26 @@ mod tests {
         let mut p = policy("gdsf", 12 * G);
         let t = [(2, G), (1, 5 * G), (1, 5 * G), (3, 6 * G), (4, 2 * G), (5, 3 * G), (6, 2 * G), (2, G), (1, 5 * G)];
         assert_eq!(replay(&mut p, &t), "mmHmmmmHm");
+    }
+
+    #[test]
+    fn quad_heap_pops_in_order() {
+        let mut h = super::QuadHeap::default();
+        let mut expect = Vec::new();
+        for i in 0..2000u64 {
+            let item = (crate::util::hash::mix64(i) % 300, i, i as u32);
+            h.push(item);
+            expect.push(item);
+            if i % 7 == 0 {
+                expect.sort();
+                assert_eq!(h.pop(), Some(expect.remove(0)));
+            }
+        }
+        h.retain(|x| x.1 % 3 != 0);
+        expect.retain(|x| x.1 % 3 != 0);
+        expect.sort();
+        let popped: Vec<_> = std::iter::from_fn(|| h.pop()).collect();
+        assert_eq!(popped, expect);
     }
 
     #[test]
