@@ -57,7 +57,9 @@ fn matches_libcachesim_on_the_shared_trace() {
             next_access: Some(&next),
             window: None,
         };
+        let started = std::time::Instant::now();
         let (_, c) = bank.feed(&ev).unwrap();
+        let rate = trace.id.len() as f64 / started.elapsed().as_secs_f64();
         assert_eq!(c[REQUESTS], trace.id.len() as u64);
         let hits = c[HITS];
         let diff = (hits as f64 - expect_hits as f64).abs() / trace.id.len() as f64;
@@ -65,7 +67,10 @@ fn matches_libcachesim_on_the_shared_trace() {
             "lru" | "fifo" => 0.0,
             p => EXPLAINED.iter().find(|e| e.0 == p).map_or(TOLERANCE, |e| e.1),
         };
-        println!("{policy:>8} {size:>16} hits {hits:>7} libCacheSim {expect_hits:>7} diff {diff:.4} (allowed {allowed})");
+        println!(
+            "{policy:>8} {size:>16} hits {hits:>7} libCacheSim {expect_hits:>7} diff {diff:.4} (allowed {allowed}) {:.1}M req/s",
+            rate / 1e6
+        );
         if diff > allowed {
             failures.push(format!("{policy} at {size}: {hits} hits vs libCacheSim {expect_hits} ({diff:.4} > {allowed})"));
         }

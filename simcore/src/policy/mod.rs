@@ -162,6 +162,13 @@ macro_rules! policies {
 policies! {
     Lru => lru::Lru = "lru";
     Fifo => fifo::Fifo = "fifo";
+    Clock => clock::Clock = "clock";
+    Slru => slru::Slru = "slru";
+    Lfu => lfu::Lfu = "lfu";
+    Lfuda => lfuda::Lfuda = "lfuda";
+    Gdsf => gdsf::Gdsf = "gdsf";
+    Sieve => sieve::Sieve = "sieve";
+    Belady => belady::Belady = "belady";
 }
 
 /// Whether a policy needs each request's next-access time (offline optimum only).

@@ -1,0 +1,271 @@
+//! CLOCK (second chance): a FIFO queue whose files get another round while their reference
+//! counter is non-zero.
+//!
+//! Paper: F. J. Corbató, "A Paging Experiment with the Multics System", MIT Project MAC
+//! report MAC-M-384 (1968), in *In Honor of Philip M. Morse*, MIT Press, 1969. The n-bit
+//! generalisation (a saturating counter instead of one reference bit) is the "GCLOCK" family.
+//!
+//! What it does: a hit increments the file's counter, saturating at `2^bits − 1` (with the
+//! default `bits = 1` that is the classic reference bit). On eviction the hand looks at the
+//! oldest file: a non-zero counter is decremented and the file goes back to the newest end
+//! (its second chance); a zero counter gets it evicted. New files enter at the newest end
+//! with counter 0.
+//!
+//! Byte sizes: the paper evicts one page per fault. Here the hand keeps evicting (and
+//! recycling files with non-zero counters) while `used + size > capacity`, so one miss may
+//! evict several files; counters and queue order do not depend on sizes. A file larger than
+//! the cache is not inserted and evicts nothing.
+//!
+//! libCacheSim (`Clock.c`, parameter `n-bit-counter`, default 1) does exactly this: insert
+//! at the head with freq 0, a hit does `freq = min(freq + 1, 2^n − 1)`, eviction moves tail
+//! objects with `freq ≥ 1` to the head after `freq −= 1` and evicts the first tail with
+//! `freq = 0`. Counts on the shared reference trace are identical (see tests/reference.rs).
+
+use super::*;
+
+#[derive(Clone, Copy, Default, Serialize, Deserialize)]
+struct Entry {
+    id: u64,
+    size: u64,
+    tier: u8,
+    /// Reference counter, 0..=max_freq.
+    freq: u8,
+}
+
+#[derive(Clone, Serialize, Deserialize)]
+pub struct Clock {
+    capacity: u64,
+    used: u64,
+    max_freq: u8,
+    map: Map<u32>,
+    arena: Arena<Entry>,
+    /// Head = newest; the hand works from the tail.
+    queue: List,
+}
+
+impl Policy for Clock {
+    fn build(capacity: u64, params: &Params) -> Result<Self, String> {
+        let bits = params.get("bits", 1.0);
+        if !(bits.fract() == 0.0 && (1.0..=8.0).contains(&bits)) {
+            return Err(format!("parameter bits={bits} must be an integer in 1..=8"));
+        }
+        let max_freq = ((1u32 << bits as u32) - 1) as u8;
+        Ok(Clock { capacity, used: 0, max_freq, map: Map::default(), arena: Arena::new(), queue: List::default() })
+    }
+
+    #[inline]
+    fn access(&mut self, req: &Request, ev: &mut Evictions) -> Outcome {
+        if let Some(&slot) = self.map.get(&req.id) {
+            let e = self.arena.get_mut(slot);
+            if e.freq < self.max_freq {
+                e.freq += 1;
+            }
+            return Outcome::hit(req);
+        }
+        if req.size > self.capacity {
+            return Outcome::miss(0);
+        }
+        while self.used + req.size > self.capacity {
+            let tail = self.queue.tail().expect("used > 0 implies a resident file");
+            let e = self.arena.get_mut(tail);
+            if e.freq > 0 {
+                e.freq -= 1;
+                self.arena.move_to_front(&mut self.queue, tail);
+                continue;
+            }
+            self.arena.unlink(&mut self.queue, tail);
+            let e = self.arena.release(tail);
+            self.map.remove(&e.id);
+            self.used -= e.size;
+            ev.push(e.size, e.tier);
+        }
+        let slot = self.arena.alloc(Entry { id: req.id, size: req.size, tier: req.tier, freq: 0 });
+        self.arena.push_front(&mut self.queue, slot);
+        self.map.insert(req.id, slot);
+        self.used += req.size;
+        Outcome::miss(req.size)
+    }
+
+    fn remove(&mut self, id: u64) -> bool {
+        match self.map.remove(&id) {
+            Some(slot) => {
+                self.arena.unlink(&mut self.queue, slot);
+                self.used -= self.arena.release(slot).size;
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn contains(&self, id: u64) -> bool {
+        self.map.contains_key(&id)
+    }
+    fn used_bytes(&self) -> u64 {
+        self.used
+    }
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+}
+
+/// Checks shared by the tests of clock, slru, lfu, lfuda, gdsf, sieve and belady.
+#[cfg(test)]
+pub(crate) mod checks {
+    use super::super::testing::*;
+    use super::super::*;
+
+    /// Deterministic pseudo-random trace of whole-file reads with byte sizes: skewed
+    /// popularity, sizes fixed per file from 1 byte to beyond 4 GiB, a few files larger than
+    /// `capacity`.
+    pub fn random_trace(n: usize, n_files: u64, capacity: u64, seed: u64) -> Vec<(u64, u64)> {
+        let mut s = seed;
+        let mut next = move || {
+            s = s.wrapping_add(0x9e3779b97f4a7c15);
+            crate::util::hash::mix64(s)
+        };
+        (0..n)
+            .map(|_| {
+                let (a, b) = (next(), next());
+                let id = a % (1 + b % n_files); // skewed towards small ids
+                let h = crate::util::hash::mix64(id ^ 0x5eed);
+                let size = if h.is_multiple_of(50) { capacity + 1 + h % 1000 } else { 1 + (h >> 8) % (capacity / 3) };
+                (id + 1000, size)
+            })
+            .collect()
+    }
+
+    /// Replays a random byte-size trace with interleaved removes and checks after every
+    /// step that `used ≤ capacity`, that the byte accounting adds up (used before + filled −
+    /// evicted = used after) and that a postcard snapshot taken half way continues with
+    /// identical outcomes and evictions.
+    pub fn invariants_and_snapshot(name: &str, params: &[(&str, f64)]) {
+        let params = || Params::new(params.iter().map(|(k, v)| (k.to_string(), *v)).collect());
+        for (capacity, seed) in [(20u64 << 30, 1u64), (1000, 2), (12 << 30, 3)] {
+            let trace = random_trace(6000, 400, capacity, seed);
+            let next = next_access(&trace);
+            let mut p = AnyPolicy::new(name, capacity, &params()).unwrap();
+            let mut restored: Option<AnyPolicy> = None;
+            let mut hits = 0;
+            for (i, (&(id, size), &next_access)) in trace.iter().zip(&next).enumerate() {
+                if i == trace.len() / 2 {
+                    let bytes = postcard::to_stdvec(&p).unwrap();
+                    restored = Some(postcard::from_bytes(&bytes).unwrap());
+                }
+                let req = Request { id, size, bytes_read: size, tier: (id % 3) as u8, next_access };
+                if i % 41 == 7 {
+                    // a write at the source: the file leaves the cache
+                    let before = p.used_bytes();
+                    let was = p.contains(id);
+                    assert_eq!(p.remove(id), was);
+                    assert!(!p.contains(id));
+                    assert_eq!(p.used_bytes() + if was { size } else { 0 }, before);
+                    if let Some(q) = restored.as_mut() {
+                        assert_eq!(q.remove(id), was);
+                    }
+                    continue;
+                }
+                let before = p.used_bytes();
+                let mut ev = Evictions::default();
+                let out = p.access(&req, &mut ev);
+                hits += out.hit as u64;
+                let evicted: u64 = ev.items.iter().map(|e| e.0).sum();
+                assert!(p.used_bytes() <= p.capacity(), "{name}: used {} > capacity {}", p.used_bytes(), capacity);
+                assert_eq!(before + out.filled - evicted, p.used_bytes(), "{name}: byte accounting at request {i}");
+                if name != "slru" {
+                    // every policy but slru inserts whatever fits in the whole cache
+                    assert_eq!(out.hit || out.filled > 0, out.hit || size <= capacity);
+                }
+                if size > capacity {
+                    assert!(!out.hit && out.filled == 0 && ev.items.is_empty());
+                }
+                if let Some(q) = restored.as_mut() {
+                    let mut ev2 = Evictions::default();
+                    assert_eq!(q.access(&req, &mut ev2), out, "{name}: restored snapshot diverged at request {i}");
+                    assert_eq!(ev.items, ev2.items);
+                    assert_eq!((q.used_bytes(), q.len()), (p.used_bytes(), p.len()));
+                }
+            }
+            assert!(hits > 0, "{name}: the random trace should produce hits");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::super::Params;
+    use super::checks::*;
+
+    #[test]
+    fn golden_unit_sizes() {
+        // capacity 3, queue written newest first, counter after the id:
+        // a b c: misses, queue c0 b0 a0.
+        // a: hit, a1.                               queue c0 b0 a1
+        // d: miss; tail a1 -> a0 to the head; tail b0 evicted. queue d0 a0 c0
+        // b: miss; tail c0 evicted.                 queue b0 d0 a0
+        // a: hit, a1.                               queue b0 d0 a1
+        // c: miss; a1 -> a0 to head; d0 evicted.    queue c0 a0 b0
+        // d: miss; b0 evicted.                      queue d0 c0 a0
+        // a: hit.
+        let mut p = policy("clock", 3);
+        assert_eq!(replay(&mut p, &unit("abcadbacda")), "mmmHmmHmmH");
+    }
+
+    #[test]
+    fn golden_all_referenced_wraps_around() {
+        // capacity 2: a b miss; a b hit: queue b1 a1.
+        // c: miss; tail a1 -> a0 to the head (a0 b1), tail b1 -> b0 to the head (b0 a0), the
+        //    hand has gone all the way round and evicts a0. queue c0 b0.
+        // b: hit (b1). a: miss; tail b1 -> b0 to the head (b0 c0); c0 evicted. queue a0 b0.
+        // b: hit (b1). c: miss; tail b1 -> b0 to the head; a0 evicted. queue c0 b0. a: miss.
+        let mut p = policy("clock", 2);
+        assert_eq!(replay(&mut p, &unit("ababcbabca")), "mmHHmHmHmm");
+    }
+
+    #[test]
+    fn golden_two_bit_counter() {
+        // bits=2 (max 3), capacity 2: a b miss; a a a a hits (a saturates at 3); c: tail a3 ->
+        // a2 to head, tail b0 evicted; queue c0 a2. d: tail a2 -> a1 to head, tail c0
+        // evicted; queue d0 a1. e: tail a1 -> a0 to head, d0 evicted; queue e0 a0.
+        // f: tail a0 evicted; queue f0 e0. a misses.
+        // With 1 bit, a would have been evicted at d already.
+        let mut p = super::super::AnyPolicy::new("clock", 2, &Params::new([("bits".to_string(), 2.0)].into())).unwrap();
+        assert_eq!(replay(&mut p, &unit("abaaaacdefa")), "mmHHHHmmmmm");
+        let mut p = super::super::AnyPolicy::new("clock", 2, &Params::new([("bits".to_string(), 2.0)].into())).unwrap();
+        assert_eq!(replay(&mut p, &unit("abaaaacdea")), "mmHHHHmmmH");
+        let mut p = policy("clock", 2);
+        assert_eq!(replay(&mut p, &unit("abaaaacda")), "mmHHHHmmm");
+        assert!(super::super::AnyPolicy::new("clock", 2, &Params::new([("bits".to_string(), 1.5)].into())).is_err());
+    }
+
+    #[test]
+    fn golden_byte_sizes() {
+        // capacity 10: A6 miss (6); B3 miss (9); A hit (A1); C4: 13 > 10, tail A1 -> A0 to
+        // the head, tail B0 evicted (6), fits: queue C0 A0 (10). D11 larger than the cache:
+        // miss, evicts nothing. C hit (C1). B3 miss: tail A0 evicted (4), queue B0 C1 (7).
+        // A6 miss: 13 > 10, tail C1 -> C0 to head, tail B0 evicted (4), 10 fits: queue A0 C0.
+        // C hit.
+        let mut p = policy("clock", 10);
+        let t = [(1, 6), (2, 3), (1, 6), (3, 4), (4, 11), (3, 4), (2, 3), (1, 6), (3, 4)];
+        assert_eq!(replay(&mut p, &t), "mmHmmHmmH");
+        assert_eq!((p.used_bytes(), p.len()), (10, 2));
+        // remove drops the file; a later read misses and re-inserts it
+        assert!(p.remove(3));
+        assert!(!p.remove(3));
+        assert_eq!((p.used_bytes(), p.len()), (6, 1));
+        assert_eq!(replay(&mut p, &[(3, 4), (1, 6)]), "mH");
+        // sizes above 4 GiB are not truncated
+        let mut p = policy("clock", 10 << 30);
+        assert_eq!(replay(&mut p, &[(1, 6 << 30), (2, 5 << 30), (1, 6 << 30), (2, 5 << 30)]), "mmmm");
+        assert_eq!(p.used_bytes(), 5 << 30);
+    }
+
+    #[test]
+    fn invariants_and_snapshots() {
+        invariants_and_snapshot("clock", &[]);
+        invariants_and_snapshot("clock", &[("bits", 3.0)]);
+    }
+}

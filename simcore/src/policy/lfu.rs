@@ -1,0 +1,172 @@
+//! LFU: evict the resident file with the fewest hits since it entered the cache; ties go to
+//! the file that reached that frequency first (FIFO within a frequency).
+//!
+//! Paper: LFU is folklore (it is among the policies in L. A. Belady, "A study of replacement
+//! algorithms for a virtual-storage computer", IBM Systems Journal 5(2), 1966); the O(1)
+//! frequency-bucket structure used here is from K. Shah, A. Mitra, D. Matani, "An O(1)
+//! algorithm for implementing the LFU cache eviction scheme", 2010.
+//!
+//! What it does ("in-cache LFU"): a file enters with frequency 1; each hit adds 1 and moves
+//! it to the newest end of its new frequency's bucket; eviction takes the oldest file of the
+//! lowest non-empty bucket. A file's frequency is forgotten when it leaves the cache
+//! (evicted or removed), so it re-enters at 1.
+//!
+//! Byte sizes: sizes do not enter the ranking; a miss evicts in LFU order while
+//! `used + size > capacity`. A file larger than the cache is not inserted and evicts nothing.
+//!
+//! libCacheSim (`LFU.c`, the default `lfu`) is the same: insert appends to the freq-1 list,
+//! a hit moves the object to the tail of the freq+1 list, eviction takes the first object
+//! of the minimum-frequency list, and evicted objects keep no history. Counts on the shared
+//! reference trace are identical.
+//!
+//! Structure: `BTreeMap<frequency, list>` of non-empty buckets in one arena; a hit or an
+//! eviction costs O(log F) for F distinct frequencies (a few hundred), independent of the
+//! number of files.
+
+use super::*;
+
+#[derive(Clone, Copy, Default, Serialize, Deserialize)]
+struct Entry {
+    id: u64,
+    size: u64,
+    tier: u8,
+    freq: u64,
+}
+
+#[derive(Clone, Serialize, Deserialize)]
+pub struct Lfu {
+    capacity: u64,
+    used: u64,
+    map: Map<u32>,
+    arena: Arena<Entry>,
+    /// Non-empty frequency buckets; in each list the head is the newest arrival.
+    buckets: BTreeMap<u64, List>,
+}
+
+impl Lfu {
+    fn unlink(&mut self, slot: u32, freq: u64) {
+        let list = self.buckets.get_mut(&freq).expect("a resident file is in its bucket");
+        self.arena.unlink(list, slot);
+        if list.is_empty() {
+            self.buckets.remove(&freq);
+        }
+    }
+}
+
+impl Policy for Lfu {
+    fn build(capacity: u64, _: &Params) -> Result<Self, String> {
+        Ok(Lfu { capacity, used: 0, map: Map::default(), arena: Arena::new(), buckets: BTreeMap::new() })
+    }
+
+    #[inline]
+    fn access(&mut self, req: &Request, ev: &mut Evictions) -> Outcome {
+        if let Some(&slot) = self.map.get(&req.id) {
+            let f = self.arena.get(slot).freq;
+            self.unlink(slot, f);
+            self.arena.get_mut(slot).freq = f + 1;
+            self.arena.push_front(self.buckets.entry(f + 1).or_default(), slot);
+            return Outcome::hit(req);
+        }
+        if req.size > self.capacity {
+            return Outcome::miss(0);
+        }
+        while self.used + req.size > self.capacity {
+            let mut lowest = self.buckets.first_entry().expect("used > 0 implies a resident file");
+            let slot = self.arena.pop_back(lowest.get_mut()).expect("buckets are non-empty");
+            if lowest.get().is_empty() {
+                lowest.remove();
+            }
+            let e = self.arena.release(slot);
+            self.map.remove(&e.id);
+            self.used -= e.size;
+            ev.push(e.size, e.tier);
+        }
+        let slot = self.arena.alloc(Entry { id: req.id, size: req.size, tier: req.tier, freq: 1 });
+        self.arena.push_front(self.buckets.entry(1).or_default(), slot);
+        self.map.insert(req.id, slot);
+        self.used += req.size;
+        Outcome::miss(req.size)
+    }
+
+    fn remove(&mut self, id: u64) -> bool {
+        match self.map.remove(&id) {
+            Some(slot) => {
+                let f = self.arena.get(slot).freq;
+                self.unlink(slot, f);
+                self.used -= self.arena.release(slot).size;
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn contains(&self, id: u64) -> bool {
+        self.map.contains_key(&id)
+    }
+    fn used_bytes(&self) -> u64 {
+        self.used
+    }
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::clock::checks::*;
+    use super::super::testing::*;
+
+    #[test]
+    fn golden_unit_sizes() {
+        // capacity 3; frequency after each id, buckets oldest arrival first.
+        // a b c: misses, all at 1: {1: a b c}.
+        // a: hit, a2. b: hit, b2: {1: c, 2: a b}.
+        // d: miss, evict the only freq-1 file c: {1: d, 2: a b}.
+        // c: miss, evict d (freq 1): {1: c, 2: a b}. e: miss, evict c. a: hit, a3. f: miss, evict e. b: hit.
+        let mut p = policy("lfu", 3);
+        assert_eq!(replay(&mut p, &unit("abcabdceafb")), "mmmHHmmmHmH");
+    }
+
+    #[test]
+    fn golden_ties_fifo_by_arrival_in_the_bucket() {
+        // capacity 2: a b miss; b hit (b2), then a hit (a2): bucket 2 = b a (b arrived first).
+        // c: miss, evicts b — the first to reach frequency 2, although a was inserted first.
+        // b: miss, evicts c (freq 1). a: hit.
+        let mut p = policy("lfu", 2);
+        assert_eq!(replay(&mut p, &unit("abbacba")), "mmHHmmH");
+        // frequencies of evicted files are forgotten: capacity 2, a a a (a3), b, c evicts b;
+        // b evicts c; c evicts b; a is still there (LFU never ages it).
+        let mut p = policy("lfu", 2);
+        assert_eq!(replay(&mut p, &unit("aaabcbca")), "mHHmmmmH");
+    }
+
+    #[test]
+    fn golden_byte_sizes() {
+        // capacity 10: A6 miss; B3 miss (9); A hit (A2). C4: 13 > 10: evict B (freq 1),
+        // 6 + 4 fits (10). D11 larger than the cache: miss, nothing evicted. C hit (C2).
+        // B3: 13 > 10, A and C both at 2: A reached 2 first -> evicted (used 4); B fits (7).
+        // A6: 13 > 10: evict B (freq 1) -> 4, A fits (10). C: hit.
+        let mut p = policy("lfu", 10);
+        let t = [(1, 6), (2, 3), (1, 6), (3, 4), (4, 11), (3, 4), (2, 3), (1, 6), (3, 4)];
+        assert_eq!(replay(&mut p, &t), "mmHmmHmmH");
+        assert_eq!((p.used_bytes(), p.len()), (10, 2));
+        // remove forgets C's frequency (3): C re-enters at 1. A hit (A2). E4: 14 > 10:
+        // evict the freq-1 file C (not A); E fits. C: miss.
+        assert!(p.remove(3));
+        assert!(!p.remove(3));
+        assert_eq!(p.used_bytes(), 6);
+        assert_eq!(replay(&mut p, &[(3, 4), (1, 6), (5, 4), (3, 4)]), "mHmm");
+        // sizes above 4 GiB are not truncated
+        let mut p = policy("lfu", 10 << 30);
+        assert_eq!(replay(&mut p, &[(1, 6 << 30), (1, 6 << 30), (2, 5 << 30), (1, 6 << 30)]), "mHmm");
+        assert_eq!(p.used_bytes(), 6 << 30);
+    }
+
+    #[test]
+    fn invariants_and_snapshots() {
+        invariants_and_snapshot("lfu", &[]);
+    }
+}
