@@ -162,6 +162,7 @@ macro_rules! policies {
 policies! {
     Lru => lru::Lru = "lru";
     Fifo => fifo::Fifo = "fifo";
+    Arc => arc::ArcCache = "arc";
 }
 
 /// Whether a policy needs each request's next-access time (offline optimum only).
