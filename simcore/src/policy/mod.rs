@@ -163,6 +163,7 @@ policies! {
     Lru => lru::Lru = "lru";
     Fifo => fifo::Fifo = "fifo";
     Arc => arc::ArcCache = "arc";
+    Twoq => twoq::TwoQ = "twoq";
 }
 
 /// Whether a policy needs each request's next-access time (offline optimum only).
