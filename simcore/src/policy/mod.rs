@@ -164,6 +164,7 @@ policies! {
     Fifo => fifo::Fifo = "fifo";
     Arc => arc::ArcCache = "arc";
     Twoq => twoq::TwoQ = "twoq";
+    S3fifo => s3fifo::S3Fifo = "s3fifo";
 }
 
 /// Whether a policy needs each request's next-access time (offline optimum only).
