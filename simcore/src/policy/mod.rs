@@ -169,6 +169,9 @@ policies! {
     Gdsf => gdsf::Gdsf = "gdsf";
     Sieve => sieve::Sieve = "sieve";
     Belady => belady::Belady = "belady";
+    Arc => arc::ArcCache = "arc";
+    Twoq => twoq::TwoQ = "twoq";
+    S3fifo => s3fifo::S3Fifo = "s3fifo";
 }
 
 /// Whether a policy needs each request's next-access time (offline optimum only).

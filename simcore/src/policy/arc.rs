@@ -1,0 +1,397 @@
+//! ARC: Adaptive Replacement Cache.
+//!
+//! Paper: Nimrod Megiddo and Dharmendra S. Modha, "ARC: A Self-Tuning, Low Overhead
+//! Replacement Cache", USENIX FAST 2003.
+//!
+//! ARC keeps two LRU lists of resident files, T1 (seen once recently) and T2 (seen at least
+//! twice), and two LRU "ghost" lists of recently evicted ids, B1 (evicted from T1) and B2
+//! (evicted from T2). A target `p` for the size of T1 adapts: a miss that hits in B1 means T1
+//! was too small (p grows), one that hits in B2 means T2 was too small (p shrinks). REPLACE
+//! evicts the LRU end of T1 into B1 when T1 is larger than p, otherwise the LRU end of T2
+//! into B2. Ghost lists are trimmed so that T1∪B1 ≤ c and T1∪T2∪B1∪B2 ≤ 2c.
+//!
+//! # Byte sizes (libCacheSim's generalisation, followed exactly)
+//! The paper counts pages; here every list is measured in bytes (the sum of the sizes of its
+//! files, ghosts keep the size the file had) and c is the byte capacity:
+//! - Hit in T1 or T2: move to the MRU end of T2.
+//! - Miss that hits in B1 (case II): `p = min(p + max(|B2| / |B1|, 1), c)` with |B1|, |B2| in
+//!   bytes *before* the ghost is removed, as a float; the ghost is dropped; then REPLACE runs as
+//!   often as needed until `|T1| + |T2| + size ≤ c`, and the file goes to the MRU end of T2.
+//!   B2 (case III) likewise with `p = max(p − max(|B1| / |B2|, 1), 0)`.
+//! - Miss on an unknown id (case IV), repeated until the file fits: if `|T1| + |B1| + size > c`
+//!   then (if B1 is not empty) drop the LRU ghost of B1 and REPLACE, else evict the LRU file
+//!   of T1 without a ghost; otherwise, if `|T1|+|T2|+|B1|+|B2| ≥ 2c`, drop the LRU ghost of B2
+//!   (if any), then REPLACE. The file goes to the MRU end of T1.
+//! - REPLACE evicts from T1 (into B1) when `(|T1| > 0 and (|T1| > p or (|T1| = p and the
+//!   current request hit in B2))) or |T2| = 0`, otherwise from T2 (into B2).
+//! - Like libCacheSim, "the current request hit in B2" is a flag that is only cleared when a
+//!   request finds its id (resident or ghost) or inserts after a ghost hit; a ghost hit on a
+//!   file larger than the cache leaves it set. It can only matter when `|T1| = p` exactly.
+//! - The unit of the minimum step `1` of p is the unit of sizes: one byte here. Note that p
+//!   therefore moves by about one byte per ghost hit unless the ghost lists are very
+//!   unbalanced, so with files of megabytes to gigabytes p stays near 0 and REPLACE nearly
+//!   always evicts from T1 while T1 is not empty. That is libCacheSim's behaviour (it is what
+//!   its published ARC results on variable-size traces mean) and it is kept on purpose.
+//!   libCacheSim ran the shared reference in KiB units, so its minimum step was 1 KiB there; the
+//!   difference is negligible (see the cross-check in tests/reference.rs).
+//! - A file larger than the cache is not inserted and evicts nothing, but a ghost hit on it
+//!   still adapts p and drops the ghost (as in libCacheSim).
+//!
+//! Cross-check: identical hit counts to libCacheSim at all four sizes of the shared trace (see
+//! tests/reference.rs and the module report).
+
+use super::*;
+
+const T1: u8 = 0;
+const T2: u8 = 1;
+const B1: u8 = 2;
+const B2: u8 = 3;
+
+#[derive(Clone, Copy, Default, Serialize, Deserialize)]
+struct Entry {
+    id: u64,
+    size: u64,
+    tier: u8,
+    /// T1, T2, B1 or B2.
+    list: u8,
+}
+
+#[derive(Clone, Serialize, Deserialize)]
+pub struct ArcCache {
+    capacity: u64,
+    /// Target size of T1 in bytes (a float, as in libCacheSim).
+    p: f64,
+    t1_bytes: u64,
+    t2_bytes: u64,
+    b1_bytes: u64,
+    b2_bytes: u64,
+    /// libCacheSim's `curr_obj_in_L2_ghost` (see the module doc).
+    in_b2_flag: bool,
+    map: Map<u32>,
+    arena: Arena<Entry>,
+    /// Lists indexed by T1, T2, B1, B2; head = MRU end.
+    lists: [List; 4],
+}
+
+impl ArcCache {
+    #[inline]
+    fn bytes_mut(&mut self, list: u8) -> &mut u64 {
+        match list {
+            T1 => &mut self.t1_bytes,
+            T2 => &mut self.t2_bytes,
+            B1 => &mut self.b1_bytes,
+            _ => &mut self.b2_bytes,
+        }
+    }
+
+    /// Move the LRU end of `from` (T1 or T2) to the MRU end of its ghost list.
+    #[inline]
+    fn demote(&mut self, from: u8, ev: &mut Evictions) {
+        let slot = self.arena.pop_back(&mut self.lists[from as usize]).expect("REPLACE needs a resident file");
+        let to = from + 2;
+        let e = self.arena.get_mut(slot);
+        e.list = to;
+        let (size, tier) = (e.size, e.tier);
+        self.arena.push_front(&mut self.lists[to as usize], slot);
+        *self.bytes_mut(from) -= size;
+        *self.bytes_mut(to) += size;
+        ev.push(size, tier);
+    }
+
+    /// Drop the LRU end of a list entirely (a ghost, or a T1 file without ghost).
+    #[inline]
+    fn drop_tail(&mut self, list: u8) -> Entry {
+        let slot = self.arena.pop_back(&mut self.lists[list as usize]).expect("non-empty list");
+        let e = self.arena.release(slot);
+        self.map.remove(&e.id);
+        *self.bytes_mut(list) -= e.size;
+        e
+    }
+
+    /// REPLACE of the paper, with libCacheSim's conditions.
+    #[inline]
+    fn replace(&mut self, ev: &mut Evictions) {
+        let t1 = self.t1_bytes as f64;
+        let from_t1 = (self.t1_bytes > 0 && (t1 > self.p || (t1 == self.p && self.in_b2_flag))) || self.t2_bytes == 0;
+        self.demote(if from_t1 { T1 } else { T2 }, ev);
+    }
+
+    /// Case IV: the requested id is in none of the four lists.
+    #[inline]
+    fn evict_unknown(&mut self, size: u64, ev: &mut Evictions) {
+        let c = self.capacity;
+        if self.t1_bytes + self.b1_bytes + size > c {
+            if self.b1_bytes > 0 {
+                self.drop_tail(B1);
+                self.replace(ev);
+            } else {
+                let e = self.drop_tail(T1);
+                ev.push(e.size, e.tier);
+            }
+        } else {
+            let total = self.t1_bytes + self.t2_bytes + self.b1_bytes + self.b2_bytes;
+            if total >= 2 * c && self.b2_bytes > 0 {
+                self.drop_tail(B2);
+            }
+            self.replace(ev);
+        }
+    }
+}
+
+impl Policy for ArcCache {
+    fn build(capacity: u64, _: &Params) -> Result<Self, String> {
+        Ok(ArcCache {
+            capacity,
+            p: 0.0,
+            t1_bytes: 0,
+            t2_bytes: 0,
+            b1_bytes: 0,
+            b2_bytes: 0,
+            in_b2_flag: false,
+            map: Map::default(),
+            arena: Arena::new(),
+            lists: [List::default(); 4],
+        })
+    }
+
+    #[inline]
+    fn access(&mut self, req: &Request, ev: &mut Evictions) -> Outcome {
+        let mut ghost_hit = false;
+        if let Some(&slot) = self.map.get(&req.id) {
+            self.in_b2_flag = false;
+            let e = *self.arena.get(slot);
+            match e.list {
+                T1 => {
+                    self.arena.unlink(&mut self.lists[T1 as usize], slot);
+                    self.arena.push_front(&mut self.lists[T2 as usize], slot);
+                    self.arena.get_mut(slot).list = T2;
+                    self.t1_bytes -= e.size;
+                    self.t2_bytes += e.size;
+                    return Outcome::hit(req);
+                }
+                T2 => {
+                    self.arena.move_to_front(&mut self.lists[T2 as usize], slot);
+                    return Outcome::hit(req);
+                }
+                B1 => {
+                    let delta = (self.b2_bytes as f64 / self.b1_bytes as f64).max(1.0);
+                    self.p = (self.p + delta).min(self.capacity as f64);
+                }
+                _ => {
+                    let delta = (self.b1_bytes as f64 / self.b2_bytes as f64).max(1.0);
+                    self.p = (self.p - delta).max(0.0);
+                    self.in_b2_flag = true;
+                }
+            }
+            ghost_hit = true;
+            self.arena.unlink(&mut self.lists[e.list as usize], slot);
+            self.arena.release(slot);
+            self.map.remove(&req.id);
+            *self.bytes_mut(e.list) -= e.size;
+        }
+        if req.size > self.capacity {
+            return Outcome::miss(0);
+        }
+        while self.t1_bytes + self.t2_bytes + req.size > self.capacity {
+            if ghost_hit {
+                self.replace(ev);
+            } else {
+                self.evict_unknown(req.size, ev);
+            }
+        }
+        let list = if ghost_hit {
+            self.in_b2_flag = false;
+            T2
+        } else {
+            T1
+        };
+        let slot = self.arena.alloc(Entry { id: req.id, size: req.size, tier: req.tier, list });
+        self.arena.push_front(&mut self.lists[list as usize], slot);
+        self.map.insert(req.id, slot);
+        *self.bytes_mut(list) += req.size;
+        Outcome::miss(req.size)
+    }
+
+    fn remove(&mut self, id: u64) -> bool {
+        match self.map.remove(&id) {
+            Some(slot) => {
+                let e = *self.arena.get(slot);
+                self.arena.unlink(&mut self.lists[e.list as usize], slot);
+                self.arena.release(slot);
+                *self.bytes_mut(e.list) -= e.size;
+                e.list == T1 || e.list == T2
+            }
+            None => false,
+        }
+    }
+
+    fn contains(&self, id: u64) -> bool {
+        self.map.get(&id).is_some_and(|&s| self.arena.get(s).list <= T2)
+    }
+    fn used_bytes(&self) -> u64 {
+        self.t1_bytes + self.t2_bytes
+    }
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+    fn len(&self) -> usize {
+        self.lists[T1 as usize].len() + self.lists[T2 as usize].len()
+    }
+}
+
+/// Shared property checks for the policies of this family of files (used by their tests).
+#[cfg(test)]
+pub(crate) mod check {
+    use super::super::*;
+
+    /// Deterministic xorshift generator for test traces.
+    pub struct Rng(pub u64);
+    impl Rng {
+        pub fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+    }
+
+    /// A skewed random trace of (id, size, bytes_read, op) with op 0 = read, 2 = remove.
+    /// Sizes are fixed per id, from 1 to 45 (some above a capacity of 40); reads are whole-file
+    /// unless `partial`.
+    pub fn random_trace(seed: u64, n: usize, partial: bool) -> Vec<(u64, u64, u64, u8)> {
+        let mut r = Rng(seed | 1);
+        (0..n)
+            .map(|_| {
+                // popularity skew: small ids are much more frequent
+                let a = r.next() % 200;
+                let id = (a * a) / 200 + 1;
+                let size = 1 + crate::util::hash::mix64(id) % 45;
+                let read = if partial { 1 + r.next() % size } else { size };
+                let op = if r.next() % 50 == 0 { 2 } else { 0 };
+                (id, size, read, op)
+            })
+            .collect()
+    }
+
+    fn run(p: &mut AnyPolicy, trace: &[(u64, u64, u64, u8)]) -> String {
+        let mut ev = Evictions::default();
+        let mut out = String::new();
+        for &(id, size, bytes_read, op) in trace {
+            if op == 2 {
+                let was = p.contains(id);
+                assert_eq!(p.remove(id), was, "remove({id}) must report residency");
+                assert!(!p.contains(id));
+                out.push('r');
+                continue;
+            }
+            let before = p.used_bytes();
+            ev.items.clear();
+            let o = p.access(&Request { id, size, bytes_read, tier: (id % 3) as u8, next_access: u64::MAX }, &mut ev);
+            let evicted: u64 = ev.items.iter().map(|e| e.0).sum();
+            assert!(p.used_bytes() <= p.capacity(), "{} used {} > capacity {}", p.name(), p.used_bytes(), p.capacity());
+            assert_eq!(before + o.filled, p.used_bytes() + evicted, "{}: bytes filled and evicted must balance", p.name());
+            assert!(o.hit_bytes <= bytes_read);
+            if size > p.capacity() {
+                assert!(!o.hit && o.filled == 0 && !p.contains(id), "{}: a file larger than the cache is not cached", p.name());
+            }
+            out.push(if o.hit { 'H' } else { 'm' });
+        }
+        out
+    }
+
+    /// used ≤ capacity on every request, bytes balance, and a postcard snapshot taken halfway
+    /// continues with identical hits.
+    pub fn invariants_and_snapshot(name: &str, params: &[(&str, f64)], partial: bool) {
+        for (seed, cap) in [(7u64, 40u64), (11, 100), (23, 250)] {
+            let params = Params::new(params.iter().map(|(k, v)| (k.to_string(), *v)).collect());
+            let mut p = AnyPolicy::new(name, cap, &params).unwrap();
+            let trace = random_trace(seed, 20_000, partial);
+            let (a, b) = trace.split_at(10_000);
+            let first = run(&mut p, a);
+            assert!(first.contains('H') && first.contains('m'), "{name}: degenerate trace {first}");
+            let bytes = postcard::to_stdvec(&p).unwrap();
+            let mut q: AnyPolicy = postcard::from_bytes(&bytes).unwrap();
+            assert_eq!((q.used_bytes(), q.len()), (p.used_bytes(), p.len()));
+            let rest_p = run(&mut p, b);
+            let rest_q = run(&mut q, b);
+            assert_eq!(rest_p, rest_q, "{name}: restored snapshot diverged");
+            assert_eq!((q.used_bytes(), q.len()), (p.used_bytes(), p.len()));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+
+    #[test]
+    fn golden_unit_sizes() {
+        // capacity 2 (p = 0; sizes 1; a delta is max(|B2|/|B1|, 1)):
+        // a   miss, case IV, T1=[a]
+        // b   miss, T1=[b a]
+        // a   hit: T1→T2. T1=[b] T2=[a]
+        // c   miss, case IV: |T1|+|B1|+1 = 2 ≤ 2; total 2 < 4, so REPLACE: |T1|=1 > p=0 → b to B1.
+        //     T1=[c] T2=[a] B1=[b]
+        // b   ghost hit in B1: p = min(0 + max(0/1, 1), 2) = 1; b dropped from B1; REPLACE:
+        //     |T1|=1 > p=1? no; =p but not a B2 hit; T2 not empty → evict a from T2 to B2.
+        //     T1=[c] T2=[b] B2=[a]
+        // a   ghost hit in B2: p = max(1 − max(0/1, 1), 0) = 0; a dropped; REPLACE: |T1|=1 > 0
+        //     → c to B1. T2=[a b] B1=[c]
+        // c   ghost hit in B1: p = min(0 + max(0/1,1), 2) = 1; REPLACE: |T1|=0 → T2's LRU b to B2.
+        //     T2=[c a] B2=[b]
+        // a   hit (T2). T2=[a c]
+        // d   miss, case IV: |T1|+|B1|+1 = 1 ≤ 2; total = 3 < 4; REPLACE: T1 empty → c to B2.
+        //     T1=[d] T2=[a] B2=[c b]
+        // c   ghost hit in B2: p = max(1 − max(0/2, 1), 0) = 0; REPLACE: |T1|=1 > 0 → d to B1.
+        //     T2=[c a] B1=[d] B2=[b]
+        // d   ghost hit in B1: p = 0 + max(1/1, 1) = 1; REPLACE: |T1|=0 → a to B2. T2=[d c]
+        // a   ghost hit in B2 (B2=[a b]): p = max(1 − max(0/2, 1), 0) = 0; REPLACE: T1 empty →
+        //     T2's LRU c to B2. T2=[a d] B2=[c b]
+        let mut p = policy("arc", 2);
+        assert_eq!(replay(&mut p, &unit("abacbacadcda")), "mmHmmmmHmmmm");
+        assert_eq!(p.len(), 2);
+        assert!(p.contains(b'a' as u64) && p.contains(b'd' as u64));
+    }
+
+    #[test]
+    fn scan_resistance() {
+        // capacity 3: x y hit twice (T2); a long scan of once-seen ids only cycles T1,
+        // so x and y survive it (LRU would lose them).
+        let mut p = policy("arc", 3);
+        let s = replay(&mut p, &unit("xyxy abcdefgh xy"));
+        assert_eq!(s, "mmHHmmmmmmmmHH");
+        let mut l = policy("lru", 3);
+        assert_eq!(replay(&mut l, &unit("xyxy abcdefgh xy")), "mmHHmmmmmmmmmm");
+    }
+
+    #[test]
+    fn golden_byte_sizes() {
+        // capacity 10:
+        // A6 miss → T1=[A6].  B5 miss, case IV: |T1|+|B1|+5 = 11 > 10, B1 empty → A evicted
+        //   without a ghost. T1=[B5].
+        // C3 miss: 5+0+3 ≤ 10; total 5 < 20; fits (8) → T1=[C3 B5].
+        // B hit → T2=[B5] T1=[C3].
+        // D11 larger than the cache: miss, not inserted, evicts nothing.
+        // E4 miss: |T1|+|B1|+4 = 7 ≤ 10; total 8 < 20; REPLACE: |T1|=3 > p=0 → C to B1;
+        //   now 5+4 ≤ 10. T1=[E4] T2=[B5] B1=[C3].
+        // C ghost hit in B1: p = min(0 + max(0/3, 1), 10) = 1; needs 9+3 ≤ 10: REPLACE
+        //   |T1|=4 > 1 → E to B1; 5+3 fits; C → T2. T2=[C3 B5] B1=[E4].
+        // B hit. E ghost hit in B1 → p = 2; needs 8+4 ≤ 10: REPLACE T1 empty → T2's LRU C to B2;
+        //   E → T2. T2=[E4 B5] B2=[C3].
+        // After remove(B): used 4; remove(C) drops the ghost and reports false.
+        let mut p = policy("arc", 10);
+        let t = [(1, 6), (2, 5), (3, 3), (2, 5), (4, 11), (5, 4), (3, 3), (2, 5), (5, 4)];
+        assert_eq!(replay(&mut p, &t), "mmmHmmmHm");
+        assert_eq!(p.used_bytes(), 9);
+        assert!(p.remove(2));
+        assert_eq!((p.used_bytes(), p.len()), (4, 1));
+        assert!(!p.remove(3), "a ghost is not resident");
+        // C is forgotten: its next miss is case IV (T1) rather than a B2 ghost hit (T2).
+        assert_eq!(replay(&mut p, &[(3, 3), (3, 3)]), "mH");
+    }
+
+    #[test]
+    fn invariants_and_snapshot() {
+        super::check::invariants_and_snapshot("arc", &[], false);
+    }
+}

@@ -1,0 +1,269 @@
+//! 2Q: the full version with a FIFO for first references (A1in), a ghost FIFO of ids evicted
+//! from it (A1out) and an LRU for files referenced again (Am).
+//!
+//! Paper: Theodore Johnson and Dennis Shasha, "2Q: A Low Overhead High Performance Buffer
+//! Management Replacement Algorithm", VLDB 1994.
+//!
+//! A first reference puts the file in A1in (FIFO; hits there change nothing). A file pushed out
+//! of A1in leaves the cache but its id is remembered in A1out. A miss whose id is in A1out is a
+//! proven re-reference: the file goes to Am (LRU). Am's LRU end is evicted when A1in is within
+//! its share (Kin), so files referenced only once never push out Am.
+//!
+//! # Byte sizes (libCacheSim's TwoQ.c, followed exactly)
+//! The paper's Kin and Kout count pages; here every queue is measured in bytes:
+//! - `ain_cap = ⌊c · ain_ratio⌋` (default 0.25), `aout_cap = ⌊c · aout_ratio⌋` (default 0.5, bytes
+//!   of the remembered files' sizes), `am_cap = c − ain_cap`.
+//! - A file larger than `ain_cap` is never cached (miss, nothing evicted). libCacheSim does the
+//!   same; it matters when files are big relative to a quarter of the cache.
+//! - Hit in A1in: nothing changes. Hit in Am: move to its MRU end.
+//! - Miss: if the id is in A1out it is dropped from there (even if the file is then too big to
+//!   cache). While `|A1in| + |Am| + size > c`: if `|A1in| > ain_cap` the oldest file of A1in is
+//!   evicted and its id pushed into A1out (A1out drops its oldest ids while over `aout_cap`; an id
+//!   bigger than `aout_cap` is not remembered), otherwise Am's LRU file is evicted. Then a file
+//!   whose id was in A1out goes to Am — Am first evicts its own LRU files while
+//!   `|Am| + size > am_cap` — and any other file to the newest end of A1in (A1in may grow past
+//!   `ain_cap`; the loop above trims it on later misses).
+//! - One addition: when Am is empty the loop evicts from A1in even if it is within `ain_cap`.
+//!   That cannot happen with `ain_ratio ≤ 0.5`; libCacheSim has no rule for it (it would try
+//!   to evict from the empty Am).
+//!
+//! Cross-check: identical hit counts to libCacheSim at all four sizes of the shared trace.
+
+use super::*;
+
+const AIN: u8 = 0;
+const AM: u8 = 1;
+const AOUT: u8 = 2;
+
+#[derive(Clone, Copy, Default, Serialize, Deserialize)]
+struct Entry {
+    id: u64,
+    size: u64,
+    tier: u8,
+    queue: u8,
+}
+
+#[derive(Clone, Serialize, Deserialize)]
+pub struct TwoQ {
+    capacity: u64,
+    ain_cap: u64,
+    aout_cap: u64,
+    am_cap: u64,
+    /// Bytes in A1in, Am, A1out.
+    bytes: [u64; 3],
+    map: Map<u32>,
+    arena: Arena<Entry>,
+    /// A1in, Am, A1out; head = newest / most recent.
+    queues: [List; 3],
+}
+
+impl TwoQ {
+    #[inline]
+    fn pop_tail(&mut self, q: u8) -> (u32, Entry) {
+        let slot = self.arena.pop_back(&mut self.queues[q as usize]).expect("non-empty queue");
+        let e = *self.arena.get(slot);
+        self.bytes[q as usize] -= e.size;
+        (slot, e)
+    }
+
+    #[inline]
+    fn push(&mut self, q: u8, slot: u32) {
+        let e = self.arena.get_mut(slot);
+        e.queue = q;
+        let size = e.size;
+        self.arena.push_front(&mut self.queues[q as usize], slot);
+        self.bytes[q as usize] += size;
+    }
+
+    #[inline]
+    fn free(&mut self, slot: u32, id: u64) {
+        self.arena.release(slot);
+        self.map.remove(&id);
+    }
+
+    /// Evict the oldest A1in file; remember its id in A1out.
+    fn evict_ain(&mut self, ev: &mut Evictions) {
+        let (slot, e) = self.pop_tail(AIN);
+        ev.push(e.size, e.tier);
+        if e.size > self.aout_cap {
+            self.free(slot, e.id);
+            return;
+        }
+        while self.bytes[AOUT as usize] + e.size > self.aout_cap {
+            let (g, ge) = self.pop_tail(AOUT);
+            self.free(g, ge.id);
+        }
+        self.push(AOUT, slot);
+    }
+
+    fn evict_am(&mut self, ev: &mut Evictions) {
+        let (slot, e) = self.pop_tail(AM);
+        ev.push(e.size, e.tier);
+        self.free(slot, e.id);
+    }
+}
+
+impl Policy for TwoQ {
+    fn build(capacity: u64, params: &Params) -> Result<Self, String> {
+        let ain = params.fraction("ain_ratio", 0.25, false)?;
+        let aout = params.get("aout_ratio", 0.5);
+        if !(aout >= 0.0 && aout.is_finite()) {
+            return Err(format!("parameter aout_ratio={aout} must be a non-negative number"));
+        }
+        // libCacheSim: int64 = uint64 * double (truncation)
+        let ain_cap = (capacity as f64 * ain) as u64;
+        let aout_cap = (capacity as f64 * aout) as u64;
+        Ok(TwoQ {
+            capacity,
+            ain_cap,
+            aout_cap,
+            am_cap: capacity - ain_cap,
+            bytes: [0; 3],
+            map: Map::default(),
+            arena: Arena::new(),
+            queues: [List::default(); 3],
+        })
+    }
+
+    #[inline]
+    fn access(&mut self, req: &Request, ev: &mut Evictions) -> Outcome {
+        let mut ghost_hit = false;
+        if let Some(&slot) = self.map.get(&req.id) {
+            match self.arena.get(slot).queue {
+                AIN => return Outcome::hit(req),
+                AM => {
+                    self.arena.move_to_front(&mut self.queues[AM as usize], slot);
+                    return Outcome::hit(req);
+                }
+                _ => {
+                    self.arena.unlink(&mut self.queues[AOUT as usize], slot);
+                    self.bytes[AOUT as usize] -= self.arena.get(slot).size;
+                    self.free(slot, req.id);
+                    ghost_hit = true;
+                }
+            }
+        }
+        if req.size > self.ain_cap || req.size > self.capacity {
+            return Outcome::miss(0);
+        }
+        while self.bytes[AIN as usize] + self.bytes[AM as usize] + req.size > self.capacity {
+            if self.bytes[AIN as usize] > self.ain_cap || self.queues[AM as usize].is_empty() {
+                self.evict_ain(ev);
+            } else {
+                self.evict_am(ev);
+            }
+        }
+        let q = if ghost_hit {
+            if req.size > self.am_cap {
+                return Outcome::miss(0);
+            }
+            while self.bytes[AM as usize] + req.size > self.am_cap {
+                self.evict_am(ev);
+            }
+            AM
+        } else {
+            AIN
+        };
+        let slot = self.arena.alloc(Entry { id: req.id, size: req.size, tier: req.tier, queue: q });
+        self.map.insert(req.id, slot);
+        self.push(q, slot);
+        Outcome::miss(req.size)
+    }
+
+    fn remove(&mut self, id: u64) -> bool {
+        match self.map.remove(&id) {
+            Some(slot) => {
+                let e = *self.arena.get(slot);
+                self.arena.unlink(&mut self.queues[e.queue as usize], slot);
+                self.bytes[e.queue as usize] -= e.size;
+                self.arena.release(slot);
+                e.queue != AOUT
+            }
+            None => false,
+        }
+    }
+
+    fn contains(&self, id: u64) -> bool {
+        self.map.get(&id).is_some_and(|&s| self.arena.get(s).queue != AOUT)
+    }
+    fn used_bytes(&self) -> u64 {
+        self.bytes[AIN as usize] + self.bytes[AM as usize]
+    }
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+    fn len(&self) -> usize {
+        self.queues[AIN as usize].len() + self.queues[AM as usize].len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::super::*;
+
+    fn twoq(capacity: u64, ain: f64, aout: f64) -> AnyPolicy {
+        let params = Params::new([("ain_ratio".to_string(), ain), ("aout_ratio".to_string(), aout)].into());
+        AnyPolicy::new("twoq", capacity, &params).unwrap()
+    }
+
+    #[test]
+    fn golden_unit_sizes() {
+        // capacity 4, ain_ratio 0.5, aout_ratio 0.5: ain_cap 2, aout_cap 2, am_cap 2.
+        // a b c: misses into A1in (it may exceed ain_cap while the cache has room): A1in=[c b a] (3)
+        // a: hit in A1in, nothing moves.
+        // d: miss; 3+0+1 ≤ 4 → A1in=[d c b a] (4).
+        // e: miss; 4+1 > 4 and |A1in|=4 > 2 → evict a, A1out=[a]. A1in=[e d c b].
+        // a: miss, ghost hit (a leaves A1out); 4+1 > 4 → evict b from A1in (A1out=[b]);
+        //    a goes to Am (|Am|+1 ≤ 2). A1in=[e d c] Am=[a].
+        // b: miss, ghost hit; 3+1+1 > 4 → |A1in|=3 > 2 → evict c (A1out=[c]); b → Am=[b a].
+        // a: hit in Am → Am=[a b].
+        // f: miss; 2+2+1 > 4 and |A1in|=2 ≤ 2 → evict Am's LRU b (no ghost for Am);
+        //    A1in=[f e d] Am=[a].
+        // c: ghost hit; 3+1+1 > 4 → evict d (A1out=[d]); c → Am=[c a].
+        // b: miss (forgotten): 2+2+1 > 4 → |A1in|=2 → evict Am's LRU a; A1in=[b f e] Am=[c].
+        // a: miss (Am evictions leave no ghost): 3+1+1 > 4 → evict e (A1out=[e d]); A1in=[a b f].
+        let mut p = twoq(4, 0.5, 0.5);
+        assert_eq!(replay(&mut p, &unit("abcadeabafcba")), "mmmHmmmmHmmmm");
+        assert_eq!(p.len(), 4);
+    }
+
+    #[test]
+    fn default_shares() {
+        // capacity 8, defaults: ain_cap 2, aout_cap 4, am_cap 6.
+        // a..h fill A1in (8). i: evict a (A1out=[a]). j: evict b (A1out=[b a]).
+        // a: ghost hit; evict c; a → Am. b: ghost hit; evict d; b → Am.
+        // a, b hit in Am.  Final: A1in=[j i h g f e] (6) Am=[b a].
+        let mut p = policy("twoq", 8);
+        assert_eq!(replay(&mut p, &unit("abcdefghij ab ab")), "mmmmmmmmmmmmHH");
+    }
+
+    #[test]
+    fn golden_byte_sizes() {
+        // capacity 20, defaults: ain_cap 5, aout_cap 10, am_cap 15.
+        // A6: larger than ain_cap → miss, not cached (libCacheSim's rule).
+        // B5 miss → A1in=[B5]. C4 miss → A1in=[C4 B5] (9). D25 > capacity: miss, nothing evicted.
+        // E5: 9+5 ≤ 20 → A1in=[E C B] (14). F5: 14+5 ≤ 20 → A1in 19.
+        // G3: 19+3 > 20, |A1in|=19 > 5 → evict B (A1out=[B5]); 14+3 ≤ 20 → A1in=[G F E C] 17.
+        // B5: ghost hit (B leaves A1out); 17+5 > 20 → evict C (A1out=[C4]); 13+5 ≤ 20;
+        //     B → Am=[B].
+        // C4: ghost hit (A1out empty); 13+5+4 > 20 → evict E (A1out=[E5]); 8+5+4 ≤ 20;
+        //     C → Am=[C B].
+        // B hit. C hit.
+        let mut p = policy("twoq", 20);
+        let t = [(1, 6), (2, 5), (3, 4), (4, 25), (5, 5), (6, 5), (7, 3), (2, 5), (3, 4), (2, 5), (3, 4)];
+        assert_eq!(replay(&mut p, &t), "mmmmmmmmmHH");
+        assert_eq!(p.used_bytes(), 3 + 5 + 9);
+        assert!(p.remove(2));
+        assert!(!p.remove(5), "E is only a ghost");
+        assert_eq!(p.used_bytes(), 12);
+        // E forgotten: a new miss goes to A1in, not Am
+        assert_eq!(replay(&mut p, &[(5, 5), (5, 5)]), "mH");
+    }
+
+    #[test]
+    fn invariants_and_snapshot() {
+        super::super::arc::check::invariants_and_snapshot("twoq", &[], false);
+        super::super::arc::check::invariants_and_snapshot("twoq", &[("ain_ratio", 0.6), ("aout_ratio", 0.2)], false);
+    }
+}
