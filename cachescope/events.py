@@ -17,6 +17,9 @@ Decisions written into the contract:
   counters, so `observed_hit + observed_miss + observed_bypass > bytes_read` shows it.
 * `observed_*` are null unless the record comes from a real cache (XCache g-stream, cinfo
   reporter, collector cache events).
+* Deletes are namespace removals (a door's, the MGM's): `server` is "" and `cache_group` is the
+  one a server-less record gets (the site's; the region's in region mode). A deleted file leaves
+  every shadow cache, so consumers apply a delete to all cache groups, not only the one it names.
 * `file_id` is xxh3-64 of the normalised `path` (`file_id_of`); the one exception is the `csv`
   simulator trace, whose own `obj_id` is kept so results match `cachescope simulate`.
 * `seq` increases by one per event of a parse run, in input order (rejected lines take no
