@@ -165,7 +165,9 @@ def _netlogger(line: str, ctx: ParseContext) -> Access | Reject:
         client = remote[1:].split("]", 1)[0] if remote.startswith("[") else remote.rsplit(":", 1)[0]
         return Access(iso_us(stamp, "ts", ctx.tz), _url_path(url), 0, 0, "delete", "",
                       client)
-    return skip(f"dCache door {method[:20] or '?'} {code}: door access logs carry no byte counts (billing has them)")
+    if method in ("GET", "PUT"):
+        return skip(f"dCache door {method} {code}: door access logs carry no byte counts (billing has them)")
+    return skip(f"dCache door {method[:20] or '?'} {code}: not a data transfer")
 
 
 # ---- Apache ---------------------------------------------------------------------------------
