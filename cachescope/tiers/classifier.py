@@ -307,11 +307,15 @@ class TierClassifier:
                 norm, scope, _ = self._normalise(vo, path)
                 name = _name_of(norm)
                 for rule in vo.rules:
-                    if not rule.detects:
-                        continue
                     text = self._text(rule.on, norm, name, scope)
-                    if text and rule.regex.search(text):
+                    if not text or not rule.regex.search(text):
+                        continue
+                    if rule.detects:
                         return vo
+                    # user.x.DAOD_PHYS...: a tier-like token identifies the VO where 'user.' alone does not
+                    if rule.scan_tokens and vo.tier_like is not None:
+                        if any(vo.tier_like.match(token) for token in name.split(".")):
+                            return vo
         return None
 
     @staticmethod
