@@ -167,6 +167,8 @@ def _netlogger(line: str, ctx: ParseContext) -> Access | Reject:
                       client)
     if method in ("GET", "PUT"):
         return skip(f"dCache door {method} {code}: door access logs carry no byte counts (billing has them)")
+    if method in ("COPY", "POST"):
+        return skip(f"dCache door {method} {code}: third-party copy request (billing has the transfer)")
     return skip(f"dCache door {method[:20] or '?'} {code}: not a data transfer")
 
 
