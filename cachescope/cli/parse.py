@@ -1,0 +1,85 @@
+"""`cachescope parse --format F [--site S] [--config C] [--rejects FILE] FILE|-`.
+
+AccessEvent JSON lines on stdout; every line that gives no event as a JSON line
+`{"line": N, "reason": ..., "text": ..., "skipped": bool}` on stderr or in --rejects
+(`skipped`: well-formed but not an access that counts, e.g. a dCache door request).
+Exit status 0 unless the input (or the config) cannot be read.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import msgspec
+import orjson
+import typer
+
+from cachescope.cli.app import app
+from cachescope.config import load_config
+from cachescope.events import encode_lines
+from ingest.formats import FORMATS
+from ingest.pipeline import LineParser, RejectRecord, open_lines
+
+_reject_encoder = msgspec.json.Encoder()
+
+
+@app.command("parse")
+def parse(
+    source: str = typer.Argument(..., metavar="FILE|-", help="log file (plain, gzip or zstd) or '-' for stdin"),
+    fmt: str = typer.Option(..., "--format", "-f", help=f"one of: {', '.join(FORMATS)}"),
+    site: str = typer.Option("", "--site", help="site name for every event (default: the record's, else the config's)"),
+    config: Optional[Path] = typer.Option(None, "--config", help="cachescope YAML config"),
+    rejects: Optional[Path] = typer.Option(None, "--rejects", help="write rejected lines here instead of stderr"),
+    server: str = typer.Option("", "--server", help="server name for records that name none"),
+    year: Optional[int] = typer.Option(None, "--year", help="year of dCache billing dates (default: from the file name)"),
+    seq_start: Optional[int] = typer.Option(None, "--seq-start", min=0, help="first seq number"),
+    stats: bool = typer.Option(False, "--stats", help='finish with one {"stats": {...}} JSON line on stderr'),
+) -> None:
+    """Parse a storage or cache log into AccessEvent JSON lines."""
+    if fmt not in FORMATS:
+        typer.echo(f"cachescope parse: unknown format {fmt!r}; known: {', '.join(FORMATS)}", err=True)
+        raise typer.Exit(2)
+    try:
+        cfg = load_config(config)
+    except Exception as exc:  # noqa: BLE001 - any config problem is a usage error
+        typer.echo(f"cachescope parse: config {config}: {exc}", err=True)
+        raise typer.Exit(2) from None
+    try:
+        lines = open_lines(source)
+    except OSError as exc:
+        typer.echo(f"cachescope parse: cannot read {source}: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+    reject_out = open(rejects, "wb") if rejects else sys.stderr.buffer  # noqa: SIM115
+
+    def on_reject(rec: RejectRecord) -> None:
+        reject_out.write(_reject_encoder.encode(rec) + b"\n")
+
+    try:
+        parser = LineParser(fmt, config=cfg, site=site, server=server, source_name=source, year=year,
+                            seq_start=seq_start, on_reject=on_reject)
+    except Exception as exc:  # noqa: BLE001 - bad format strings or tier rules in the config
+        typer.echo(f"cachescope parse: {exc}", err=True)
+        raise typer.Exit(2) from None
+    out = sys.stdout.buffer
+    try:
+        for batch in parser.batches(lines):
+            out.write(encode_lines(batch))
+        out.flush()
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError):
+            return
+        typer.echo(f"cachescope parse: reading {source} failed: {exc}", err=True)
+        raise typer.Exit(1) from None
+    except EOFError as exc:  # truncated gzip
+        typer.echo(f"cachescope parse: {source} is truncated: {exc}", err=True)
+        raise typer.Exit(1) from None
+    finally:
+        if stats:
+            sys.stderr.buffer.write(orjson.dumps({"stats": parser.stats.as_dict()}) + b"\n")
+        if rejects:
+            reject_out.close()
+        else:
+            reject_out.flush()

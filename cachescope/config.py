@@ -1,0 +1,169 @@
+"""cachescope configuration: one YAML file, one pydantic-settings model, one section per concern.
+
+```yaml
+site: MWT2                       # default site name when neither --site nor the record names one
+sites:
+  MWT2: {timezone: America/Chicago, vo: atlas}
+cache_groups:
+  mode: server                   # server | site | region
+  region: us-atlas               # group name in region mode
+  overrides:                     # first match wins; globs on server and site
+    - {server: "xcache*.mwt2.org", group: MWT2-xcache}
+tiers:
+  rules_files: [site-tiers.yaml] # extend or override the shipped data-tier rules
+ingest:
+  year: 2024                     # year of dCache billing lines when the file name has none
+  dcache_billing:
+    formats: {mover-info-message: "$date$ [$cellType$:$cellName$:$type$] ..."}
+  http_access:
+    log_format: '%h %l %u %t "%r" %>s %b'
+```
+
+Environment variables override the file: `CACHESCOPE_SITE=...`, `CACHESCOPE_CACHE_GROUPS__MODE=site`.
+Other components add their own section (policies x sizes, windows, sampling ...) as a field
+of `CachescopeConfig`; every section forbids unknown keys so a typo is an error, not a default.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import fnmatch
+from pathlib import Path
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SiteConfig(_Section):
+    timezone: str = Field("UTC", description="IANA zone of the site's log clocks (formats without a zone)")
+    vo: str = Field("", description="VO assumed for paths that do not name one")
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"unknown time zone {value!r}") from exc
+        return value
+
+
+class CacheGroupOverride(_Section):
+    server: str = Field("*", description="glob on the server name")
+    site: str = Field("*", description="glob on the site name")
+    group: str
+
+
+class CacheGroupConfig(_Section):
+    """Which shadow-cache set an access feeds."""
+
+    mode: Literal["server", "site", "region"] = "site"
+    region: str = Field("region", description="the one group name in region mode")
+    overrides: list[CacheGroupOverride] = Field(default_factory=list)
+
+    def group_for(self, site: str, server: str) -> str:
+        for rule in self.overrides:
+            if fnmatch.fnmatchcase(server, rule.server) and fnmatch.fnmatchcase(site, rule.site):
+                return rule.group
+        if self.mode == "region":
+            return self.region
+        if self.mode == "server" and server:
+            return f"{site}/{server}" if site else server
+        # site mode, and server mode for records that name no server
+        return site
+
+
+class TierConfig(_Section):
+    rules_files: list[Path] = Field(
+        default_factory=list, description="site YAMLs extending the shipped data-tier rules, applied in order"
+    )
+
+
+class DCacheBillingConfig(_Section):
+    formats: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "custom billing.text.format.* strings, keyed by message name (mover-info-message, "
+            "door-request-info-message, remove-file-info-message, pool-hit-info-message, "
+            "storage-info-message, warning-pnfs-file-info-message); tried before the defaults"
+        ),
+    )
+
+
+class HttpAccessConfig(_Section):
+    log_format: str | None = Field(
+        None, description="Apache LogFormat string of the access log; default: combined, then common"
+    )
+
+
+class IngestConfig(_Section):
+    year: int | None = Field(None, ge=1970, le=9999, description="year for dCache billing dates without one")
+    seq_start: int = Field(0, ge=0, description="first seq number of a parse run")
+    dcache_billing: DCacheBillingConfig = Field(default_factory=DCacheBillingConfig)
+    http_access: HttpAccessConfig = Field(default_factory=HttpAccessConfig)
+
+
+_yaml_file: contextvars.ContextVar[Path | None] = contextvars.ContextVar("cachescope_yaml_file", default=None)
+
+
+class _YamlSource(PydanticBaseSettingsSource):
+    """The YAML file given to load_config (none: contributes nothing)."""
+
+    def get_field_value(self, field, field_name):  # pragma: no cover - __call__ does the work
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        path = _yaml_file.get()
+        if path is None:
+            return {}
+        data = yaml.safe_load(Path(path).read_text()) or {}
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: the configuration must be a YAML mapping, not {type(data).__name__}")
+        return data
+
+
+class CachescopeConfig(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CACHESCOPE_", env_nested_delimiter="__", extra="forbid")
+
+    site: str = Field("", description="default site name")
+    sites: dict[str, SiteConfig] = Field(default_factory=dict)
+    cache_groups: CacheGroupConfig = Field(default_factory=CacheGroupConfig)
+    tiers: TierConfig = Field(default_factory=TierConfig)
+    ingest: IngestConfig = Field(default_factory=IngestConfig)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, _YamlSource(settings_cls))
+
+    def site_config(self, site: str) -> SiteConfig:
+        return self.sites.get(site) or SiteConfig()
+
+
+def load_config(path: str | Path | None = None, **overrides: Any) -> CachescopeConfig:
+    """Configuration from `path` (YAML; None: defaults), environment variables, then `overrides`.
+
+    Relative `tiers.rules_files` are resolved against the YAML file's directory.
+    """
+    token = _yaml_file.set(Path(path) if path is not None else None)
+    try:
+        config = CachescopeConfig(**overrides)
+    finally:
+        _yaml_file.reset(token)
+    if path is not None:
+        base = Path(path).resolve().parent
+        config.tiers.rules_files = [p if p.is_absolute() else base / p for p in config.tiers.rules_files]
+    return config

@@ -1,0 +1,233 @@
+"""AccessEvent: the one record every part of cachescope exchanges (one per file access).
+
+Parsers in `ingest/formats/` produce it, Kafka carries it as JSON, the processing core reads it
+as numpy columns (`to_columns`), ClickHouse stores it. The published JSON Schema
+(`schemas/access_event.schema.json`) is generated from this model: `python -m cachescope.events
+--write` rewrites it and a test fails when it is out of date.
+
+Decisions written into the contract:
+
+* `ts` is the start of the access in UTC microseconds: the open/attach/start time when the
+  record carries one, else the record's own time (dCache billing: record time minus the
+  transfer's connection time). Replays order by (`ts`, `seq`).
+* `bytes_read` is the bytes this access moved: for reads the bytes delivered to the client,
+  for writes the bytes written, 0 for deletes. It never exceeds `file_size`: a record reporting
+  more (re-reads inside one open, merged XCache accesses) is clamped to `file_size`, the parse
+  statistics count the clamp, and for cache records `observed_*` keep the cache's own raw
+  counters, so `observed_hit + observed_miss + observed_bypass > bytes_read` shows it.
+* `observed_*` are null unless the record comes from a real cache (XCache g-stream, cinfo
+  reporter, collector cache events).
+* Deletes are namespace removals (a door's, the MGM's): `server` is "" and `cache_group` is the
+  one a server-less record gets (the site's; the region's in region mode). A deleted file leaves
+  every shadow cache, so consumers apply a delete to all cache groups, not only the one it names.
+* `file_id` is xxh3-64 of the normalised `path` (`file_id_of`); the one exception is the `csv`
+  simulator trace, whose own `obj_id` is kept so results match `cachescope simulate`.
+* `seq` increases by one per event of a parse run, in input order (rejected lines take no
+  number); a run can start at any offset so a long-lived source stays monotonic.
+"""
+
+from __future__ import annotations
+
+import sys
+from operator import attrgetter
+from pathlib import Path
+from typing import Annotated, Any, Iterable, Literal, NamedTuple, Sequence
+
+import msgspec
+import numpy as np
+import xxhash
+
+U64_MAX = 2**64 - 1
+
+# msgspec cannot express an upper bound above int64 in Meta; the schema adds it (see schema()).
+_U64 = Annotated[int, msgspec.Meta(ge=0)]
+
+Op = Literal["read", "write", "delete"]
+
+OP_READ, OP_WRITE, OP_DELETE = 0, 1, 2
+OP_CODES: dict[str, int] = {"read": OP_READ, "write": OP_WRITE, "delete": OP_DELETE}
+OP_NAMES: tuple[str, ...] = ("read", "write", "delete")
+
+_U64_FIELDS = (
+    "file_id",
+    "file_size",
+    "bytes_read",
+    "observed_hit_bytes",
+    "observed_miss_bytes",
+    "observed_bypass_bytes",
+    "seq",
+)
+
+
+def _doc(text: str) -> msgspec.Meta:
+    return msgspec.Meta(description=text)
+
+
+class AccessEvent(msgspec.Struct, kw_only=True, gc=False, omit_defaults=False):
+    """One file access seen by a storage element or cache (field order is the JSON order)."""
+
+    ts: Annotated[int, _doc("start of the access, UTC microseconds since the Unix epoch")]
+    site: Annotated[str, _doc("site name (WLCG site, or the RSE for rucio traces)")]
+    source: Annotated[str, _doc("log format the record came from, e.g. dcache-billing")]
+    server: Annotated[str, _doc("pool, file server or cache host that served the access")]
+    client: Annotated[str, _doc("client host or domain; empty when the log does not say")]
+    vo: Annotated[str, _doc("virtual organisation (atlas, cms, ...); empty when unknown")]
+    path: Annotated[str, _doc("normalised logical file name")]
+    file_id: Annotated[int, msgspec.Meta(ge=0, description="xxh3-64 of the normalised path (u64)")]
+    file_size: Annotated[int, msgspec.Meta(ge=0, description="file size in bytes (u64)")]
+    bytes_read: Annotated[
+        int,
+        msgspec.Meta(
+            ge=0,
+            description="bytes moved by this access (read: delivered, write: written, delete: 0); never above file_size",
+        ),
+    ]
+    op: Annotated[Op, _doc("read, write or delete; only reads count toward efficiencies")]
+    tier: Annotated[str, _doc("data tier (ATLAS DAOD_PHYS, HITS ...; CMS MINIAODSIM ...; USER, GROUP, UNKNOWN)")]
+    cache_group: Annotated[str, _doc("shadow-cache set this access feeds (per server, site or region)")]
+    observed_hit_bytes: Annotated[
+        _U64 | None, _doc("bytes the real cache served from disk (null unless the record is from a cache)")
+    ]
+    observed_miss_bytes: Annotated[
+        _U64 | None, _doc("bytes the real cache fetched from remote and stored (null unless from a cache)")
+    ]
+    observed_bypass_bytes: Annotated[
+        _U64 | None, _doc("bytes the real cache fetched from remote without storing (null unless from a cache)")
+    ]
+    seq: Annotated[int, msgspec.Meta(ge=0, description="ingest sequence number, increasing per source in input order")]
+
+
+def file_id_of(path: str) -> int:
+    """Stable 64-bit id of a normalised path."""
+    return xxhash.xxh3_64_intdigest(path.encode("utf-8", "surrogatepass"))
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON in and out
+
+_encoder = msgspec.json.Encoder()
+_decoder_one = msgspec.json.Decoder(AccessEvent)
+_decoder_list = msgspec.json.Decoder(list[AccessEvent])
+
+
+def encode_lines(events: Iterable[AccessEvent]) -> bytes:
+    """JSON lines, one event per line (the `cachescope parse` output)."""
+    return _encoder.encode_lines(events)
+
+
+def encode_batch(events: Sequence[AccessEvent]) -> bytes:
+    """One JSON array (the batched Kafka message body)."""
+    return _encoder.encode(events)
+
+
+def decode_batch(data: bytes | str) -> list[AccessEvent]:
+    """Decode a JSON array or JSON lines of events, validating types, enums and bounds."""
+    stripped = data.lstrip()
+    if stripped[:1] in (b"[", "["):
+        events = _decoder_list.decode(data)
+    else:
+        events = _decoder_one.decode_lines(data)
+    for ev in events:
+        for name in _U64_FIELDS:
+            value = getattr(ev, name)
+            if value is not None and value > U64_MAX:
+                raise msgspec.ValidationError(f"{name} = {value} does not fit in 64 bits (seq {ev.seq})")
+    return events
+
+
+# ---------------------------------------------------------------------------------------------
+# numpy columns for the processing core
+
+
+class EventColumns(NamedTuple):
+    file_id: np.ndarray  # uint64
+    file_size: np.ndarray  # uint64
+    bytes_read: np.ndarray  # uint64
+    op: np.ndarray  # uint8: 0 read, 1 write, 2 delete
+    ts: np.ndarray  # int64, UTC microseconds
+    tier: np.ndarray  # uint16 index into `tiers`
+    tiers: tuple[str, ...]
+
+
+_get_file_id = attrgetter("file_id")
+_get_file_size = attrgetter("file_size")
+_get_bytes_read = attrgetter("bytes_read")
+_get_op = attrgetter("op")
+_get_ts = attrgetter("ts")
+_get_tier = attrgetter("tier")
+
+
+def to_columns(events: Sequence[AccessEvent], tiers: dict[str, int] | None = None) -> EventColumns:
+    """Columns of a batch of events.
+
+    `tiers` maps tier name -> code and is extended in place with new names, so a caller keeping
+    one dict across batches gets stable codes; the returned `tiers` tuple lists names by code.
+    """
+    n = len(events)
+    tier_codes = {} if tiers is None else tiers
+    file_id = np.fromiter(map(_get_file_id, events), dtype=np.uint64, count=n)
+    file_size = np.fromiter(map(_get_file_size, events), dtype=np.uint64, count=n)
+    bytes_read = np.fromiter(map(_get_bytes_read, events), dtype=np.uint64, count=n)
+    op = np.fromiter(map(OP_CODES.__getitem__, map(_get_op, events)), dtype=np.uint8, count=n)
+    ts = np.fromiter(map(_get_ts, events), dtype=np.int64, count=n)
+
+    def code(name: str) -> int:
+        c = tier_codes.get(name)
+        if c is None:
+            c = tier_codes[name] = len(tier_codes)
+        return c
+
+    tier = np.fromiter(map(code, map(_get_tier, events)), dtype=np.uint16, count=n)
+    names = [""] * len(tier_codes)
+    for name, c in tier_codes.items():
+        names[c] = name
+    return EventColumns(file_id, file_size, bytes_read, op, ts, tier, tuple(names))
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON Schema
+
+SCHEMA_ID = "https://cachescope.invalid/schemas/access_event.schema.json"
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "access_event.schema.json"
+
+
+def schema() -> dict[str, Any]:
+    """JSON Schema (draft 2020-12) of one AccessEvent, generated from the model."""
+    generated = msgspec.json.schema(AccessEvent)
+    body = dict(generated["$defs"]["AccessEvent"])
+    props = body["properties"]
+    for name in _U64_FIELDS:
+        prop = props[name]
+        for branch in prop.get("anyOf", [prop]):
+            if branch.get("type") == "integer":
+                branch["maximum"] = U64_MAX
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
+        "title": "AccessEvent",
+        "description": (
+            "One file access seen by a grid storage element or cache, as produced by cachescope's "
+            "parsers. Generated from cachescope/events.py; do not edit by hand."
+        ),
+        **{k: v for k, v in body.items() if k != "title"},
+    }
+
+
+def schema_text() -> str:
+    import json
+
+    return json.dumps(schema(), indent=2, sort_keys=False) + "\n"
+
+
+def _main(argv: list[str]) -> int:
+    if argv[1:] == ["--write"]:
+        SCHEMA_PATH.parent.mkdir(parents=True, exist_ok=True)
+        SCHEMA_PATH.write_text(schema_text())
+        print(f"wrote {SCHEMA_PATH}")
+        return 0
+    sys.stdout.write(schema_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main(sys.argv))

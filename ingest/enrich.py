@@ -1,0 +1,101 @@
+"""The enrichment step every parser's output goes through: Access -> AccessEvent.
+
+Normalises the path and classifies its data tier (cachescope.tiers, cached per path), computes
+file_id (xxh3-64 of the normalised path, unless the record states its own id), picks the site
+(--site overrides; else the record's site; else the configured default), the VO (the path's
+rules, else the record's hint, else the site's configured VO), the cache group (config
+`cache_groups`), clamps bytes_read to file_size (counted in `clamped`), and numbers events with
+`seq` in input order.
+"""
+
+from __future__ import annotations
+
+from cachescope.config import CachescopeConfig
+from cachescope.events import AccessEvent, file_id_of
+from cachescope.tiers import TierClassifier
+from ingest.formats._base import Access
+
+_PATH_CACHE_LIMIT = 500_000
+
+
+class Enricher:
+    def __init__(
+        self,
+        source: str,
+        *,
+        config: CachescopeConfig,
+        classifier: TierClassifier,
+        site: str = "",
+        site_override: bool = False,
+        seq_start: int = 0,
+    ):
+        self.source = source
+        self.site = site or config.site
+        self.site_override = site_override and bool(site)
+        self._groups = config.cache_groups
+        self._site_vo = {name: sc.vo for name, sc in config.sites.items()}
+        self._classify = classifier.classify
+        self._paths: dict[str, tuple[str, int, str, str]] = {}
+        self._group_of: dict[tuple[str, str], str] = {}
+        self.seq = seq_start
+        self.clamped = 0
+
+    def _resolve(self, key: str, path: str, vo_hint: str) -> tuple[str, int, str, str]:
+        info = self._classify(path, vo_hint or None)
+        vo = info.vo or vo_hint
+        resolved = (info.path, file_id_of(info.path), info.tier, vo)
+        if len(self._paths) >= _PATH_CACHE_LIMIT:
+            self._paths.clear()
+        self._paths[key] = resolved
+        return resolved
+
+    def _group(self, site: str, server: str) -> str:
+        group = self._groups.group_for(site, server)
+        if len(self._group_of) < 100_000:
+            self._group_of[(site, server)] = group
+        return group
+
+    def __call__(self, a: Access) -> AccessEvent:
+        hint = a.vo
+        key = a.path if not hint else f"{a.path}\x00{hint}"
+        info = self._paths.get(key)
+        if info is None:
+            info = self._resolve(key, a.path, hint)
+        path, file_id, tier, vo = info
+        if a.file_id is not None:
+            file_id = a.file_id
+        if a.tier:
+            tier = a.tier
+        site = self.site if self.site_override or not a.site else a.site
+        if not vo:
+            vo = self._site_vo.get(site, "")
+        server = a.server
+        group = self._group_of.get((site, server))
+        if group is None:
+            group = self._group(site, server)
+        size = a.file_size
+        nbytes = a.bytes_read
+        if nbytes > size:
+            nbytes = size
+            self.clamped += 1
+        seq = self.seq
+        self.seq = seq + 1
+        return AccessEvent(
+            ts=a.ts,
+            site=site,
+            source=self.source,
+            server=server,
+            client=a.client,
+            vo=vo,
+            path=path,
+            file_id=file_id,
+            file_size=size,
+            bytes_read=nbytes,
+            op=a.op,
+            tier=tier,
+            cache_group=group,
+            observed_hit_bytes=a.observed_hit_bytes,
+            observed_miss_bytes=a.observed_miss_bytes,
+            observed_bypass_bytes=a.observed_bypass_bytes,
+            seq=seq,
+        )

@@ -1,0 +1,96 @@
+"""xrootd-gstream: XRootD proxy file cache (XCache) g-stream JSON, one object per line.
+
+Records are XrdPfc's `file_close` (emitted on the last detach of a file: size, blk_size, n_blks,
+n_blks_done, access_cnt, attach_t, detach_t, remotes, b_hit, b_miss, b_bypass [, b_todisk,
+b_prefetch, n_cks_errs]); documents of the ATLAS `xc-gstream` index (the same keys, `event`
+possibly absent, plus `host`/`site`) parse the same way.
+
+* file_close -> read; bytes = b_hit + b_miss + b_bypass (the bytes clients were served; b_todisk
+  and b_prefetch are cache-side); observed_hit/miss/bypass = b_hit/b_miss/b_bypass as reported;
+  ts = attach_t (attach/detach are those of the last access; one record merges concurrent
+  opens); server = the record's `host`, else the host of the last packet header in the stream
+  (`{"code":"g",...,"src":{"host":...}}` or `{"siteID":...,"hostID":...}`), else --server.
+* Skipped: packet headers (they only set the server/site for the records after them), other
+  events, closes that served 0 bytes.
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from ingest.formats._base import (
+    Access,
+    BadRecord,
+    Format,
+    ParseContext,
+    Reject,
+    epoch_us,
+    json_object,
+    skip,
+    text,
+    uint,
+)
+
+NAME = "xrootd-gstream"
+_loads = orjson.loads
+
+
+def _header(rec: dict, ctx: ParseContext) -> Reject:
+    src = rec.get("src")
+    host = site = ""
+    if type(src) is dict:
+        host = src.get("host") if type(src.get("host")) is str else ""
+        site = src.get("site") if type(src.get("site")) is str else ""
+    elif type(rec.get("hostID")) is str:
+        host = rec["hostID"].rsplit(":", 1)[0]
+        site = rec.get("siteID") if type(rec.get("siteID")) is str else ""
+    ctx.state["gstream_host"] = host
+    ctx.state["gstream_site"] = site
+    return skip(f"g-stream packet header (server {host or '?'})")
+
+
+def cache_record(rec: dict, ctx: ParseContext, keys: tuple[str, ...]) -> Access | Reject:
+    """A cache file-close record; `keys` name path, size, hit, miss, bypass, attach, detach."""
+    k_path, k_size, k_hit, k_miss, k_bypass, k_attach, k_detach = keys
+    path = rec.get(k_path)
+    if type(path) is not str or not path:
+        raise BadRecord(f"field {k_path}: missing or not a string")
+    size = uint(rec.get(k_size), k_size)
+    hit = uint(rec.get(k_hit, 0), k_hit)
+    miss = uint(rec.get(k_miss, 0), k_miss)
+    bypass = uint(rec.get(k_bypass, 0), k_bypass)
+    served = hit + miss + bypass
+    if served == 0:
+        return skip("cache access that served 0 bytes")
+    when = rec.get(k_attach)
+    if when is None or when == 0:
+        when = rec.get(k_detach)
+        ts = epoch_us(when, k_detach)
+    else:
+        ts = epoch_us(when, k_attach)
+    host = rec.get("host")
+    server = host if type(host) is str and host else ctx.state.get("gstream_host") or ctx.server
+    site = rec.get("site")
+    if type(site) is not str or not site:
+        site = ctx.state.get("gstream_site") or ""
+    return Access(ts, path, size, served, "read", server, "", "", site, hit, miss, bypass)
+
+
+_KEYS = ("lfn", "size", "b_hit", "b_miss", "b_bypass", "attach_t", "detach_t")
+
+
+def _parse(line: str, ctx: ParseContext) -> Access | Reject:
+    if line[:1] == "g" and len(line) > 24 and line[24:25] == "{":
+        line = line[24:]  # insthdr: 24-byte binary prefix before the header JSON
+    rec = json_object(line, _loads)
+    event = rec.get("event")
+    if event == "file_close" or (event is None and "lfn" in rec and "b_hit" in rec):
+        return cache_record(rec, ctx, _KEYS)
+    if rec.get("code") == "g" or "hostID" in rec:
+        return _header(rec, ctx)
+    if event is None:
+        raise BadRecord("field event: missing (not a g-stream record)")
+    return skip(f"g-stream event {text(event, 'event')[:40]!r} (not a file close)")
+
+
+FORMAT = Format(NAME, _parse, __doc__ or "")

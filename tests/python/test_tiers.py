@@ -1,0 +1,163 @@
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cachescope.cli import app
+from cachescope.tiers import RulesError, TierClassifier, clean_path, rucio_hash, rucio_path
+from conftest import FIXTURES, fixture_lines
+
+VECTORS = [line.split("\t") for line in fixture_lines("naming_test_vectors.tsv")]
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def classifier():
+    return TierClassifier()
+
+
+def test_every_vector_is_in_the_fixture():
+    assert len(VECTORS) == 53
+    assert all(len(v) == 6 for v in VECTORS)
+
+
+@pytest.mark.parametrize("tier, base, vo, is_mc, pileup, path", VECTORS, ids=[v[5][-60:] for v in VECTORS])
+def test_naming_vector(classifier, tier, base, vo, is_mc, pileup, path):
+    info = classifier.classify(path)
+    assert (info.tier, info.base_tier, info.vo, int(info.is_mc), int(info.pileup)) == (
+        tier, base, vo, int(is_mc), int(pileup))
+
+
+def test_cli_prints_tier_tab_path_for_every_vector():
+    paths = [v[5] for v in VECTORS]
+    result = runner.invoke(app, ["tier", *paths])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "".join(f"{v[0]}\t{v[5]}\n" for v in VECTORS)
+
+
+def test_cli_reads_paths_from_stdin():
+    paths = [v[5] for v in VECTORS[:5]]
+    result = runner.invoke(app, ["tier"], input="\n".join(paths) + "\n\n")
+    assert result.exit_code == 0
+    assert result.stdout.splitlines() == [f"{v[0]}\t{v[5]}" for v in VECTORS[:5]]
+
+
+def test_cli_details_json():
+    result = runner.invoke(app, ["tier", "--details", "/eos/cms/store/mc/Run3/X/MINIAODSIM/Y-v1/0/a.root"])
+    assert '"tier":"MINIAODSIM","base_tier":"MINIAOD","vo":"cms","is_mc":true,"pileup":false' in result.stdout
+    assert '"path":"/store/mc/Run3/X/MINIAODSIM/Y-v1/0/a.root"' in result.stdout
+
+
+def test_rucio_paths_are_canonical_whatever_the_prefix(classifier):
+    name = "EVNT.18541195._000368.pool.root.1"
+    canonical = "/atlas/rucio/mc16_13TeV/61/1d/" + name
+    for p in (
+        "atlas/rucio/mc16_13TeV/61/1d/" + name,
+        "/atlas:datadisk/rucio/mc16_13TeV/61/1d/" + name,
+        "root://fax.mwt2.org:1094//pnfs/uchicago.edu/atlasdatadisk/rucio/mc16_13TeV/61/1d/" + name,
+        "root://a.b:1//root://c.d:2//xrootd/atlas/atlasdatadisk/rucio/mc16_13TeV/61/1d/" + name + "?authz=X",
+        "srm://se.example.org:8443/srm/managerv2?SFN=/pnfs/example.org/data/atlas/atlasdatadisk/rucio/mc16_13TeV/61/1d/" + name,
+        "mc16_13TeV:" + name,
+    ):
+        info = classifier.classify(p)
+        assert (info.path, info.tier, info.scope) == (canonical, "EVNT", "mc16_13TeV"), p
+    assert rucio_path("mc16_13TeV", name) == canonical
+    assert rucio_path("user.galhardo", "x.root").startswith("/atlas/rucio/user/galhardo/")
+
+
+def test_rucio_hash_is_verified(classifier):
+    good = "/pnfs/x/rucio/user/galhardo/41/d4/user.galhardo.074789._00898.12_SET_2013_FCNCqzl_Pileup_OffsetMu_down.root"
+    assert rucio_hash("user.galhardo", good.rsplit("/", 1)[1]) == "41d4"
+    info = classifier.classify(good)
+    assert info.rucio_hash_ok is True and info.scope == "user.galhardo" and info.path.startswith("/atlas/rucio/user/")
+    bad = good.replace("/41/d4/", "/41/d5/")
+    info = classifier.classify(bad)
+    assert info.rucio_hash_ok is False and info.scope is None
+    assert info.path == "/pnfs/x/rucio/user/galhardo/41/d5/" + good.rsplit("/", 1)[1]  # not rewritten
+    assert info.tier == "USER"  # the name still classifies
+
+
+def test_atlas_name_rules(classifier):
+    cases = {
+        "mc16_13TeV.410470.PhPy8EG_A14_ttbar_hdamp258p75_nonallhad.deriv.DAOD_PHYS.e6337_s3126_r10201_p4172": "DAOD_PHYS",
+        "user.jdoe.DAOD_PHYSLITE.12345._000001.root": "DAOD_PHYSLITE",
+        "group.phys-higgs.AOD.x.root": "AOD",
+        "/dpm/cern.ch/home/atlas/atlaslocalgroupdisk/group.phys-higgs.mytree.root": "GROUP",
+        "group.phys-higgs.mytree.root": "UNKNOWN",  # nothing says ATLAS
+        "/atlas/rucio/panda/8a/c7/panda.um.user.kenelson.32026894._000001.tree.root": "USER",
+        "NTUP_PILEUP.12345678._000001.root.1": "NTUP_PILEUP",
+        "/home/someone/user.cfg": "UNKNOWN",
+    }
+    for path, tier in cases.items():
+        assert classifier.classify(path).tier == tier, path
+    assert classifier.classify("/home/someone/user.cfg").vo == ""
+
+
+def test_cms_lfn_prefixes_and_tiers(classifier):
+    info = classifier.classify("https://ccdavcms.in2p3.fr:2880/disk/data/store/mc/RunIISummer20UL17RECO/TT/AODSIM/106X-v2/2430003/6C.root")
+    assert (info.tier, info.base_tier, info.is_mc, info.path) == (
+        "AODSIM", "AOD", True, "/store/mc/RunIISummer20UL17RECO/TT/AODSIM/106X-v2/2430003/6C.root")
+    assert classifier.classify("/store/mc/Run3/Neutrino_E-10_gun/PREMIX/X-v1/0/a.root").pileup is True
+    assert classifier.classify("/store/mc/Run3/Neutrino_E-10_gun/GEN-SIM/X-v1/0/a.root").pileup is True
+    assert classifier.classify("/store/mc/Run3/TT/NANOAODSIM/X-v1/0/a.root").base_tier == "NANOAOD"
+    assert classifier.classify("/store/mc/Run3/TT/GEN-SIM/X-v1/0/a.root").base_tier == "GEN-SIM"
+    assert classifier.classify("//store/file.root").path == "/store/file.root"
+    assert classifier.classify("/store/data/Run2023C/JetMET0/NANOAOD/X-v1/0/a.root").is_mc is False
+
+
+def test_clean_path():
+    assert clean_path("https://u113@localhost:8443//test/file?&authz=REDACTED") == "/test/file"
+    assert clean_path("atlas/rucio/x") == "/atlas/rucio/x"
+    assert clean_path("bare.name") == "bare.name"
+
+
+def test_site_yaml_extends_and_overrides(tmp_path: Path):
+    site = tmp_path / "site.yaml"
+    site.write_text(
+        "vos:\n"
+        "  cms:\n"
+        "    rules:\n"
+        "      - {name: t3, regex: '^/store/cmst3/', tier: T3}\n"
+        "  lhcb:\n"
+        "    detect: ['^/lhcb/']\n"
+        "    rules:\n"
+        "      - {name: dst, match: name, regex: '\\.(?P<t>[A-Z]+)$', tier: '{t}'}\n"
+    )
+    c = TierClassifier.load([site])
+    assert c.classify("/eos/cms/store/cmst3/group/wmass/x.root").tier == "T3"
+    assert c.classify("/store/data/Run2010A/Cosmics/RECO/v4/000/a.root").tier == "RECO"  # shipped rules kept
+    info = c.classify("/lhcb/LHCb/Collision24/B2OC.DST")
+    assert (info.vo, info.tier) == ("lhcb", "DST")
+    result = runner.invoke(app, ["tier", "--rules", str(site), "/store/cmst3/a.root"])
+    assert result.stdout == "T3\t/store/cmst3/a.root\n"
+
+
+def test_site_yaml_replace_drops_shipped_block(tmp_path: Path):
+    site = tmp_path / "site.yaml"
+    site.write_text("vos:\n  cms:\n    replace: true\n    detect: ['/store/']\n    default: CMSFILE\n")
+    c = TierClassifier.load([site])
+    assert c.classify("/store/mc/Fall10/X/AODSIM/Y-v1/0/a.root").tier == "CMSFILE"
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("vos: {cms: {rules: [{regex: '(', tier: X}]}}", "bad regex"),
+        ("vos: {cms: {rules: [{regex: 'a', tier: '{nope}'}]}}", "nope"),
+        ("vos: {cms: {rules: [{regex: 'a', tier: X, on: path}]}}", "unknown keys"),
+        ("vos: {cms: {colour: red}}", "unknown keys"),
+        ("[1, 2]", "vos"),
+    ],
+)
+def test_bad_site_rules_name_the_problem(tmp_path: Path, text: str, message: str):
+    site = tmp_path / "site.yaml"
+    site.write_text(text)
+    with pytest.raises(RulesError, match=message):
+        TierClassifier.load([site])
+    result = runner.invoke(app, ["tier", "--rules", str(site), "/store/x"])
+    assert result.exit_code == 2 and message.split()[0] in result.stderr
+
+
+def test_fixture_names_its_source():
+    head = (FIXTURES / "naming_test_vectors.tsv").read_text().splitlines()[0]
+    assert "naming_test_vectors.txt" in head
