@@ -37,6 +37,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 
+from cachescope.core.config import PipelineConfig  # noqa: E402
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -137,6 +139,8 @@ class CachescopeConfig(BaseSettings):
     cache_groups: CacheGroupConfig = Field(default_factory=CacheGroupConfig)
     tiers: TierConfig = Field(default_factory=TierConfig)
     ingest: IngestConfig = Field(default_factory=IngestConfig)
+    #: the shadow caches, windows and curve every cache group runs (cachescope.core)
+    pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
 
     @classmethod
     def settings_customise_sources(

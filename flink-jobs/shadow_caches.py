@@ -155,10 +155,10 @@ def main(argv: list[str] | None = None) -> None:
     from pyflink.datastream.connectors.kafka import (KafkaOffsetsInitializer, KafkaRecordSerializationSchema,
                                                      KafkaSink, KafkaSource)
 
-    from cachescope.core import PipelineConfig
+    from cachescope.config import load_config
     from cachescope.core.messages import cache_group_of
 
-    config = PipelineConfig.from_yaml(args.config)
+    config = load_config(args.config).pipeline
     jars = args.jar or default_jars()
     ckpt = args.checkpoint_dir if "://" in args.checkpoint_dir else Path(args.checkpoint_dir).resolve().as_uri()
 

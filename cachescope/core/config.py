@@ -1,14 +1,13 @@
 """What the shadow-cache pipeline runs: policies × sizes, windows, curve grid, sampling.
 
-Loaded from YAML (`--config`); every field has a default a Tier-2 site can start from.
+The `pipeline:` section of the site configuration (cachescope.config); every field has a
+default a Tier-2 site can start from.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Optional
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from cachescope.core.durations import parse_duration_us
@@ -102,11 +101,3 @@ class PipelineConfig(_Strict):
     curve: Curve = Curve()
     #: tier codes per cache group; names beyond it are counted as OTHER
     n_tiers: int = Field(64, ge=2, le=256)
-
-    @classmethod
-    def from_yaml(cls, path: str | Path | None) -> "PipelineConfig":
-        if path is None:
-            return cls()
-        data = yaml.safe_load(Path(path).read_text()) or {}
-        # a site config file may hold other sections (cache groups, store …); take ours
-        return cls.model_validate(data.get("pipeline", data) if isinstance(data, dict) else data)
