@@ -1,0 +1,255 @@
+"""Ship log lines into Kafka as batched AccessEvent messages, exactly once.
+
+A shipper follows one log file (like `tail -F`: growth, rotation, truncation), parses each line
+with the format's `LineParser`, and sends per-cache-group batches to the events topic
+(`{"cache_group": G, "events": [...]}`), rejected lines with their reason to a dead-letter topic.
+
+Exactly once across restarts: each batch is one Kafka transaction holding the event messages,
+the dead-letter messages and a record of the shipper's read position (file identity, byte
+offset, line number, next seq) in a compacted state topic. After a crash the shipper resumes from
+the position of the last committed transaction, so a line is neither lost nor sent twice
+(consumers read with isolation.level=read_committed). The same position is mirrored to a local
+state file for operators; Kafka's copy wins when they disagree (a crash between commit and file
+write).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+from urllib.parse import urlparse
+
+import msgspec
+import orjson
+from prometheus_client import Counter
+
+from cachescope.config import CachescopeConfig
+from cachescope.core.messages import encode_batch
+from ingest.pipeline import LineParser, RejectRecord
+
+LINES_READ = Counter("cachescope_shipper_lines_read", "log lines read", ["shipper"])
+EVENTS_SENT = Counter("cachescope_shipper_events_sent", "events committed to Kafka", ["shipper"])
+REJECTS = Counter("cachescope_shipper_rejects", "lines rejected or skipped, by reason", ["shipper", "reason"])
+BATCHES = Counter("cachescope_shipper_transactions", "Kafka transactions committed", ["shipper"])
+
+
+def parse_kafka_url(url: str) -> tuple[str, str]:
+    """kafka://host:port[,host:port]/topic → (bootstrap, topic)."""
+    u = urlparse(url)
+    topic = u.path.lstrip("/")
+    if u.scheme != "kafka" or not u.netloc or not topic:
+        raise ValueError(f"{url!r} is not kafka://HOST:PORT/TOPIC")
+    return u.netloc, topic
+
+
+@dataclass
+class Position:
+    """Where a shipper is in its input: enough to resume at the next unsent line."""
+
+    path: str = ""
+    inode: int = 0
+    offset: int = 0  # bytes of the current file consumed (whole lines only)
+    line: int = 0  # lines of the current file consumed
+    seq: int = 0  # next seq number to give an event
+
+    def to_json(self) -> bytes:
+        return orjson.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, data: bytes) -> "Position":
+        return cls(**orjson.loads(data))
+
+
+class FileFollower:
+    """Whole lines of a file from a byte offset; follows growth, rotation and truncation."""
+
+    def __init__(self, path: str | Path, pos: Position):
+        self.path = str(path)
+        self.pos = pos
+        self.fh = None
+        self._open(resume=True)
+
+    def _open(self, resume: bool) -> bool:
+        try:
+            fh = open(self.path, "rb")
+        except FileNotFoundError:
+            return False
+        st = os.fstat(fh.fileno())
+        if resume and self.pos.inode == st.st_ino and self.pos.offset <= st.st_size:
+            fh.seek(self.pos.offset)
+        else:  # a new file (first start, or rotated while we were away)
+            self.pos.inode, self.pos.offset, self.pos.line = st.st_ino, 0, 0
+        self.pos.path = self.path
+        if self.fh:
+            self.fh.close()
+        self.fh = fh
+        return True
+
+    def lines(self) -> Iterator[tuple[str, int]]:
+        """(line, byte length) of every complete line available now."""
+        if self.fh is None and not self._open(resume=True):
+            return
+        while True:
+            chunk = self.fh.readline()
+            if not chunk:
+                break
+            if not chunk.endswith(b"\n"):
+                # a partial last line: leave it for the next poll
+                self.fh.seek(-len(chunk), os.SEEK_CUR)
+                break
+            yield chunk.decode("utf-8", "replace"), len(chunk)
+        # rotation: the path names another file now; finish ours first (done above), then switch
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return
+        if st.st_ino != self.pos.inode:
+            self._open(resume=False)
+        elif st.st_size < self.fh.tell():  # truncated in place (copytruncate)
+            self.fh.seek(0)
+            self.pos.offset, self.pos.line = 0, 0
+
+    def close(self) -> None:
+        if self.fh:
+            self.fh.close()
+
+
+class Shipper:
+    def __init__(self, fmt: str, source: str, to: str, *, config: CachescopeConfig, site: str = "",
+                 shipper_id: str | None = None, state_file: str | None = None,
+                 dead_letter_topic: str | None = None, state_topic: str = "cachescope.shipper-state",
+                 batch_events: int = 1000, linger_seconds: float = 1.0, producer_config: dict | None = None):
+        from kafka import KafkaProducer
+
+        self.fmt, self.source, self.config, self.site = fmt, source, config, site
+        self.bootstrap, self.topic = parse_kafka_url(to)
+        self.dead_letter = dead_letter_topic or self.topic + ".rejects"
+        self.state_topic = state_topic
+        self.id = shipper_id or f"{os.uname().nodename}:{os.path.abspath(source)}"
+        self.state_file = Path(state_file) if state_file else None
+        self.batch_events, self.linger = batch_events, linger_seconds
+        self._ensure_topics()
+        self.producer = KafkaProducer(
+            bootstrap_servers=self.bootstrap, transactional_id=f"cachescope-shipper-{self.id}",
+            enable_idempotence=True, acks="all", linger_ms=20, **(producer_config or {}))
+        # fences a previous incarnation of this shipper and aborts its open transaction
+        self.producer.init_transactions()
+        self.pos = self._load_position()
+
+    # ---------------------------------------------------------------- state
+
+    def _ensure_topics(self) -> None:
+        from kafka.admin import KafkaAdminClient, NewTopic
+        from kafka.errors import TopicAlreadyExistsError
+
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
+        try:
+            existing = set(admin.list_topics())
+            wanted = [NewTopic(self.state_topic, 1, 1, topic_configs={"cleanup.policy": "compact"})]
+            wanted += [NewTopic(t, 1, 1) for t in (self.topic, self.dead_letter)]
+            missing = [t for t in wanted if t.name not in existing]
+            if missing:
+                try:
+                    admin.create_topics(missing)
+                except TopicAlreadyExistsError:
+                    pass
+        finally:
+            admin.close()
+
+    def _load_position(self) -> Position:
+        """The committed position from Kafka, or the state file, whichever is further."""
+        from kafka import KafkaConsumer, TopicPartition
+
+        committed = None
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, isolation_level="read_committed",
+                                 enable_auto_commit=False, consumer_timeout_ms=2000)
+        try:
+            tp = TopicPartition(self.state_topic, 0)
+            consumer.assign([tp])
+            consumer.seek_to_beginning(tp)
+            end = consumer.end_offsets([tp])[tp]
+            key = self.id.encode()
+            while consumer.position(tp) < end:
+                for msg in consumer.poll(timeout_ms=1000).get(tp, []):
+                    if msg.key == key and msg.value:
+                        committed = Position.from_json(msg.value)
+        finally:
+            consumer.close()
+        local = None
+        if self.state_file and self.state_file.exists():
+            local = Position.from_json(self.state_file.read_bytes())
+        candidates = [p for p in (committed, local) if p is not None]
+        return max(candidates, key=lambda p: p.seq) if candidates else Position()
+
+    def _save_local(self) -> None:
+        if self.state_file:
+            tmp = self.state_file.with_suffix(".tmp")
+            tmp.write_bytes(self.pos.to_json())
+            os.replace(tmp, self.state_file)
+
+    # ---------------------------------------------------------------- shipping
+
+    def _commit(self, events: list, rejects: list[RejectRecord], pos: Position) -> None:
+        """One transaction: events by cache group, rejects, and the position after them."""
+        by_group: dict[str, list] = {}
+        for e in events:
+            by_group.setdefault(e.cache_group, []).append(e)
+        self.producer.begin_transaction()
+        try:
+            for group, evs in by_group.items():
+                self.producer.send(self.topic, key=group.encode(),
+                                   value=encode_batch(group, msgspec.to_builtins(evs)))
+            for r in rejects:
+                doc = {"shipper": self.id, "format": self.fmt, "file": pos.path, **msgspec.to_builtins(r)}
+                self.producer.send(self.dead_letter, key=self.id.encode(), value=orjson.dumps(doc))
+            self.producer.send(self.state_topic, key=self.id.encode(), value=pos.to_json())
+            self.producer.commit_transaction()
+        except Exception:
+            self.producer.abort_transaction()
+            raise
+        self.pos = pos
+        self._save_local()
+        EVENTS_SENT.labels(self.id).inc(len(events))
+        BATCHES.labels(self.id).inc()
+        for r in rejects:
+            REJECTS.labels(self.id, r.reason.split(":")[0][:60]).inc()
+
+    def run(self, follow: bool = False, poll_seconds: float = 0.5, stop: Callable[[], bool] = lambda: False,
+            max_lines: int | None = None) -> Position:
+        """Ship until the end of the file (or, with follow, until stop()). Returns the position."""
+        follower = FileFollower(self.source, Position(**asdict(self.pos)))
+        rejects: list[RejectRecord] = []
+        parser = LineParser(self.fmt, config=self.config, site=self.site, source_name=self.source,
+                            seq_start=self.pos.seq, on_reject=rejects.append)
+        shipped = 0
+        try:
+            while True:
+                chunk: list[str] = []
+                deadline = time.monotonic() + self.linger
+                for line, nbytes in follower.lines():
+                    chunk.append(line)
+                    follower.pos.offset += nbytes
+                    follower.pos.line += 1
+                    shipped += 1
+                    if len(chunk) >= self.batch_events or time.monotonic() > deadline or shipped == max_lines:
+                        break
+                if chunk:
+                    LINES_READ.labels(self.id).inc(len(chunk))
+                    events = [e for batch in parser.batches(chunk) for e in batch]
+                    follower.pos.seq = parser.enrich.seq
+                    self._commit(events, list(rejects), Position(**asdict(follower.pos)))
+                    rejects.clear()
+                    if shipped == max_lines:
+                        return self.pos
+                    continue
+                if not follow or stop():
+                    return self.pos
+                time.sleep(poll_seconds)
+        finally:
+            follower.close()
+
+    def close(self) -> None:
+        self.producer.close()
