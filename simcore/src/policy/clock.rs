@@ -3,7 +3,9 @@
 //!
 //! Paper: F. J. Corbató, "A Paging Experiment with the Multics System", MIT Project MAC
 //! report MAC-M-384 (1968), in *In Honor of Philip M. Morse*, MIT Press, 1969. The n-bit
-//! generalisation (a saturating counter instead of one reference bit) is the "GCLOCK" family.
+//! form (a saturating counter instead of one reference bit) is in the spirit of GCLOCK
+//! (V. F. Nicola, A. Dan, D. M. Dias, "Analysis of the Generalized Clock Buffer Replacement
+//! Scheme for Database Transaction Processing", ACM SIGMETRICS 1992).
 //!
 //! What it does: a hit increments the file's counter, saturating at `2^bits − 1` (with the
 //! default `bits = 1` that is the classic reference bit). On eviction the hand looks at the

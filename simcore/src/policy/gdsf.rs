@@ -30,8 +30,8 @@
 //! current key is at least its heap key, which is at least this one) and is evicted. So a
 //! hit costs no heap operation, and the order is exactly libCacheSim's. Entries of removed
 //! files are dropped when they surface (or purged if they pile up). Keys are unique, so the
-//! 4-ary heap's internal layout never affects a decision (nor does a snapshot restore). Counts on
-//! the shared reference trace are identical to libCacheSim's.
+//! (4-ary) heap's internal layout never affects a decision, nor does a snapshot restore.
+//! Counts on the shared reference trace are identical to libCacheSim's.
 
 use super::*;
 

@@ -1,10 +1,10 @@
 //! LFU: evict the resident file with the fewest hits since it entered the cache; ties go to
 //! the file that reached that frequency first (FIFO within a frequency).
 //!
-//! Paper: LFU is folklore (it is among the policies in L. A. Belady, "A study of replacement
-//! algorithms for a virtual-storage computer", IBM Systems Journal 5(2), 1966); the O(1)
-//! frequency-bucket structure used here is from K. Shah, A. Mitra, D. Matani, "An O(1)
-//! algorithm for implementing the LFU cache eviction scheme", 2010.
+//! Paper: LFU is a classic of the paging literature (e.g. E. G. Coffman, P. J. Denning,
+//! "Operating Systems Theory", Prentice-Hall, 1973); the frequency-bucket lists follow
+//! K. Shah, A. Mitra, D. Matani, "An O(1) algorithm for implementing the LFU cache eviction
+//! scheme", 2010 (here the buckets sit in a BTreeMap, see below).
 //!
 //! What it does ("in-cache LFU"): a file enters with frequency 1; each hit adds 1 and moves
 //! it to the newest end of its new frequency's bucket; eviction takes the oldest file of the

@@ -2,7 +2,7 @@
 //!
 //! Paper: M. Arlitt, L. Cherkasova, J. Dilley, R. Friedrich, T. Jin, "Evaluating Content
 //! Management Techniques for Web Proxy Caches", ACM SIGMETRICS Performance Evaluation Review
-//! 27(4), 2000 (first as HP Labs report HPL-98-173, 1999).
+//! 27(4), 2000.
 //!
 //! What it does: every resident file has a key `K = F + L` where `F` is its frequency (1 on
 //! insertion, +1 per hit, forgotten when it leaves the cache) and `L` is the cache age: the

@@ -12,7 +12,8 @@
 //! hit can evict files. Evictions for a miss take the LRU file of the lowest non-empty
 //! segment.
 //!
-//! Byte sizes (libCacheSim's rules, `SLRU.c`, which the paper's object counts become):
+//! Byte sizes: the papers count objects; here shares and fits are in bytes, following
+//! libCacheSim's `SLRU.c` exactly:
 //! - each segment holds at most `capacity / segments` bytes (integer division);
 //! - a file larger than one segment is not admitted (libCacheSim's `SLRU_can_insert`): a
 //!   miss, nothing evicted. This deviates from the general "insert unless larger than the
@@ -21,8 +22,10 @@
 //! - on a miss, evict from the LRU end of the lowest non-empty segment while
 //!   `used + size > capacity`, then insert at the MRU end of the lowest segment with room
 //!   (`bytes[i] + size ≤ max`), or of segment 0 if none has room (it then exceeds its share
-//!   until the next cascade). While the cache fills up this puts new files in higher
-//!   segments, exactly as libCacheSim does;
+//!   until the next cascade). Unlike the papers, where new objects always enter the
+//!   probationary segment, a new file thus lands in a higher segment while the cache fills
+//!   up, and later whenever a higher segment's unused remainder fits it — libCacheSim's
+//!   behaviour, kept for identical results;
 //! - a hit promotes, then demotes while the target segment holds more than its share.
 //!
 //! The hit counts on the shared reference trace are identical to libCacheSim's S4LRU.
