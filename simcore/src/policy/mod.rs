@@ -164,6 +164,7 @@ policies! {
     Fifo => fifo::Fifo = "fifo";
     Arc => arc::ArcCache = "arc";
     Twoq => twoq::TwoQ = "twoq";
+    Lirs => lirs::Lirs = "lirs";
     S3fifo => s3fifo::S3Fifo = "s3fifo";
 }
 
