@@ -166,6 +166,7 @@ policies! {
     Twoq => twoq::TwoQ = "twoq";
     Lirs => lirs::Lirs = "lirs";
     S3fifo => s3fifo::S3Fifo = "s3fifo";
+    Wtinylfu => wtinylfu::WTinyLfu = "wtinylfu";
 }
 
 /// Whether a policy needs each request's next-access time (offline optimum only).
