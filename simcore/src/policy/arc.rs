@@ -32,13 +32,13 @@
 //!   unbalanced, so with files of megabytes to gigabytes p stays near 0 and REPLACE nearly
 //!   always evicts from T1 while T1 is not empty. That is libCacheSim's behaviour (it is what
 //!   its published ARC results on variable-size traces mean) and it is kept on purpose.
-//!   libCacheSim ran the shared reference in KiB units, so its minimum step was 1 KiB there; the
-//!   difference is negligible (see the cross-check in tests/reference.rs).
+//!   libCacheSim ran the shared reference in KiB units, so its minimum step was 1 KiB there;
+//!   that made no difference to any count (below).
 //! - A file larger than the cache is not inserted and evicts nothing, but a ghost hit on it
 //!   still adapts p and drops the ghost (as in libCacheSim).
 //!
-//! Cross-check: identical hit counts to libCacheSim at all four sizes of the shared trace (see
-//! tests/reference.rs and the module report).
+//! Cross-check (tests/reference.rs): identical hit counts to libCacheSim at all four sizes of the
+//! shared trace (1%, 5%, 10%, 30% of the working set).
 
 use super::*;
 
@@ -267,7 +267,7 @@ pub(crate) mod check {
                 let id = (a * a) / 200 + 1;
                 let size = 1 + crate::util::hash::mix64(id) % 45;
                 let read = if partial { 1 + r.next() % size } else { size };
-                let op = if r.next() % 50 == 0 { 2 } else { 0 };
+                let op = if r.next().is_multiple_of(50) { 2 } else { 0 };
                 (id, size, read, op)
             })
             .collect()

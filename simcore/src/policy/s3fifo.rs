@@ -145,7 +145,7 @@ impl Policy for S3Fifo {
             return Err(format!("parameter ghost_ratio={ghost} must be a non-negative number"));
         }
         let t = params.get("move_threshold", 2.0);
-        if !(t >= 1.0 && t <= 1e9 && t.fract() == 0.0) {
+        if !((1.0..=1e9).contains(&t) && t.fract() == 0.0) {
             return Err(format!("parameter move_threshold={t} must be a positive integer"));
         }
         // libCacheSim: (int64_t)cache_size * ratio, truncated

@@ -46,7 +46,12 @@
 //! `remove(id)` drops the file but cannot erase its count in the sketch (a count-min sketch
 //! cannot forget one key); that history fades with the periodic halving.
 //!
-//! Not in the libCacheSim reference results; the golden tests below are its proof.
+//! libCacheSim's WTinyLFU (not in the reference results; its main cache is also an SLRU split
+//! 1:4) differs in more than the window rule: its frequency filter (a counting Bloom filter
+//! sized by the main cache's size, which is bytes there) counts only hits in main and
+//! insertions, and is halved only after `32 × main size` hits in main — never, in practice, for
+//! byte-sized caches. Its counts would not be comparable; the golden tests below are this
+//! policy's proof.
 
 use super::*;
 use crate::util::hash::mix64;

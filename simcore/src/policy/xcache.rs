@@ -96,7 +96,7 @@ impl XCache {
 impl Policy for XCache {
     fn build(capacity: u64, params: &Params) -> Result<Self, String> {
         let block = params.get("block_size", 1048576.0);
-        if !(block >= 1.0 && block <= 9.0e15 && block.fract() == 0.0) {
+        if !((1.0..=9.0e15).contains(&block) && block.fract() == 0.0) {
             return Err(format!("parameter block_size={block} must be a positive whole number of bytes"));
         }
         let high = params.fraction("high_watermark", 0.95, true)?;
