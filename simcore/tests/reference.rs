@@ -13,7 +13,11 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// (policy, allowed |hit ratio difference|) for differences explained in the policy's file.
-const EXPLAINED: &[(&str, f64)] = &[];
+const EXPLAINED: &[(&str, f64)] = &[
+    // libCacheSim ran in KiB, so its LIR/HIR limits were whole KiB: 40 hits of 1,000,000 apart
+    // at 1% (0.00004), identical at 5/10/30% (see policy/lirs.rs).
+    ("lirs", 0.00005),
+];
 const TOLERANCE: f64 = 0.01;
 
 fn reference_dir() -> Option<PathBuf> {

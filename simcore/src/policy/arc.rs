@@ -32,13 +32,13 @@
 //!   unbalanced, so with files of megabytes to gigabytes p stays near 0 and REPLACE nearly
 //!   always evicts from T1 while T1 is not empty. That is libCacheSim's behaviour (it is what
 //!   its published ARC results on variable-size traces mean) and it is kept on purpose.
-//!   libCacheSim ran the shared reference in KiB units, so its minimum step was 1 KiB there; the
-//!   difference is negligible (see the cross-check in tests/reference.rs).
+//!   libCacheSim ran the shared reference in KiB units, so its minimum step was 1 KiB there;
+//!   that made no difference to any count (below).
 //! - A file larger than the cache is not inserted and evicts nothing, but a ghost hit on it
 //!   still adapts p and drops the ghost (as in libCacheSim).
 //!
-//! Cross-check: identical hit counts to libCacheSim at all four sizes of the shared trace (see
-//! tests/reference.rs and the module report).
+//! Cross-check (tests/reference.rs): identical hit counts to libCacheSim at all four sizes of the
+//! shared trace (1%, 5%, 10%, 30% of the working set).
 
 use super::*;
 
@@ -267,13 +267,13 @@ pub(crate) mod check {
                 let id = (a * a) / 200 + 1;
                 let size = 1 + crate::util::hash::mix64(id) % 45;
                 let read = if partial { 1 + r.next() % size } else { size };
-                let op = if r.next() % 50 == 0 { 2 } else { 0 };
+                let op = if r.next().is_multiple_of(50) { 2 } else { 0 };
                 (id, size, read, op)
             })
             .collect()
     }
 
-    fn run(p: &mut AnyPolicy, trace: &[(u64, u64, u64, u8)]) -> String {
+    fn run(p: &mut AnyPolicy, trace: &[(u64, u64, u64, u8)], partial: bool) -> String {
         let mut ev = Evictions::default();
         let mut out = String::new();
         for &(id, size, bytes_read, op) in trace {
@@ -291,7 +291,7 @@ pub(crate) mod check {
             assert!(p.used_bytes() <= p.capacity(), "{} used {} > capacity {}", p.name(), p.used_bytes(), p.capacity());
             assert_eq!(before + o.filled, p.used_bytes() + evicted, "{}: bytes filled and evicted must balance", p.name());
             assert!(o.hit_bytes <= bytes_read);
-            if size > p.capacity() {
+            if size > p.capacity() && !partial {
                 assert!(!o.hit && o.filled == 0 && !p.contains(id), "{}: a file larger than the cache is not cached", p.name());
             }
             out.push(if o.hit { 'H' } else { 'm' });
@@ -299,21 +299,22 @@ pub(crate) mod check {
         out
     }
 
-    /// used ≤ capacity on every request, bytes balance, and a postcard snapshot taken halfway
-    /// continues with identical hits.
+    /// used ≤ capacity on every request, bytes balance (filled = growth + evicted), a file larger
+    /// than the cache is not cached (whole-file reads), and a postcard snapshot of the AnyPolicy
+    /// taken halfway continues with identical hits.
     pub fn invariants_and_snapshot(name: &str, params: &[(&str, f64)], partial: bool) {
         for (seed, cap) in [(7u64, 40u64), (11, 100), (23, 250)] {
             let params = Params::new(params.iter().map(|(k, v)| (k.to_string(), *v)).collect());
             let mut p = AnyPolicy::new(name, cap, &params).unwrap();
             let trace = random_trace(seed, 20_000, partial);
             let (a, b) = trace.split_at(10_000);
-            let first = run(&mut p, a);
+            let first = run(&mut p, a, partial);
             assert!(first.contains('H') && first.contains('m'), "{name}: degenerate trace {first}");
             let bytes = postcard::to_stdvec(&p).unwrap();
             let mut q: AnyPolicy = postcard::from_bytes(&bytes).unwrap();
             assert_eq!((q.used_bytes(), q.len()), (p.used_bytes(), p.len()));
-            let rest_p = run(&mut p, b);
-            let rest_q = run(&mut q, b);
+            let rest_p = run(&mut p, b, partial);
+            let rest_q = run(&mut q, b, partial);
             assert_eq!(rest_p, rest_q, "{name}: restored snapshot diverged");
             assert_eq!((q.used_bytes(), q.len()), (p.used_bytes(), p.len()));
         }

@@ -171,7 +171,10 @@ policies! {
     Belady => belady::Belady = "belady";
     Arc => arc::ArcCache = "arc";
     Twoq => twoq::TwoQ = "twoq";
+    Lirs => lirs::Lirs = "lirs";
     S3fifo => s3fifo::S3Fifo = "s3fifo";
+    Wtinylfu => wtinylfu::WTinyLfu = "wtinylfu";
+    Xcache => xcache::XCache = "xcache";
 }
 
 /// Whether a policy needs each request's next-access time (offline optimum only).

@@ -145,7 +145,7 @@ impl Policy for S3Fifo {
             return Err(format!("parameter ghost_ratio={ghost} must be a non-negative number"));
         }
         let t = params.get("move_threshold", 2.0);
-        if !(t >= 1.0 && t <= 1e9 && t.fract() == 0.0) {
+        if !((1.0..=1e9).contains(&t) && t.fract() == 0.0) {
             return Err(format!("parameter move_threshold={t} must be a positive integer"));
         }
         // libCacheSim: (int64_t)cache_size * ratio, truncated
@@ -262,6 +262,28 @@ mod tests {
             assert_eq!(p.contains(id as u64), resident, "{}", id as char);
         }
         assert_eq!(p.len(), 5);
+    }
+
+    #[test]
+    fn main_clock_counter_caps_at_three() {
+        // capacity 3, small_ratio 0.67 (small_cap 2, main_cap 1), ghost_ratio 1.0 (ghost_cap 3).
+        // x x x: x in small with 2 hits. a b: small=[b a x]. c: evict from small: x(2) → main
+        //   with 0; a(0) evicted (ghost=[a]); small=[c b] main=[x].
+        // x x x x: hits in main → x(4).
+        // a: ghost hit; from small b(0) evicted (ghost=[b]); a → main=[a x] (over main_cap).
+        // b: ghost hit; |main| = 2 > 1 → main's oldest x(4) is reinserted with min(4,3)−1 = 2,
+        //   then a(0) evicted; b → main=[b x].
+        // a: miss; main's oldest x(2) → reinserted with 1; b(0) evicted; a → small=[a c].
+        // b: miss; from small c(0) evicted (ghost=[c]); small=[b a].
+        // c: ghost hit; from small a(0) evicted (ghost=[a]); c → main=[c x].
+        // d: miss; main's oldest x(1) → reinserted with 0; c(0) evicted. d → small=[d b].
+        //   x has survived three passes of main's hand (a counter capped at 2 would lose here).
+        // a: ghost hit; from small b(0) evicted; a → main=[a x].  e: main's oldest x(0) evicted.
+        let mut p = s3(3, 0.67, 1.0);
+        assert_eq!(replay(&mut p, &unit("xxx ab c xxxx a b a b c d")), "mHHmmmHHHHmmmmmm");
+        assert!(p.contains(b'x' as u64) && !p.contains(b'c' as u64));
+        assert_eq!(replay(&mut p, &unit("ae")), "mm");
+        assert!(!p.contains(b'x' as u64) && p.contains(b'a' as u64));
     }
 
     #[test]
