@@ -136,6 +136,10 @@ class LineParser:
         self._on_reject = on_reject if on_reject is not None else self.rejects.append
         self._line_no = 0
 
+    def continue_at_line(self, line_no: int) -> None:
+        """Number the next line `line_no + 1` (a shipper resuming mid-file, or a rotated file)."""
+        self._line_no = line_no
+
     def _reject(self, line_no: int, text: str, rej: Reject) -> None:
         stats = self.stats
         if rej.skipped:

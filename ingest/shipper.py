@@ -228,8 +228,11 @@ class Shipper:
         try:
             while True:
                 chunk: list[str] = []
+                first_line = None
                 deadline = time.monotonic() + self.linger
                 for line, nbytes in follower.lines():
+                    if first_line is None:
+                        first_line = follower.pos.line
                     chunk.append(line)
                     follower.pos.offset += nbytes
                     follower.pos.line += 1
@@ -238,6 +241,7 @@ class Shipper:
                         break
                 if chunk:
                     LINES_READ.labels(self.id).inc(len(chunk))
+                    parser.continue_at_line(first_line)
                     events = [e for batch in parser.batches(chunk) for e in batch]
                     follower.pos.seq = parser.enrich.seq
                     self._commit(events, list(rejects), Position(**asdict(follower.pos)))
