@@ -41,7 +41,7 @@ class Enricher:
         self.clamped = 0
 
     def _resolve(self, key: str, path: str, vo_hint: str) -> tuple[str, int, str, str]:
-        info = self._classify(path, vo_hint or None)
+        info = self._classify(path, None, vo_hint or None)
         vo = info.vo or vo_hint
         resolved = (info.path, file_id_of(info.path), info.tier, vo)
         if len(self._paths) >= _PATH_CACHE_LIMIT:

@@ -288,11 +288,15 @@ class TierClassifier:
     def vo_names(self) -> list[str]:
         return [vo.name for vo in self._vos]
 
-    def classify(self, raw_path: str, vo: str | None = None) -> TierInfo:
+    def classify(self, raw_path: str, vo: str | None = None, fallback_vo: str | None = None) -> TierInfo:
+        """Tier of a path. `vo` forces that VO's rules; `fallback_vo` (a record's hint) applies only
+        when no VO's rules recognise the path."""
         path = clean_path(raw_path)
         chosen = self._by_name.get(vo) if vo else None
         if chosen is None:
             chosen = self._detect(path)
+        if chosen is None and fallback_vo:
+            chosen = self._by_name.get(fallback_vo)
         if chosen is None:
             return TierInfo(UNKNOWN, "", path, UNKNOWN, False, False, "")
         return self._apply(chosen, path)
