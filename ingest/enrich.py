@@ -80,22 +80,6 @@ class Enricher:
             self.clamped += 1
         seq = self.seq
         self.seq = seq + 1
-        return AccessEvent(
-            ts=a.ts,
-            site=site,
-            source=self.source,
-            server=server,
-            client=a.client,
-            vo=vo,
-            path=path,
-            file_id=file_id,
-            file_size=size,
-            bytes_read=nbytes,
-            op=a.op,
-            tier=tier,
-            cache_group=group,
-            observed_hit_bytes=a.observed_hit_bytes,
-            observed_miss_bytes=a.observed_miss_bytes,
-            observed_bypass_bytes=a.observed_bypass_bytes,
-            seq=seq,
-        )
+        # positional: a third of the cost of keywords on this hot path (field order of AccessEvent)
+        return AccessEvent(a.ts, site, self.source, server, a.client, vo, path, file_id, size, nbytes, a.op, tier,
+                           group, a.observed_hit_bytes, a.observed_miss_bytes, a.observed_bypass_bytes, seq)
