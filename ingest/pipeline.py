@@ -135,6 +135,7 @@ class LineParser:
         self.rejects: list[RejectRecord] = []
         self._on_reject = on_reject if on_reject is not None else self.rejects.append
         self._line_no = 0
+        self._reason_keys: dict[str, str] = {}
 
     def continue_at_line(self, line_no: int) -> None:
         """Number the next line `line_no + 1` (a shipper resuming mid-file, or a rotated file)."""
@@ -142,14 +143,20 @@ class LineParser:
 
     def _reject(self, line_no: int, text: str, rej: Reject) -> None:
         stats = self.stats
+        reason = rej.reason
         if rej.skipped:
             stats.skipped += 1
         else:
             stats.rejected += 1
-            if rej.reason.startswith(INTERNAL_ERROR):
+            if reason.startswith(INTERNAL_ERROR):
                 stats.internal_errors += 1
-        stats.reasons[reason_key(rej.reason)] += 1
-        self._on_reject(RejectRecord(line_no, rej.reason, text, rej.skipped))
+        key = self._reason_keys.get(reason)
+        if key is None:
+            key = reason_key(reason)
+            if len(self._reason_keys) < 10_000:
+                self._reason_keys[reason] = key
+        stats.reasons[key] += 1
+        self._on_reject(RejectRecord(line_no, reason, text, rej.skipped))
 
     def batches(self, lines: Iterable[str], batch_size: int = 4096) -> Iterator[list[AccessEvent]]:
         """Events of `lines` in input order, in lists of up to batch_size."""
@@ -157,16 +164,18 @@ class LineParser:
         ctx = self.ctx
         enrich = self.enrich
         stats = self.stats
+        reject = self._reject
         out: list[AccessEvent] = []
         append = out.append
-        line_no = self._line_no
+        line_no = first = self._line_no
+        blank = 0
         try:
             for line in lines:
                 line_no += 1
                 line = line.rstrip("\r\n")
                 if not line or line.isspace():
+                    blank += 1
                     continue
-                stats.lines += 1
                 try:
                     result = raw(line, ctx)
                 except BadRecord as exc:
@@ -180,9 +189,9 @@ class LineParser:
                         if type(item) is Access:
                             append(enrich(item))
                         else:
-                            self._reject(line_no, line, item)
+                            reject(line_no, line, item)
                 else:
-                    self._reject(line_no, line, result)
+                    reject(line_no, line, result)
                 if len(out) >= batch_size:
                     stats.events += len(out)
                     yield out
@@ -190,6 +199,7 @@ class LineParser:
                     append = out.append
         finally:
             self._line_no = line_no
+            stats.lines += line_no - first - blank
             stats.clamped = enrich.clamped
         if out:
             stats.events += len(out)

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
 import yaml
 
@@ -19,8 +19,7 @@ _RULE_KEYS = {"name", "match", "regex", "tier", "scan_tokens", "default", "detec
 _ON = ("path", "name", "scope")
 
 
-@dataclass(frozen=True, slots=True)
-class TierInfo:
+class TierInfo(NamedTuple):
     tier: str
     vo: str  # "" when no VO's rules recognise the path
     path: str  # normalised path
@@ -89,6 +88,39 @@ def rucio_path(scope: str, name: str) -> str:
 # compiled rules
 
 
+_GROUP_REF = re.compile(r"\\(\d+)|\\g<(\w+)>")
+
+
+def _substitution(rx: re.Pattern[str], repl: str) -> Callable[[str], str]:
+    """`rx.sub(repl, text, count=1)` with the template parsed once (re.sub re-expands per call)."""
+    pieces: list[str | int] = []
+    pos = 0
+    for m in _GROUP_REF.finditer(repl):
+        pieces.append(repl[pos : m.start()].replace("\\\\", "\\"))
+        ref = m.group(1) or m.group(2)
+        pieces.append(int(ref) if ref.isdigit() else rx.groupindex[ref])
+        pos = m.end()
+    pieces.append(repl[pos:].replace("\\\\", "\\"))
+    literal = [p for p in pieces if isinstance(p, str)]
+    if len(literal) == len(pieces):
+        text = "".join(literal)
+
+        def sub_literal(s: str) -> str:
+            m = rx.search(s)
+            return s if m is None else s[: m.start()] + text + s[m.end() :]
+
+        return sub_literal
+
+    def sub(s: str) -> str:
+        m = rx.search(s)
+        if m is None:
+            return s
+        g = m.group
+        return s[: m.start()] + "".join(p if isinstance(p, str) else (g(p) or "") for p in pieces) + s[m.end() :]
+
+    return sub
+
+
 def _compile(regex: Any, where: str) -> re.Pattern[str]:
     if not isinstance(regex, str):
         raise RulesError(f"{where}: regex must be a string, got {regex!r}")
@@ -105,6 +137,7 @@ class _Rule:
     regex: re.Pattern[str]
     tier: str
     templated: bool
+    single_group: str | None  # tier is exactly "{group}"
     scan_tokens: bool
     default: str
     detects: bool
@@ -115,14 +148,18 @@ class _VO:
     name: str
     detect: list[re.Pattern[str]]
     detect_by_rules: bool
-    normalise: list[tuple[re.Pattern[str], str]]
+    normalise: list[tuple[re.Pattern[str], Callable[[str], str]]]
     rules: list[_Rule]
     default: str
-    base_tier: list[tuple[re.Pattern[str], str]]
+    base_tier: list[tuple[re.Pattern[str], Callable[[str], str]]]
     is_mc_when: list[tuple[str, re.Pattern[str]]]
     pileup_when: list[tuple[str, re.Pattern[str]]]
     rucio: tuple[re.Pattern[str], str] | None
     tier_like: re.Pattern[str] | None
+
+
+def _refs(repl: str) -> list[int | str]:
+    return [int(m.group(1)) if m.group(1) else m.group(2) for m in _GROUP_REF.finditer(repl)]
 
 
 def _build_vo(name: str, block: Mapping[str, Any]) -> _VO:
@@ -131,12 +168,18 @@ def _build_vo(name: str, block: Mapping[str, Any]) -> _VO:
     if unknown:
         raise RulesError(f"{where}: unknown keys {sorted(unknown)}")
 
-    def subs(key: str) -> list[tuple[re.Pattern[str], str]]:
+    def subs(key: str) -> list[tuple[re.Pattern[str], Callable[[str], str]]]:
         out = []
         for i, item in enumerate(block.get(key) or []):
             if not isinstance(item, Mapping) or "regex" not in item or "replace" not in item:
                 raise RulesError(f"{where}.{key}[{i}]: needs regex and replace")
-            out.append((_compile(item["regex"], f"{where}.{key}[{i}]"), str(item["replace"])))
+            rx = _compile(item["regex"], f"{where}.{key}[{i}]")
+            try:
+                out.append((rx, _substitution(rx, str(item["replace"]))))
+            except (KeyError, IndexError) as exc:
+                raise RulesError(f"{where}.{key}[{i}]: replace names a group the regex lacks: {exc}") from None
+            if any(isinstance(n, int) and n > rx.groups for n in _refs(str(item["replace"]))):
+                raise RulesError(f"{where}.{key}[{i}]: replace names a group the regex lacks")
         return out
 
     def conditions(key: str) -> list[tuple[str, re.Pattern[str]]]:
@@ -177,6 +220,7 @@ def _build_vo(name: str, block: Mapping[str, Any]) -> _VO:
                 regex=regex,
                 tier=tier,
                 templated=templated,
+                single_group=tier[1:-1] if templated and re.fullmatch(r"\{\w+\}", tier) else None,
                 scan_tokens=scan,
                 default=str(item.get("default", "")),
                 detects=bool(item.get("detects", True)),
@@ -279,6 +323,7 @@ class TierClassifier:
         doc = shipped_rules() if rules is None else rules
         self._vos = [_build_vo(str(name), block) for name, block in doc["vos"].items()]
         self._by_name = {vo.name: vo for vo in self._vos}
+        self._base_cache: dict[tuple[str, str], str] = {}
 
     @classmethod
     def load(cls, extra_files: Iterable[str | Path] = ()) -> "TierClassifier":
@@ -288,11 +333,15 @@ class TierClassifier:
     def vo_names(self) -> list[str]:
         return [vo.name for vo in self._vos]
 
-    def classify(self, raw_path: str, vo: str | None = None) -> TierInfo:
+    def classify(self, raw_path: str, vo: str | None = None, fallback_vo: str | None = None) -> TierInfo:
+        """Tier of a path. `vo` forces that VO's rules; `fallback_vo` (a record's hint) applies only
+        when no VO's rules recognise the path."""
         path = clean_path(raw_path)
         chosen = self._by_name.get(vo) if vo else None
         if chosen is None:
             chosen = self._detect(path)
+        if chosen is None and fallback_vo:
+            chosen = self._by_name.get(fallback_vo)
         if chosen is None:
             return TierInfo(UNKNOWN, "", path, UNKNOWN, False, False, "")
         return self._apply(chosen, path)
@@ -327,8 +376,8 @@ class TierClassifier:
         return scope
 
     def _normalise(self, vo: _VO, path: str) -> tuple[str, str | None, bool | None]:
-        for rx, repl in vo.normalise:
-            path = rx.sub(repl, path, count=1)
+        for _, sub in vo.normalise:
+            path = sub(path)
         scope: str | None = None
         hash_ok: bool | None = None
         if vo.rucio is not None:
@@ -356,38 +405,61 @@ class TierClassifier:
         name = _name_of(norm)
         tier = vo.default
         rule_name = ""
-        groups: dict[str, str] = {}
+        m = None
         for rule in vo.rules:
-            text = self._text(rule.on, norm, name, scope)
+            on = rule.on
+            text = norm if on == "path" else name if on == "name" else scope
             if text is None:
                 continue
             m = rule.regex.search(text)
             if m is None:
                 continue
-            groups = {k: v for k, v in m.groupdict().items() if v is not None}
             if rule.scan_tokens:
                 tier = rule.default
                 like = vo.tier_like
-                for token in name.split("."):
-                    if like is not None and like.match(token):
-                        tier = token
-                        break
+                if like is not None:
+                    for token in name.split("."):
+                        if like.match(token):
+                            tier = token
+                            break
+            elif rule.single_group is not None:
+                tier = m.group(rule.single_group) or ""
             elif rule.templated:
-                tier = rule.tier.format_map(_Blank(groups))
+                tier = rule.tier.format_map(_Blank({k: v for k, v in m.groupdict().items() if v is not None}))
             else:
                 tier = rule.tier
             rule_name = rule.name
             break
-        base = tier
-        for rx, repl in vo.base_tier:
-            if rx.search(tier):
-                base = rx.sub(repl, tier, count=1)
-                break
-        fields = dict(groups)
-        fields.update(tier=tier, name=name, scope=scope or "")
-        is_mc = any(rx.search(fields.get(f, "")) for f, rx in vo.is_mc_when if fields.get(f))
-        pileup = any(rx.search(fields.get(f, "")) for f, rx in vo.pileup_when if fields.get(f))
+        base = self._base_cache.get((vo.name, tier))
+        if base is None:
+            base = tier
+            for rx, sub in vo.base_tier:
+                if rx.search(tier):
+                    base = sub(tier)
+                    break
+            if len(self._base_cache) < 10_000:
+                self._base_cache[(vo.name, tier)] = base
+        is_mc = _any_condition(vo.is_mc_when, m, tier, name, scope)
+        pileup = _any_condition(vo.pileup_when, m, tier, name, scope)
         return TierInfo(tier, vo.name, norm, base, is_mc, pileup, rule_name, scope, hash_ok)
+
+
+def _any_condition(conditions: list[tuple[str, re.Pattern[str]]], m: re.Match[str] | None, tier: str, name: str,
+                   scope: str | None) -> bool:
+    for field, rx in conditions:
+        if field == "tier":
+            value = tier
+        elif field == "name":
+            value = name
+        elif field == "scope":
+            value = scope
+        elif m is not None and field in m.re.groupindex:
+            value = m.group(field)
+        else:
+            continue
+        if value and rx.search(value):
+            return True
+    return False
 
 
 class _Blank(dict):

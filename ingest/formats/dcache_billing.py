@@ -240,6 +240,12 @@ def client_of_protocol(protocol: str) -> str:
     return m.group("host") if m else ""
 
 
+def _doors_first(formats: tuple[_Compiled, ...], ctx: ParseContext) -> tuple[_Compiled, ...]:
+    ordered = tuple(sorted(formats, key=lambda f: f.kind != "door-request-info-message"))
+    ctx.state["dcache_billing_doors_first"] = ordered
+    return ordered
+
+
 def prepare(ctx: ParseContext) -> None:
     custom = ctx.options.get("dcache_billing_formats")
     ctx.state["dcache_billing"] = compile_formats(custom) if custom else _DEFAULT_COMPILED
@@ -338,6 +344,8 @@ def _delete(g: dict[str, str | None], ctx: ParseContext, client: str = "") -> Ac
 
 def _parse(line: str, ctx: ParseContext) -> Access | Reject:
     formats = ctx.state.get("dcache_billing") or _DEFAULT_COMPILED
+    if ":request] " in line:  # door requests are half the lines: try their template first
+        formats = ctx.state.get("dcache_billing_doors_first") or _doors_first(formats, ctx)
     for fmt in formats:
         m = fmt.regex.fullmatch(line)
         if m is None:

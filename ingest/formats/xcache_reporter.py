@@ -53,8 +53,7 @@ def _doc(rec: object, ctx: ParseContext) -> Access | Reject:
         when = rec.get("attached_at")
         ts = epoch_us(when, "attached_at") if when else epoch_us(rec.get("detached_at"), "detached_at")
         server = opt_text(rec.get("host")) or ctx.server
-        return Access(ts, path, size, served, "read", server, "", "atlas",
-                      opt_text(rec.get("site")), hit, miss, bypass)
+        return Access(ts, path, size, served, "read", server, "", "", opt_text(rec.get("site")), hit, miss, bypass)
     except BadRecord as exc:
         return Reject(exc.reason, exc.skipped)
 

@@ -1,0 +1,898 @@
+"""Synthetic but realistic grid-storage workloads, written in the real log formats.
+
+`make_workload(...)` draws the accesses (the ground truth, numpy columns); `render(fmt, w)`
+writes them as the lines that format's producer would write. Deterministic for a seed.
+
+The model, per VO (each site serves both, mostly one):
+ATLAS  HITS     pileup library replicated at every site, re-read by pileup jobs (uniform draws)
+       EVNT     small library read by simulation jobs
+       AOD      large catalogue read rarely (about 1.3 reads per file), 2-6 GB, many above 4 GiB
+       DAOD_PHYS / DAOD_PHYSLITE  datasets born during the period (written), hot when new and
+                fading over days (popularity shifts), some deleted; 60% of reads partial
+       USER     user outputs written in bursts, read a few times within hours, often deleted
+       log      job log tarballs, written, rarely read
+       RAW      a few large reads
+CMS    MINIAODSIM / MINIAOD, NANOAODSIM / NANOAOD datasets with shifting popularity, partial
+       MINIAOD reads; AODSIM rare and large; PREMIX pileup library (Neutrino_E-10_gun, 4-10 GB)
+       read in random 5-15% chunks; /store/user bursts as for ATLAS.
+XCache observations (xrootd-gstream, xcache-reporter): an LRU cache per (site, cache server)
+holding 20% of its working set, caching the bytes actually read per file, 1% bypass.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Callable, Iterator, TextIO
+
+import numpy as np
+import orjson
+
+from cachescope.tiers import rucio_hash
+
+OP_READ, OP_WRITE, OP_DELETE = 0, 1, 2
+DAY_US = 86_400_000_000
+HOUR_US = 3_600_000_000
+
+ATLAS_SITES = ["MWT2", "AGLT2", "BNL-ATLAS", "SWT2_CPB", "DESY-HH", "LRZ-LMU", "UKI-SOUTHGRID-OX-HEP", "TOKYO-LCG2"]
+CMS_SITES = ["T2_US_Nebraska", "T2_CH_CERN", "T1_US_FNAL", "T2_DE_DESY", "T2_IT_Pisa", "T2_UK_London_IC"]
+SITE_DOMAINS = {
+    "MWT2": "mwt2.org", "AGLT2": "aglt2.org", "BNL-ATLAS": "usatlas.bnl.gov", "SWT2_CPB": "uta.edu",
+    "DESY-HH": "desy.de", "LRZ-LMU": "lrz.de", "UKI-SOUTHGRID-OX-HEP": "physics.ox.ac.uk",
+    "TOKYO-LCG2": "icepp.jp", "T2_US_Nebraska": "unl.edu", "T2_CH_CERN": "cern.ch", "T1_US_FNAL": "fnal.gov",
+    "T2_DE_DESY": "desy.de", "T2_IT_Pisa": "pi.infn.it", "T2_UK_London_IC": "ic.ac.uk",
+}
+GIB = 2**30
+MIB = 2**20
+
+
+@dataclass
+class Catalogue:
+    """Files of the workload: canonical (normalised) path and naming parts per file."""
+
+    path: list[str]  # normalised: /atlas/rucio/<scope>/<h1>/<h2>/<name> or /store/...
+    vo: np.ndarray  # 0 atlas, 1 cms
+    tier: list[str]
+    size: np.ndarray  # uint64
+    scope: list[str]  # rucio scope ("cms" for CMS)
+    name: list[str]  # rucio name (the LFN for CMS)
+
+
+@dataclass
+class Workload:
+    """Ground truth: one row per access, sorted by ts."""
+
+    ts: np.ndarray  # int64 UTC us, start of the access
+    duration: np.ndarray  # int64 us
+    file: np.ndarray  # int64 index into catalogue
+    op: np.ndarray  # uint8
+    bytes_read: np.ndarray  # uint64 (writes: bytes written; deletes: 0)
+    site: np.ndarray  # int64 index into sites
+    server: np.ndarray  # int64 storage server (pool/file server) index within the site
+    cache_server: np.ndarray  # int64 XCache server index within the site
+    client: np.ndarray  # int64 worker-node index within the site
+    bypass: np.ndarray  # bool: the XCache read bypasses the cache
+    catalogue: Catalogue
+    sites: list[str]
+    n_servers: int
+    seed: int
+    start_us: int
+    days: float
+    _observed: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    def observed(self, cache_fraction: float = 0.2) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """XCache hit/miss/bypass bytes of every read (LRU per site and cache server)."""
+        if self._observed is None:
+            self._observed = _simulate_xcache(self, cache_fraction)
+        return self._observed
+
+
+# ---------------------------------------------------------------------------------------------
+# the model
+
+
+def _uuid(rng: np.random.Generator, n: int) -> list[str]:
+    words = rng.integers(0, 2**32, size=(n, 5), dtype=np.uint64)
+    return [
+        f"{a:08X}-{b & 0xFFFF:04X}-{c & 0xFFFF:04X}-{d & 0xFFFF:04X}-{e:08X}{(a ^ e) & 0xFFFF:04X}"
+        for a, b, c, d, e in words.tolist()
+    ]
+
+
+def _sizes(rng: np.random.Generator, n: int, median: float, sigma: float, lo: float, hi: float) -> np.ndarray:
+    s = rng.lognormal(math.log(median), sigma, size=n)
+    return np.clip(s, lo, hi).astype(np.uint64)
+
+
+class _Builder:
+    """Accumulates files and accesses; each category adds both."""
+
+    def __init__(self, rng: np.random.Generator, start_us: int, span_us: int, n_sites: int, site_atlas: np.ndarray):
+        self.rng = rng
+        self.start = start_us
+        self.span = span_us
+        self.n_sites = n_sites
+        self.site_atlas = site_atlas  # per site: fraction of ATLAS accesses
+        self.paths: list[str] = []
+        self.vo: list[np.ndarray] = []
+        self.tiers: list[str] = []
+        self.sizes: list[np.ndarray] = []
+        self.scopes: list[str] = []
+        self.names: list[str] = []
+        self.file_site: list[np.ndarray] = []  # -1: replicated, any site of the VO
+        self.acc: list[tuple[np.ndarray, ...]] = []  # (ts, file, op, bytes)
+
+    # -- files
+
+    def add_files(self, vo: int, tier: str, paths: list[str], scopes: list[str], names: list[str],
+                  sizes: np.ndarray, replicated: bool = False) -> np.ndarray:
+        first = len(self.paths)
+        n = len(paths)
+        self.paths.extend(paths)
+        self.tiers.extend([tier] * n)
+        self.scopes.extend(scopes)
+        self.names.extend(names)
+        self.vo.append(np.full(n, vo, dtype=np.int8))
+        self.sizes.append(sizes.astype(np.uint64))
+        if replicated:
+            self.file_site.append(np.full(n, -1, dtype=np.int64))
+        else:
+            weights = self.site_atlas if vo == 0 else 1.0 - self.site_atlas
+            self.file_site.append(self.rng.choice(self.n_sites, size=n, p=weights / weights.sum()))
+        return np.arange(first, first + n, dtype=np.int64)
+
+    def atlas_files(self, tier: str, scopes: list[str], n: int, sizes: np.ndarray, per_task: int = 200,
+                    replicated: bool = False, name_fmt: str = "{tier}.{task:08d}._{part:06d}.pool.root.1") -> np.ndarray:
+        rng = self.rng
+        tasks = rng.integers(10_000_000, 45_000_000, size=max(1, n // per_task + 1))
+        paths, sc, names = [], [], []
+        scope_idx = rng.integers(0, len(scopes), size=len(tasks))
+        for i in range(n):
+            t = i // per_task
+            scope = scopes[scope_idx[t]]
+            name = name_fmt.format(tier=tier, task=int(tasks[t]), part=i % per_task + 1)
+            h = rucio_hash(scope, name)
+            sp = scope.replace(".", "/") if scope.startswith(("user.", "group.")) else scope
+            paths.append(f"/atlas/rucio/{sp}/{h[:2]}/{h[2:]}/{name}")
+            sc.append(scope)
+            names.append(name)
+        tier_label = "log" if tier == "log" else tier
+        return self.add_files(0, tier_label, paths, sc, names, sizes, replicated)
+
+    def cms_files(self, tier: str, kind: str, n: int, sizes: np.ndarray, primaries: list[str], eras: list[str],
+                  per_ds: int = 100, replicated: bool = False) -> np.ndarray:
+        rng = self.rng
+        uuids = _uuid(rng, n)
+        n_ds = max(1, n // per_ds + 1)
+        prim = rng.integers(0, len(primaries), size=n_ds)
+        era = rng.integers(0, len(eras), size=n_ds)
+        ver = rng.integers(1, 4, size=n_ds)
+        block = rng.integers(10000, 99999, size=n_ds)
+        paths = []
+        for i in range(n):
+            d = i // per_ds
+            paths.append(f"/store/{kind}/{eras[era[d]]}/{primaries[prim[d]]}/{tier}/"
+                         f"{eras[era[d]]}_v{ver[d]}-v{ver[d]}/{block[d]}/{uuids[i]}.root")
+        return self.add_files(1, tier, paths, ["cms"] * n, paths, sizes, replicated)
+
+    # -- accesses
+
+    def times(self, n: int) -> np.ndarray:
+        """Start times over the period with a day/night cycle (busier in the afternoon)."""
+        rng = self.rng
+        t = rng.random(n) * self.span
+        hour = (t % DAY_US) / HOUR_US
+        keep = rng.random(n) < 0.55 + 0.45 * np.sin((hour - 8) / 24 * 2 * np.pi) ** 2
+        t = np.where(keep, t, rng.random(n) * self.span)
+        return (self.start + t).astype(np.int64)
+
+    def add(self, ts: np.ndarray, files: np.ndarray, op: int, nbytes: np.ndarray) -> None:
+        self.acc.append((ts.astype(np.int64), files.astype(np.int64), np.full(len(ts), op, np.uint8),
+                         nbytes.astype(np.uint64)))
+
+    def reads(self, ts: np.ndarray, files: np.ndarray, partial_p: float, lo: float, hi: float) -> None:
+        sizes = np.concatenate(self.sizes)[files] if self.sizes else np.zeros(0, np.uint64)
+        frac = np.where(self.rng.random(len(files)) < partial_p, self.rng.uniform(lo, hi, len(files)), 1.0)
+        nbytes = np.maximum(1, (sizes * frac).astype(np.uint64))
+        self.add(ts, files, OP_READ, np.minimum(nbytes, sizes))
+
+
+def _library(b: _Builder, files: np.ndarray, n: int, partial_p=0.0, lo=1.0, hi=1.0) -> None:
+    if n <= 0 or len(files) == 0:
+        return
+    picks = files[b.rng.integers(0, len(files), size=n)]
+    b.reads(b.times(n), picks, partial_p, lo, hi)
+
+
+def _datasets(b: _Builder, files: np.ndarray, per_ds: int, n_reads: int, partial_p: float, lo: float,
+              hi: float, born_frac: float = 0.4, die_frac: float = 0.2, tau_days: float = 3.0) -> int:
+    """Datasets born (written) during the period, hot when new, fading; some deleted. Returns writes+deletes."""
+    rng = b.rng
+    n_ds = max(1, len(files) // per_ds)
+    ds_of = np.minimum(np.arange(len(files)) // per_ds, n_ds - 1)
+    span_days = b.span / DAY_US
+    born = np.where(rng.random(n_ds) < born_frac, rng.random(n_ds) * span_days * 0.8,
+                    -rng.random(n_ds) * 20.0)  # days from the start; negative: before the period
+    dies = np.where(rng.random(n_ds) < die_frac, born + rng.uniform(2.0, 10.0, n_ds), np.inf)
+    dies = np.where(dies > span_days, np.inf, dies)
+    base = rng.pareto(1.2, n_ds) + 0.05  # heavy-tailed dataset popularity
+    extra = 0
+    # writes of the datasets born in the period, deletes of those that die in it
+    sizes_all = np.concatenate(b.sizes)
+    born_in = born >= 0
+    wfiles = files[born_in[ds_of]]
+    if len(wfiles):
+        wts = b.start + (born[ds_of[born_in[ds_of]]] * DAY_US).astype(np.int64) + rng.integers(0, HOUR_US, len(wfiles))
+        b.add(wts, wfiles, OP_WRITE, sizes_all[wfiles])
+        extra += len(wfiles)
+    die_in = np.isfinite(dies)
+    dfiles = files[die_in[ds_of]]
+    if len(dfiles):
+        dts = b.start + (dies[ds_of[die_in[ds_of]]] * DAY_US).astype(np.int64) + rng.integers(0, HOUR_US, len(dfiles))
+        b.add(dts, dfiles, OP_DELETE, np.zeros(len(dfiles), np.uint64))
+        extra += len(dfiles)
+    # reads, day by day: weight = base * exp(-(age)/tau) while alive
+    n_days = max(1, int(math.ceil(span_days)))
+    day_counts = rng.multinomial(n_reads, np.full(n_days, 1.0 / n_days))
+    for d, count in enumerate(day_counts):
+        if count == 0:
+            continue
+        t0 = d + 0.5
+        alive = (born + 0.05 <= t0) & (t0 < dies)
+        if not alive.any():
+            continue  # the libraries take these reads
+        w = np.where(alive, base * np.exp(-np.maximum(0.0, t0 - born) / tau_days), 0.0)
+        if w.sum() <= 0:
+            continue
+        ds = rng.choice(n_ds, size=count, p=w / w.sum())
+        lo_i = ds * per_ds
+        hi_i = np.where(ds == n_ds - 1, len(files), lo_i + per_ds)
+        picks = files[lo_i + (rng.random(count) * (hi_i - lo_i)).astype(np.int64)]
+        day_start = b.start + d * DAY_US
+        start_of_life = b.start + (np.maximum(born[ds], d) * DAY_US).astype(np.int64) + HOUR_US
+        end_of_life = np.minimum(b.start + b.span, np.minimum(day_start + DAY_US,
+                                 np.where(np.isfinite(dies[ds]), b.start + dies[ds] * DAY_US, np.inf))).astype(np.int64)
+        lo_t = np.maximum(day_start, start_of_life)
+        hi_t = np.maximum(lo_t + 1, end_of_life - 1)
+        ts = lo_t + (rng.random(count) * (hi_t - lo_t)).astype(np.int64)
+        b.reads(ts, picks, partial_p, lo, hi)
+    return extra
+
+
+def _user_bursts(b: _Builder, vo: int, n_reads: int, n_sites: int) -> int:
+    """Users write outputs, read them a few times within hours, often delete them days later."""
+    rng = b.rng
+    if n_reads <= 0:
+        return 0
+    reads_per_file = 3.0
+    n_files = max(1, int(n_reads / reads_per_file))
+    sizes = _sizes(rng, n_files, 300 * MIB, 0.9, 5 * MIB, 6 * GIB)
+    if vo == 0:
+        users = [f"user.{u}" for u in ("jdoe", "cchlg", "babwuzqo", "galhardo", "mzhang", "akumar", "lbianchi",
+                                       "smueller", "tkato", "rlopez")]
+        scope_for = rng.integers(0, len(users), size=n_files)
+        paths, scopes, names = [], [], []
+        tasks = rng.integers(30_000_000, 45_000_000, size=n_files // 20 + 1)
+        for i in range(n_files):
+            scope = users[scope_for[i]]
+            name = f"{scope}.{int(tasks[i // 20])}._{i % 20 + 1:06d}.tree.root"
+            h = rucio_hash(scope, name)
+            paths.append(f"/atlas/rucio/{scope.replace('.', '/')}/{h[:2]}/{h[2:]}/{name}")
+            scopes.append(scope)
+            names.append(name)
+        files = b.add_files(0, "USER", paths, scopes, names, sizes)
+    else:
+        users = ("ewv", "fanzago", "mmarionn", "jdoe", "kpedro", "alintern")
+        uid = rng.integers(0, len(users), size=n_files)
+        uu = _uuid(rng, n_files)
+        paths = [f"/store/user/{users[uid[i]]}/ntuples/crab_job_{i // 25}/{uu[i]}.root" for i in range(n_files)]
+        files = b.add_files(1, "USER", paths, ["cms"] * n_files, paths, sizes)
+    t_write = b.times(n_files)
+    b.add(t_write, files, OP_WRITE, sizes)
+    weights = rng.gamma(2.0, 1.0, size=n_files)
+    per = rng.multinomial(n_reads, weights / weights.sum())
+    rfiles = np.repeat(files, per)
+    rts = np.repeat(t_write, per) + rng.integers(10 * 60_000_000, 12 * HOUR_US, size=len(rfiles))
+    inside = rts < b.start + b.span  # a burst that would run past the period is cut there
+    b.reads(rts[inside], rfiles[inside], 0.2, 0.3, 0.9)
+    deleted = rng.random(n_files) < 0.5
+    dts = t_write[deleted] + rng.integers(DAY_US, 5 * DAY_US, size=int(deleted.sum()))
+    inside = dts < b.start + b.span
+    b.add(dts[inside], files[deleted][inside], OP_DELETE, np.zeros(int(inside.sum()), np.uint64))
+    return n_files + int(inside.sum())
+
+
+def make_workload(events: int = 100_000, *, days: float = 7.0, sites: int = 2, servers: int = 4, seed: int = 1,
+                  start: datetime | None = None) -> Workload:
+    """Exactly `events` accesses (reads, writes, deletes) over `days` at `sites` sites."""
+    if events <= 0 or days <= 0 or sites <= 0 or servers <= 0:
+        raise ValueError("events, days, sites and servers must be positive")
+    rng = np.random.default_rng(seed)
+    start_dt = start or datetime(2024, 1, 1, tzinfo=timezone.utc)
+    start_us = int(start_dt.timestamp()) * 1_000_000
+    span_us = int(days * DAY_US)
+    site_names = _site_names(sites)
+    site_atlas = np.array([0.8 if i % 2 == 0 else 0.2 for i in range(sites)])
+    if sites == 1:
+        site_atlas[:] = 0.5
+    b = _Builder(rng, start_us, span_us, sites, site_atlas)
+    atlas_share = float(site_atlas.mean())
+    n = events
+    # write/delete-bearing categories first, then the read budget goes to the libraries
+    reads_target = int(n * 0.9)
+    a_reads = int(reads_target * atlas_share)
+    c_reads = reads_target - a_reads
+    extra = 0
+
+    # ATLAS
+    mc = ["mc16_13TeV", "mc20_13TeV", "mc23_13p6TeV"]
+    data = ["data18_13TeV", "data22_13p6TeV", "data23_13p6TeV"]
+    n_daod = max(40, int(a_reads * 0.35 / 6))
+    daod = b.atlas_files("DAOD_PHYS", mc + data, n_daod // 2, _sizes(rng, n_daod // 2, 2.2 * GIB, 0.5, 50 * MIB, 9 * GIB), per_task=40)
+    lite = b.atlas_files("DAOD_PHYSLITE", mc + data, n_daod - n_daod // 2, _sizes(rng, n_daod - n_daod // 2, 600 * MIB, 0.5, 20 * MIB, 3 * GIB), per_task=40)
+    extra += _datasets(b, daod, 40, int(a_reads * 0.35 * 0.5), 0.6, 0.05, 0.6)
+    extra += _datasets(b, lite, 40, int(a_reads * 0.35 * 0.5), 0.6, 0.1, 0.8)
+    extra += _user_bursts(b, 0, int(a_reads * 0.12), sites)
+    n_logs = max(1, int(n * 0.02 * atlas_share))
+    logs = b.atlas_files("log", mc, n_logs, _sizes(rng, n_logs, 20 * MIB, 0.6, MIB, 200 * MIB), per_task=500)
+    b.add(b.times(n_logs), logs, OP_WRITE, np.concatenate(b.sizes)[logs])
+    extra += n_logs
+    # CMS
+    primaries = ["TTToSemiLeptonic_TuneCP5_13TeV-powheg-pythia8", "DYJetsToLL_M-50_TuneCP5_13TeV-madgraphMLM-pythia8",
+                 "WJetsToLNu_TuneCP5_13TeV-madgraphMLM-pythia8", "GluGluHToGG_M125_TuneCP5_13TeV-amcatnloFXFX-pythia8"]
+    eras = ["RunIISummer20UL18MiniAODv2", "Run3Summer22MiniAODv4", "Run3Summer23NanoAODv12"]
+    data_prim = ["JetMET0", "Muon0", "EGamma1"]
+    data_eras = ["Run2023C", "Run2023D", "Run2024F"]
+    n_mini = max(40, int(c_reads * 0.30 / 5))
+    mini = b.cms_files("MINIAODSIM", "mc", n_mini, _sizes(rng, n_mini, 2.8 * GIB, 0.4, 100 * MIB, 8 * GIB), primaries, eras)
+    n_nano = max(40, int(c_reads * 0.25 / 8))
+    nano_mc = b.cms_files("NANOAODSIM", "mc", n_nano // 2, _sizes(rng, n_nano // 2, 1.2 * GIB, 0.4, 50 * MIB, 4 * GIB), primaries, eras)
+    nano_data = b.cms_files("NANOAOD", "data", n_nano - n_nano // 2, _sizes(rng, n_nano - n_nano // 2, 1.0 * GIB, 0.4, 50 * MIB, 4 * GIB), data_prim, data_eras)
+    extra += _datasets(b, mini, 100, int(c_reads * 0.30), 0.7, 0.3, 0.9)
+    extra += _datasets(b, nano_mc, 100, int(c_reads * 0.125), 0.2, 0.5, 1.0)
+    extra += _datasets(b, nano_data, 100, int(c_reads * 0.125), 0.2, 0.5, 1.0)
+    extra += _user_bursts(b, 1, int(c_reads * 0.10), sites)
+
+    # read-only libraries take the rest of the budget so the total is exactly `events`
+    remaining = n - sum(len(a[0]) for a in b.acc)
+    if remaining < 0:
+        raise ValueError(f"{events} events are too few for this model; use at least {events - remaining}")
+    lib_weights = {"HITS": 0.18 * atlas_share, "EVNT": 0.05 * atlas_share, "AOD": 0.10 * atlas_share,
+                   "RAW": 0.02 * atlas_share, "PREMIX": 0.20 * (1 - atlas_share), "AODSIM": 0.08 * (1 - atlas_share)}
+    total_w = sum(lib_weights.values())
+    counts = rng.multinomial(remaining, [w / total_w for w in lib_weights.values()])
+    c = dict(zip(lib_weights, counts.tolist()))
+    n_hits = max(50, int(n / 600))
+    hits = b.atlas_files("HITS", mc, n_hits, _sizes(rng, n_hits, 900 * MIB, 0.3, 100 * MIB, 4 * GIB), per_task=500, replicated=True)
+    _library(b, hits, c["HITS"])
+    n_evnt = max(20, int(n / 2000))
+    evnt = b.atlas_files("EVNT", mc, n_evnt, _sizes(rng, n_evnt, 250 * MIB, 0.4, 10 * MIB, 2 * GIB), per_task=200)
+    _library(b, evnt, c["EVNT"])
+    n_aod = max(10, int(c["AOD"] / 1.3))
+    aod = b.atlas_files("AOD", data + mc, n_aod, _sizes(rng, n_aod, 3.2 * GIB, 0.45, 200 * MIB, 12 * GIB), per_task=300)
+    _library(b, aod, c["AOD"], 0.1, 0.2, 0.8)
+    n_raw = max(5, int(c["RAW"] / 1.1))
+    raw = b.atlas_files("RAW", ["data23_13p6TeV"], n_raw, _sizes(rng, n_raw, 2.5 * GIB, 0.3, 500 * MIB, 6 * GIB),
+                        per_task=1000, name_fmt="data23_13p6TeV.00{task:08d}.physics_Main.daq.RAW._lb{part:04d}._SFO-1._0001.data")
+    _library(b, raw, c["RAW"])
+    n_premix = max(50, int(n / 400))
+    premix = b.cms_files("PREMIX", "mc", n_premix, _sizes(rng, n_premix, 5.5 * GIB, 0.3, 2 * GIB, 12 * GIB),
+                         ["Neutrino_E-10_gun"], ["RunIISummer20ULPrePremix"], per_ds=5000, replicated=True)
+    _library(b, premix, c["PREMIX"], 1.0, 0.05, 0.15)
+    n_aodsim = max(10, int(c["AODSIM"] / 1.3))
+    aodsim = b.cms_files("AODSIM", "mc", n_aodsim, _sizes(rng, n_aodsim, 4.0 * GIB, 0.4, 200 * MIB, 12 * GIB), primaries, ["RunIISummer20UL18RECO"])
+    _library(b, aodsim, c["AODSIM"], 0.2, 0.2, 0.8)
+
+    return _assemble(b, site_names, servers, seed, start_us, days)
+
+
+def _site_names(n: int) -> list[str]:
+    out = []
+    for i in range(n):
+        pool = ATLAS_SITES if i % 2 == 0 else CMS_SITES
+        name = pool[(i // 2) % len(pool)]
+        if i // 2 >= len(pool):
+            name = f"{name}-{i // 2 // len(pool) + 1}"
+        out.append(name)
+    return out
+
+
+def _assemble(b: _Builder, site_names: list[str], servers: int, seed: int, start_us: int, days: float) -> Workload:
+    rng = b.rng
+    ts = np.concatenate([a[0] for a in b.acc])
+    files = np.concatenate([a[1] for a in b.acc])
+    ops = np.concatenate([a[2] for a in b.acc])
+    nbytes = np.concatenate([a[3] for a in b.acc])
+    order = np.lexsort((ops, ts))  # equal times: write before read before delete is not guaranteed; ops as tie-break
+    ts, files, ops, nbytes = ts[order], files[order], ops[order], nbytes[order]
+    # nothing starts before the period; deletes drawn past its end were dropped by the categories
+    ts = np.clip(ts, start_us, None)
+    vo = np.concatenate(b.vo)
+    file_site = np.concatenate(b.file_site)
+    n = len(ts)
+    site = file_site[files]
+    free = site < 0
+    if free.any():
+        weights = np.where(vo[files[free]][:, None] == 0, b.site_atlas[None, :], 1.0 - b.site_atlas[None, :])
+        cum = np.cumsum(weights / weights.sum(axis=1, keepdims=True), axis=1)
+        site[free] = (rng.random(int(free.sum()))[:, None] > cum).sum(axis=1)
+    # a file lives on one pool per site; clients spread over the worker nodes; XCache by client
+    server = (files * 2654435761 + site * 97) % servers
+    client = rng.integers(0, 400, size=n)
+    cache_server = client % servers
+    rate = rng.uniform(50e6, 500e6, size=n)  # bytes/s
+    duration = (nbytes / rate * 1e6).astype(np.int64) + rng.integers(20_000, 2_000_000, size=n)
+    duration[ops == OP_DELETE] = rng.integers(1_000, 50_000, size=int((ops == OP_DELETE).sum()))
+    bypass = rng.random(n) < 0.01
+    cat = Catalogue(b.paths, vo, b.tiers, np.concatenate(b.sizes), b.scopes, b.names)
+    return Workload(ts, duration, files, ops, nbytes, site, server.astype(np.int64), cache_server.astype(np.int64),
+                    client, bypass, cat, site_names, servers, seed, start_us, days)
+
+
+def _simulate_xcache(w: Workload, fraction: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    n = len(w)
+    hit = np.zeros(n, np.uint64)
+    miss = np.zeros(n, np.uint64)
+    byp = np.zeros(n, np.uint64)
+    reads = w.op == OP_READ
+    key = w.site * w.n_servers + w.cache_server
+    sizes = w.catalogue.size
+    # capacity: a fraction of the bytes of the distinct files each cache sees
+    caps: dict[int, float] = {}
+    for k in np.unique(key[reads]).tolist():
+        f = np.unique(w.file[reads & (key == k)])
+        caps[k] = max(1.0, float(sizes[f].sum()) * fraction)
+    caches: dict[int, OrderedDict] = {k: OrderedDict() for k in caps}
+    used = dict.fromkeys(caps, 0)
+    files = w.file.tolist()
+    ops = w.op.tolist()
+    nbytes = w.bytes_read.tolist()
+    keys = key.tolist()
+    bypass = w.bypass.tolist()
+    hit_l = [0] * n
+    miss_l = [0] * n
+    byp_l = [0] * n
+    for i in range(n):
+        op = ops[i]
+        k = keys[i]
+        cache = caches.get(k)
+        if cache is None:
+            continue
+        f = files[i]
+        if op == OP_DELETE or op == OP_WRITE:
+            held = cache.pop(f, None)
+            if held is not None:
+                used[k] -= held
+            continue
+        nb = nbytes[i]
+        if bypass[i]:
+            byp_l[i] = nb
+            continue
+        held = cache.get(f, 0)
+        h = nb if nb <= held else held
+        hit_l[i] = h
+        miss_l[i] = nb - h
+        if f in cache:
+            cache.move_to_end(f)
+        if nb > held:
+            cache[f] = nb
+            used[k] += nb - held
+            cap = caps[k]
+            while used[k] > cap and cache:
+                _, old = cache.popitem(last=False)
+                used[k] -= old
+    hit[:] = hit_l
+    miss[:] = miss_l
+    byp[:] = byp_l
+    return hit, miss, byp
+
+
+# ---------------------------------------------------------------------------------------------
+# rendering: one function per format, yielding (site index, emit time us, line)
+
+Line = tuple[int, int, str]
+
+
+def _domain(site: str) -> str:
+    return SITE_DOMAINS.get(site.split("-")[0] if site not in SITE_DOMAINS else site, "example.org")
+
+
+def _clients(w: Workload) -> list[list[str]]:
+    return [[f"wn{c:04d}.{_domain(s)}" for c in range(400)] for s in w.sites]
+
+
+def _storage_path(w: Workload, f: int, site: str, style: str) -> str:
+    cat = w.catalogue
+    p = cat.path[f]
+    dom = _domain(site)
+    if cat.vo[f] == 0:  # /atlas/rucio/... -> the storage's own prefix
+        rest = p[len("/atlas/rucio/"):]
+        token = "atlasscratchdisk" if rest.startswith("user/") else "atlasdatadisk"
+        if style == "dcache":
+            return f"/pnfs/{dom}/{token}/rucio/{rest}"
+        if style == "eos":
+            return f"/eos/atlas/{token}/rucio/{rest}"
+        if style == "dpm":
+            return f"/dpm/{dom}/home/atlas/{token}/rucio/{rest}"
+        if style == "xcache":
+            return f"atlas/rucio/{rest}"
+        return p
+    if style == "dcache":
+        return f"/pnfs/{dom}/data/cms{p}"
+    if style == "eos":
+        return f"/eos/cms{p}"
+    if style == "dpm":
+        return f"/dpm/{dom}/home/cms{p}"
+    return p
+
+
+def _pnfsid(f: int) -> str:
+    return f"0000{(f * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF:016X}{f:016X}"
+
+
+def _server_names(w: Workload, style: str) -> list[list[str]]:
+    out = []
+    for s in w.sites:
+        dom = _domain(s)
+        if style == "dcache":
+            out.append([f"{s.lower().replace('_', '-')}-pool{j:02d}" for j in range(w.n_servers)])
+        elif style == "xcache":
+            out.append([f"xcache{j:02d}.{dom}" for j in range(w.n_servers)])
+        else:
+            out.append([f"fs{j:02d}.{dom}" for j in range(w.n_servers)])
+    return out
+
+
+def _fmt_billing_date(us: int) -> str:
+    return datetime.fromtimestamp(us // 1_000_000, tz=timezone.utc).strftime("%m.%d %H:%M:%S")
+
+
+def render_dcache_billing(w: Workload) -> Iterator[Line]:
+    rng = np.random.default_rng(w.seed + 11)
+    noise = rng.random(len(w)).tolist()
+    pools = _server_names(w, "dcache")
+    clients = _clients(w)
+    sizes = w.catalogue.size.tolist()
+    date_cache: dict[int, str] = {}
+    for i, (t, dur, f, op, nb, s, srv, cl) in enumerate(zip(w.ts.tolist(), w.duration.tolist(), w.file.tolist(),
+                                                         w.op.tolist(), w.bytes_read.tolist(), w.site.tolist(),
+                                                         w.server.tolist(), w.client.tolist())):
+        site = w.sites[s]
+        path = _storage_path(w, f, site, "dcache")
+        pnfsid = _pnfsid(f)
+        end = t + dur
+        sec = end // 1_000_000
+        date = date_cache.get(sec)
+        if date is None:
+            date = date_cache[sec] = _fmt_billing_date(end)
+        storage = "atlas:datadisk@osm" if w.catalogue.vo[f] == 0 else "cms:default@osm"
+        if op == OP_DELETE:
+            yield s, end, (f'{date} [door:WebDAV-{site}@webdavDomain:remove] ["prod":40001:5000:{clients[s][cl]}] '
+                           f'[{pnfsid},{sizes[f]}] [{path}] {storage} 12 0 {{0:""}}')
+            continue
+        conn_ms = (end - t) // 1000
+        ip = f"10.{s % 250}.{cl // 250}.{cl % 250}"
+        created = "true" if op == OP_WRITE else "false"
+        proto = f"Xrootd-5.0:{ip}:{30000 + cl}" if op == OP_READ else f"Http-1.1:{ip}:{30000 + cl}:WebDAV-{site}:webdavDomain:{path}"
+        door = "Xrootd" if op == OP_READ else "WebDAV"
+        yield s, end, (f"{date} [pool:{pools[s][srv]}:transfer] [{pnfsid},{sizes[f]}] [{path}] {storage} {nb} "
+                       f"{conn_ms} {created} {{{proto}}} [door:{door}-{site}@{door.lower()}Domain:AA{i:010X}:{t // 1000}] "
+                       f'{{0:""}}')
+        yield s, end + 1_000, (f'{date} [door:{door}-{site}@{door.lower()}Domain:request] ["prod":40001:5000:{ip}] '
+                               f'[{pnfsid},{sizes[f]}] [{path}] {storage} {conn_ms + 5} 0 {{0:""}}')
+        if noise[i] < 0.01 and op == OP_READ:  # a failed retry before the good transfer
+            yield s, t, (f"{_fmt_billing_date(t)} [pool:{pools[s][srv]}:transfer] [{pnfsid},{sizes[f]}] [{path}] "
+                         f"{storage} {nb // 3} 900 false {{{proto}}} [door:{door}-{site}@x:AB{i:010X}:{t // 1000}] "
+                         f'{{10006:"Transfer aborted: client disconnected"}}')
+
+
+def _iso_ms(us: int) -> str:
+    return (datetime.fromtimestamp(us // 1_000_000, tz=timezone.utc)
+            + timedelta(microseconds=us % 1_000_000)).isoformat(timespec="milliseconds")
+
+
+def render_dcache_json(w: Workload) -> Iterator[Line]:
+    pools = _server_names(w, "dcache")
+    clients = _clients(w)
+    sizes = w.catalogue.size.tolist()
+    dumps = orjson.dumps
+    for t, dur, f, op, nb, s, srv, cl in zip(w.ts.tolist(), w.duration.tolist(), w.file.tolist(), w.op.tolist(),
+                                             w.bytes_read.tolist(), w.site.tolist(), w.server.tolist(),
+                                             w.client.tolist()):
+        site = w.sites[s]
+        path = _storage_path(w, f, site, "dcache")
+        end = t + dur
+        date = _iso_ms(end)
+        vo = "atlas" if w.catalogue.vo[f] == 0 else "cms"
+        if op == OP_DELETE:
+            rec = {"VERSION": "1.0", "msgType": "remove", "date": date, "cellName": f"WebDAV-{site}", "cellType": "door",
+                   "status": {"code": 0, "msg": ""}, "subject": [f"FQANPrincipal[/{vo},primary]"],
+                   "client": clients[s][cl], "pnfsid": _pnfsid(f), "billingPath": path, "fileSize": sizes[f]}
+            yield s, end, dumps(rec).decode()
+            continue
+        conn_ms = (end - t) // 1000
+        end = t + conn_ms * 1000
+        date = _iso_ms(end)
+        rec = {"version": "1.0", "msgType": "transfer", "date": date, "queuingTime": 0, "cellName": pools[s][srv],
+               "cellType": "pool", "cellDomain": f"{pools[s][srv]}Domain", "status": {"code": 0, "msg": ""},
+               "subject": [f"FQANPrincipal[/{vo},primary]"], "pnfsid": _pnfsid(f), "billingPath": path,
+               "fileSize": sizes[f], "storageInfo": f"{vo}:default@osm", "transferSize": nb, "transferTime": conn_ms,
+               "isWrite": "write" if op == OP_WRITE else "read",
+               "protocolInfo": {"protocol": "Xrootd", "versionMajor": 5, "versionMinor": 0, "port": 30000 + cl,
+                                "host": clients[s][cl]},
+               "initiator": f"door:Xrootd-{site}@xrootdDomain", "isP2p": False, "transferPath": path}
+        yield s, end, dumps(rec).decode()
+
+
+def render_xrootd_gstream(w: Workload) -> Iterator[Line]:
+    hit, miss, byp = w.observed()
+    caches = _server_names(w, "xcache")
+    sizes = w.catalogue.size.tolist()
+    # XCache flushes a packet per cache every 60 s ('mongstream pfc flush 60s'): a header, then the
+    # records closed in that window; packets of all caches arrive interleaved by window.
+    reads = np.flatnonzero(w.op == OP_READ)
+    end_all = w.ts + w.duration
+    window = end_all[reads] // 60_000_000
+    key_all = w.site * w.n_servers + w.cache_server
+    reads = reads[np.lexsort((end_all[reads], key_all[reads], window))]
+    ts_l, dur_l, file_l, site_l, cs_l = (w.ts.tolist(), w.duration.tolist(), w.file.tolist(), w.site.tolist(),
+                                         w.cache_server.tolist())
+    previous = None
+    pseq: dict[tuple[int, int], int] = {}
+    emit = 0
+    for i in reads.tolist():
+        t, dur, f, s, cs = ts_l[i], dur_l[i], file_l[i], site_l[i], cs_l[i]
+        end = t + dur
+        packet = (end // 60_000_000, s, cs)
+        if packet != previous:
+            emit = (packet[0] + 1) * 60_000_000  # the flush at the end of the window
+            n = pseq[(s, cs)] = (pseq.get((s, cs), -1) + 1) % 256
+            yield s, emit, orjson.dumps({"code": "g", "pseq": n, "stod": w.start_us // 1_000_000,
+                                         "src": {"site": w.sites[s], "host": caches[s][cs], "port": 1094,
+                                                 "inst": "xcache"},
+                                         "gs": {"type": "C", "tbeg": packet[0] * 60, "tend": emit // 1_000_000}}).decode()
+            previous = packet
+        size = sizes[f]
+        blk = 1048576
+        rec = (f'{{"event":"file_close","lfn":"{_storage_path(w, f, w.sites[s], "xcache")}","size":{size},'
+               f'"blk_size":{blk},"n_blks":{(size + blk - 1) // blk},"n_blks_done":{min((size + blk - 1) // blk, (int(miss[i]) + int(hit[i]) + blk - 1) // blk)},'
+               f'"access_cnt":1,"attach_t":{t // 1_000_000},"detach_t":{end // 1_000_000},'
+               f'"remotes":["origin.{_domain(w.sites[s])}:1094"],"b_hit":{int(hit[i])},"b_miss":{int(miss[i])},'
+               f'"b_bypass":{int(byp[i])},"b_todisk":{int(miss[i])},"b_prefetch":0,"n_cks_errs":0}}')
+        yield s, emit, rec
+
+
+def render_xcache_reporter(w: Workload) -> Iterator[Line]:
+    hit, miss, byp = w.observed()
+    caches = _server_names(w, "xcache")
+    sizes = w.catalogue.size.tolist()
+    for i, (t, dur, f, op, s, cs) in enumerate(zip(w.ts.tolist(), w.duration.tolist(), w.file.tolist(),
+                                                   w.op.tolist(), w.site.tolist(), w.cache_server.tolist())):
+        if op != OP_READ:
+            continue
+        end = t + dur
+        path = w.catalogue.path[f]
+        file = path[len("/atlas/rucio/"):] if path.startswith("/atlas/rucio/") else path
+        size = sizes[f]
+        yield s, end, (f'{{"sender":"xCache","type":"docs","site":"{w.sites[s]}","host":"{caches[s][cs]}",'
+                       f'"file":"{file}","size":{size},"created_at":{w.start_us // 1000},'
+                       f'"blocks":{(size + MIB - 1) // MIB},"blocks_cached":{(int(hit[i]) + int(miss[i]) + MIB - 1) // MIB},'
+                       f'"access":0,"attached_at":{t // 1000},"detached_at":{end // 1000},"ios":{1 + int(hit[i] + miss[i]) // MIB},'
+                       f'"duration":{dur // 1_000_000},"bytes_hit":{int(hit[i])},"bytes_miss":{int(miss[i])},'
+                       f'"bytes_bypassed":{int(byp[i])},"bytes_written":{int(miss[i])}}}')
+
+
+def render_xrootd_collector(w: Workload) -> Iterator[Line]:
+    servers = _server_names(w, "fs")
+    sizes = w.catalogue.size.tolist()
+    for t, dur, f, op, nb, s, srv, cl in zip(w.ts.tolist(), w.duration.tolist(), w.file.tolist(), w.op.tolist(),
+                                             w.bytes_read.tolist(), w.site.tolist(), w.server.tolist(),
+                                             w.client.tolist()):
+        if op == OP_DELETE:
+            continue
+        end = t + dur
+        site = w.sites[s]
+        host, _, dom = servers[s][srv].partition(".")
+        rd, wr = (nb, 0) if op == OP_READ else (0, nb)
+        yield s, end, (f'{{"site_name":"{site}","fallback":false,"user_dn":"","client_host":"wn{cl:04d}",'
+                       f'"client_domain":"{_domain(site)}","server_host":"{host}","server_domain":"{dom}",'
+                       f'"unique_id":"{t:x}-{f:x}","file_lfn":"{_storage_path(w, f, site, "lfn")}","file_size":{sizes[f]},'
+                       f'"read_bytes":{rd},"read_bytes_at_close":{rd},"write_bytes":{wr},'
+                       f'"read_single_operations":{1 + rd // (4 * MIB)},"start_time":{t // 1_000_000},'
+                       f'"end_time":{end // 1_000_000},"vo":"{"atlas" if w.catalogue.vo[f] == 0 else "cms"}","ipv6":false}}')
+
+
+def render_eos_report(w: Workload) -> Iterator[Line]:
+    rng = np.random.default_rng(w.seed + 13)
+    noise = rng.random(len(w)).tolist()
+    servers = _server_names(w, "fs")
+    sizes = w.catalogue.size.tolist()
+    for i, (t, dur, f, op, nb, s, srv, cl) in enumerate(zip(w.ts.tolist(), w.duration.tolist(), w.file.tolist(),
+                                                          w.op.tolist(), w.bytes_read.tolist(), w.site.tolist(),
+                                                          w.server.tolist(), w.client.tolist())):
+        end = t + dur
+        site = w.sites[s]
+        host = f"eos-mgm.{_domain(site)}"
+        if op == OP_DELETE:
+            yield s, end, (f"log={i:08x}-0000-0000-0000-000000000000&host={host}:1094&fid={f + 1000000}&ruid=0&rgid=0"
+                           f"&dc_ts={t // 1_000_000}&dc_tns={(t % 1_000_000) * 1000}&dm_ts={t // 1_000_000}"
+                           f"&dm_tns=0&dsize={sizes[f]}&sec.app=rm")
+            continue
+        path = _storage_path(w, f, site, "eos")
+        size = sizes[f]
+        rb, wb, osize, csize = (nb, 0, size, size) if op == OP_READ else (0, nb, 0, size)
+        vo = "atlas" if w.catalogue.vo[f] == 0 else "cms"
+        yield s, end, (f"log={i:08x}-1d8e-11e7-ba07-a0369f1fbf0c&path={path}&fstpath=/data0{srv}/{f:08x}&ruid=8959"
+                       f"&rgid=1399&td={vo}001.{cl}:1@wn{cl:04d}&host={servers[s][srv]}&lid=1048850&fid={f + 1000000}"
+                       f"&fsid={s * 100 + srv}&ots={t // 1_000_000}&otms={(t % 1_000_000) // 1000}&cts={end // 1_000_000}"
+                       f"&ctms={(end % 1_000_000) // 1000}&nrc={1 + rb // (4 * MIB)}&nwc={1 if wb else 0}&rb={rb}"
+                       f"&rb_min=0&rb_max=0&rb_sigma=0.00&rv_op=0&rvb_min=0&rvb_max=0&rvb_sum=0&rvb_sigma=0.00"
+                       f"&wb={wb}&wb_min=0&wb_max=0&wb_sigma=0.00&rt=0.00&rvt=0.00&wt=0.00&osize={osize}&csize={csize}"
+                       f"&sec.prot=gsi&sec.name={vo}001&sec.host=wn{cl:04d}&sec.vorg={vo}&sec.grps=&sec.role=&sec.info=&sec.app=")
+        if noise[i] < 0.005:  # an open without reads (a stat through open)
+            yield s, end, (f"log={i:08x}-ffff-11e7-ba07-a0369f1fbf0c&path={path}&ruid=8959&rgid=1399&td=x.1:1@wn{cl:04d}"
+                           f"&host={servers[s][srv]}&fid={f + 1000000}&ots={t // 1_000_000}&otms=0&cts={t // 1_000_000}"
+                           f"&ctms=5&nrc=0&nwc=0&rb=0&wb=0&osize={size}&csize={size}&sec.app=")
+
+
+def render_rucio_trace(w: Workload) -> Iterator[Line]:
+    rng = np.random.default_rng(w.seed + 17)
+    noise = rng.random(len(w)).tolist()
+    servers = _server_names(w, "fs")
+    sizes = w.catalogue.size.tolist()
+    cat = w.catalogue
+    for i, (t, dur, f, op, s, srv, cl) in enumerate(zip(w.ts.tolist(), w.duration.tolist(), w.file.tolist(),
+                                                      w.op.tolist(), w.site.tolist(), w.server.tolist(),
+                                                      w.client.tolist())):
+        if op == OP_DELETE:
+            continue
+        site = w.sites[s]
+        rse = f"{site}_DATADISK" if cat.vo[f] == 0 else site
+        if op == OP_WRITE:
+            event, state = ("put_sm", "DONE")
+            url = ""
+        else:
+            event, state = ("get_sm_a", "FOUND_ROOT") if i % 3 == 0 else ("get_sm", "DONE")
+            url = f"root://{servers[s][srv]}:1094/{_storage_path(w, f, site, 'dcache')}"
+        if noise[i] < 0.01 and op == OP_READ:
+            yield s, t, orjson.dumps({"eventType": event, "clientState": "STAGEIN_ATTEMPT_FAILED", "localSite": rse,
+                                      "remoteSite": rse, "timeStart": t / 1e6, "scope": cat.scope[f],
+                                      "filename": cat.name[f], "filesize": sizes[f], "stateReason": "timeout"}).decode()
+        rec = {"eventType": event, "eventVersion": "pilot3 3.7.2.4", "clientState": state, "localSite": rse,
+               "remoteSite": rse, "timeStart": t / 1e6, "timeEnd": (t + dur) / 1e6, "scope": cat.scope[f],
+               "filename": cat.name[f], "filesize": sizes[f], "hostname": f"wn{cl:04d}.{_domain(site)}",
+               "pq": site}
+        if url:
+            rec["url"] = url
+        yield s, t + dur, orjson.dumps(rec).decode()
+
+
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+def _clf(us: int) -> str:
+    d = datetime.fromtimestamp(us // 1_000_000, tz=timezone.utc)
+    return f"{d.day:02d}/{_MONTHS[d.month - 1]}/{d.year}:{d.hour:02d}:{d.minute:02d}:{d.second:02d} +0000"
+
+
+def render_http_access(w: Workload) -> Iterator[Line]:
+    sizes = w.catalogue.size.tolist()
+    for t, dur, f, op, nb, s, cl in zip(w.ts.tolist(), w.duration.tolist(), w.file.tolist(), w.op.tolist(),
+                                        w.bytes_read.tolist(), w.site.tolist(), w.client.tolist()):
+        site = w.sites[s]
+        path = _storage_path(w, f, site, "dpm")
+        ip = f"10.{s % 250}.{cl // 250}.{cl % 250}"
+        agent = "XrdCl/v5.6.4" if op == OP_READ else "gfal2/2.21.5"
+        if op == OP_DELETE:
+            yield s, t, f'{ip} - - [{_clf(t)}] "DELETE {path} HTTP/1.1" 204 - "-" "{agent}"'
+        elif op == OP_WRITE:
+            yield s, t + dur, f'{ip} - - [{_clf(t)}] "PUT {path} HTTP/1.1" 201 - "-" "{agent}"'
+        else:
+            status = "200" if nb >= sizes[f] else "206"
+            yield s, t + dur, f'{ip} - - [{_clf(t)}] "GET {path} HTTP/1.1" {status} {nb} "-" "{agent}"'
+
+
+def render_csv(w: Workload) -> Iterator[Line]:
+    from cachescope.events import file_id_of
+
+    cat = w.catalogue
+    sizes = cat.size.tolist()
+    ids: dict[int, int] = {}
+    for t, f, op, nb, s in zip(w.ts.tolist(), w.file.tolist(), w.op.tolist(), w.bytes_read.tolist(),
+                               w.site.tolist()):
+        if op != OP_READ:
+            continue
+        fid = ids.get(f)
+        if fid is None:
+            fid = ids[f] = file_id_of(cat.path[f])
+        yield s, t, f"{t // 1_000_000},{fid},{sizes[f]},{cat.tier[f]},{cat.path[f]},{nb}"
+
+
+CSV_HEADER = "timestamp,obj_id,obj_size,tier,path,bytes_read"
+
+RENDERERS: dict[str, Callable[[Workload], Iterator[Line]]] = {
+    "dcache-billing": render_dcache_billing,
+    "dcache-json": render_dcache_json,
+    "xrootd-gstream": render_xrootd_gstream,
+    "xrootd-collector": render_xrootd_collector,
+    "xcache-reporter": render_xcache_reporter,
+    "eos-report": render_eos_report,
+    "rucio-trace": render_rucio_trace,
+    "http-access": render_http_access,
+    "csv": render_csv,
+}
+# formats whose lines name no site: written per site when writing to a directory
+PER_SITE = {"dcache-billing", "eos-report", "http-access", "csv"}
+
+
+def render(fmt: str, w: Workload, sort: bool = True) -> list[tuple[int, int, str]]:
+    """Lines of `fmt` for the workload, in the order the producer writes them (by emit time)."""
+    lines = list(RENDERERS[fmt](w))
+    if sort:
+        lines.sort(key=lambda x: x[1])
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------
+# writing files
+
+
+def _day(us: int) -> datetime:
+    return datetime.fromtimestamp(us // 1_000_000, tz=timezone.utc)
+
+
+def write(fmt: str, w: Workload, out: Path, single_file: bool) -> list[Path]:
+    """Write one format. Directory layout (single_file False):
+    dcache-billing/<SITE>/billing-YYYY.MM.DD, eos-report/<SITE>/YYYYMMDD.eosreport,
+    http-access/<SITE>/ssl_access_log, csv/<SITE>.csv, <format>/<format>.jsonl otherwise."""
+    lines = render(fmt, w)
+    written: list[Path] = []
+    handles: dict[Path, TextIO] = {}
+
+    def handle(path: Path) -> TextIO:
+        fh = handles.get(path)
+        if fh is None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fh = handles[path] = io.open(path, "w", encoding="utf-8", buffering=1 << 20)
+            written.append(path)
+            if fmt == "csv":
+                fh.write(CSV_HEADER + "\n")
+        return fh
+
+    try:
+        if single_file:
+            fh = handle(out)
+            fh.write("\n".join(line for _, _, line in lines))
+            if lines:
+                fh.write("\n")
+            return written
+        base = out / fmt
+        for s, emit, line in lines:
+            site = w.sites[s]
+            if fmt == "dcache-billing":
+                d = _day(emit)
+                path = base / site / f"billing-{d:%Y.%m.%d}"
+            elif fmt == "eos-report":
+                d = _day(emit)
+                path = base / site / f"{d:%Y%m%d}.eosreport"
+            elif fmt == "http-access":
+                path = base / site / "ssl_access_log"
+            elif fmt == "csv":
+                path = base / f"{site}.csv"
+            else:
+                path = base / f"{fmt}.jsonl"
+            handle(path).write(line + "\n")
+    finally:
+        for fh in handles.values():
+            fh.close()
+    return written
+
+
+__all__ = ["Workload", "make_workload", "render", "write", "RENDERERS", "PER_SITE"]
