@@ -36,31 +36,36 @@ class Enricher:
         self._site_vo = {name: sc.vo for name, sc in config.sites.items()}
         self._classify = classifier.classify
         self._paths: dict[str, tuple[str, int, str, str]] = {}
-        self._group_of: dict[tuple[str, str], str] = {}
+        self._hinted: dict[str, dict[str, tuple[str, int, str, str]]] = {}
+        self._group_of: dict[str, dict[str, str]] = {}
         self.seq = seq_start
         self.clamped = 0
 
-    def _resolve(self, key: str, path: str, vo_hint: str) -> tuple[str, int, str, str]:
+    def _resolve(self, cache: dict, path: str, vo_hint: str) -> tuple[str, int, str, str]:
         info = self._classify(path, None, vo_hint or None)
         vo = info.vo or vo_hint
         resolved = (info.path, file_id_of(info.path), info.tier, vo)
-        if len(self._paths) >= _PATH_CACHE_LIMIT:
-            self._paths.clear()
-        self._paths[key] = resolved
+        if len(cache) >= _PATH_CACHE_LIMIT:
+            cache.clear()
+        cache[path] = resolved
         return resolved
 
     def _group(self, site: str, server: str) -> str:
         group = self._groups.group_for(site, server)
-        if len(self._group_of) < 100_000:
-            self._group_of[(site, server)] = group
+        by_server = self._group_of.setdefault(site, {})
+        if len(by_server) < 100_000:
+            by_server[server] = group
         return group
 
     def __call__(self, a: Access) -> AccessEvent:
         hint = a.vo
-        key = a.path if not hint else f"{a.path}\x00{hint}"
-        info = self._paths.get(key)
+        # one path cache per VO hint: no key string to build per event
+        cache = self._paths if not hint else self._hinted.get(hint)
+        if cache is None:
+            cache = self._hinted[hint] = {}
+        info = cache.get(a.path)
         if info is None:
-            info = self._resolve(key, a.path, hint)
+            info = self._resolve(cache, a.path, hint)
         path, file_id, tier, vo = info
         if a.file_id is not None:
             file_id = a.file_id
@@ -70,7 +75,8 @@ class Enricher:
         if not vo:
             vo = self._site_vo.get(site, "")
         server = a.server
-        group = self._group_of.get((site, server))
+        by_server = self._group_of.get(site)
+        group = by_server.get(server) if by_server is not None else None
         if group is None:
             group = self._group(site, server)
         size = a.file_size

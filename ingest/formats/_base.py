@@ -11,6 +11,7 @@ require none), so `Format.parse` never raises.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone, tzinfo
 from typing import Any, Callable, Union
@@ -237,22 +238,15 @@ def iso_us(value: Any, name: str, tz: tzinfo) -> int:
 
 
 
+_URL_HOST = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://(?:[^@/?#]*@)?(?:\[([^\]/?#]*)\]?|([^:/?#]*))")
+
+
 def host_of_url(url: str) -> str:
     """Host of scheme://[user@]host[:port]/...; '' if none."""
-    i = url.find("://")
-    if i < 0:
+    m = _URL_HOST.match(url)
+    if m is None:
         return ""
-    rest = url[i + 3 :]
-    end = len(rest)
-    for sep in "/?#":
-        j = rest.find(sep)
-        if 0 <= j < end:
-            end = j
-    hostport = rest[:end].rsplit("@", 1)[-1]
-    if hostport.startswith("["):
-        k = hostport.find("]")
-        return hostport[1:k] if k > 0 else hostport[1:]
-    return hostport.split(":", 1)[0]
+    return m.group(1) or m.group(2) or ""
 
 
 def json_object(line: str, loads: Callable[[str], Any]) -> dict[str, Any]:

@@ -183,6 +183,8 @@ def compile_template(template: str) -> re.Pattern[str]:
                 rx = _date_regex(m.group(1) if m else _DEFAULT_DATE)
                 if "date" in used:
                     rx = re.sub(r"\(\?P<\w+>", "(?:", rx)
+                else:
+                    rx = f"(?P<date>{rx})"
                 used.add("date")
                 parts.append(rx)
                 continue
@@ -233,6 +235,9 @@ _PROTO_SPACE = re.compile(r"^[A-Za-z][\w]*-[\d.]+ (?P<host>\S+) \d+")
 
 
 def client_of_protocol(protocol: str) -> str:
+    head, sep, rest = protocol.partition(":")
+    if sep and rest.count(":") == 1 and "-" in head:  # Xrootd-5.0:host:port
+        return rest.partition(":")[0]
     m = _PROTO_COLON.match(protocol)
     if m:
         return m.group("host")
@@ -252,6 +257,14 @@ def prepare(ctx: ParseContext) -> None:
 
 
 def _ts(g: dict[str, str | None], ctx: ParseContext) -> int:
+    """UTC microseconds of the $date$ field; many lines share a second, so cache per date text."""
+    cache = ctx.state.get("billing_dates")
+    if cache is None:
+        cache = ctx.state["billing_dates"] = {}
+    text = g["date"]
+    us = cache.get(text)
+    if us is not None:
+        return us
     if g.get("d_y"):
         year = int(g["d_y"])  # type: ignore[arg-type]
     elif g.get("d_yy"):
@@ -264,7 +277,11 @@ def _ts(g: dict[str, str | None], ctx: ParseContext) -> int:
     if not (1 <= month <= 12 and 1 <= day <= 31):
         raise BadRecord(f"field date: month {month} day {day} out of range")
     ms = int(g["d_ms"]) * 1000 if g.get("d_ms") else 0
-    return ctx.local_us(year, month, day, int(g["d_h"]), int(g["d_mi"]), int(g["d_s"]), ms)  # type: ignore[arg-type]
+    us = ctx.local_us(year, month, day, int(g["d_h"]), int(g["d_mi"]), int(g["d_s"]), ms)  # type: ignore[arg-type]
+    if len(cache) >= 100_000:
+        cache.clear()
+    cache[text] = us
+    return us
 
 
 def _path(g: dict[str, str | None], ctx: ParseContext) -> str:
@@ -282,39 +299,24 @@ def _path(g: dict[str, str | None], ctx: ParseContext) -> str:
     return ""
 
 
-def _int(g: dict[str, str | None], name: str) -> int:
-    value = g.get(name)
-    if value is None:
-        raise BadRecord(f"field {name}: missing from the billing format")
-    v = int(value)
-    if v < 0:
-        raise BadRecord(f"field {name}: negative ({v})")
-    return v
-
-
 def _server(cell: str | None) -> str:
     return (cell or "").split("@", 1)[0]
 
 
-def _failed(g: dict[str, str | None]) -> Reject | None:
+def _mover(g: dict[str, str | None], ctx: ParseContext) -> Access | Reject:
     rc = g.get("rc")
     if rc is not None and rc != "0":
-        return skip(f"failed (rc={rc}: {g.get('message') or ''})")
-    return None
-
-
-def _mover(g: dict[str, str | None], ctx: ParseContext) -> Access | Reject:
-    failed = _failed(g)
-    if failed is not None:
-        return skip("failed transfer " + failed.reason[len("failed ") :])
-    initiator = g.get("initiator") or ""
-    if initiator.startswith("pool:"):
+        return skip(f"failed transfer (rc={rc}: {g.get('message') or ''})")
+    initiator = g.get("initiator")
+    if initiator and initiator.startswith("pool:"):
         return skip(f"pool-to-pool copy (initiator {initiator})")
-    transferred = _int(g, "transferred")
-    filesize = _int(g, "filesize")
-    created = g.get("created")
-    if created is None:
-        raise BadRecord("field created: missing from the billing format")
+    transferred, filesize, created = g.get("transferred"), g.get("filesize"), g.get("created")
+    if transferred is None or filesize is None or created is None:
+        raise BadRecord("the billing format lacks $transferred$, $filesize$ or $created$")
+    transferred = int(transferred)
+    filesize = int(filesize)
+    if transferred < 0 or filesize < 0:
+        raise BadRecord(f"field transferred/filesize: negative ({transferred}, {filesize})")
     path = _path(g, ctx)
     if not path:
         raise BadRecord("field path: empty and no pnfsid")
@@ -322,24 +324,38 @@ def _mover(g: dict[str, str | None], ctx: ParseContext) -> Access | Reject:
     conn = g.get("connectionTime")
     if conn is not None:
         ts -= int(conn) * 1000
+    cell = g.get("cellName__cell") or g.get("cellName") or ""
+    at = cell.find("@")
+    server = cell[:at] if at >= 0 else cell
+    client = client_of_protocol(g.get("protocol") or "")
     if created == "true":
-        size = filesize if filesize >= transferred else transferred
-        return Access(ts, path, size, transferred, "write", _server(g.get("cellName__cell") or g.get("cellName")),
-                      client_of_protocol(g.get("protocol") or ""))
+        return Access(ts, path, filesize if filesize >= transferred else transferred, transferred, "write", server,
+                      client)
     if transferred == 0:
         return skip("zero-byte read (open without data)")
-    return Access(ts, path, filesize, transferred, "read",
-                  _server(g.get("cellName__cell") or g.get("cellName")), client_of_protocol(g.get("protocol") or ""))
+    return Access(ts, path, filesize, transferred, "read", server, client)
 
 
 def _delete(g: dict[str, str | None], ctx: ParseContext, client: str = "") -> Access | Reject:
-    failed = _failed(g)
-    if failed is not None:
-        return skip("failed removal " + failed.reason[len("failed ") :])
+    rc = g.get("rc")
+    if rc is not None and rc != "0":
+        return skip(f"failed removal (rc={rc}: {g.get('message') or ''})")
     path = _path(g, ctx)
     if not path or path.startswith("pnfsid:"):
         return skip(f"removal of a file whose path was never seen (pnfsid {g.get('pnfsid') or '?'})")
     return Access(_ts(g, ctx), path, 0, 0, "delete", "", client)
+
+
+_DOOR_REQUEST = skip("door request (the pool's transfer record carries the bytes)")
+
+
+def _learn(m: re.Match[str], ctx: ParseContext) -> None:
+    """pnfsid -> path, for later transfer records whose path is Unknown."""
+    gi = m.re.groupindex
+    if "pnfsid" in gi and "path" in gi:
+        pnfsid, path = m.group("pnfsid", "path")
+        if pnfsid and path and path != "Unknown":
+            ctx.remember(pnfsid, path)
 
 
 def _parse(line: str, ctx: ParseContext) -> Access | Reject:
@@ -350,30 +366,30 @@ def _parse(line: str, ctx: ParseContext) -> Access | Reject:
         m = fmt.regex.fullmatch(line)
         if m is None:
             continue
-        g = m.groupdict()
         kind = fmt.kind
-        cell_type = g.get("cellType") or ""
-        mtype = g.get("type") or ""
         if kind == "mover-info-message":
-            return _mover(g, ctx)
+            return _mover(m.groupdict(), ctx)
+        gi = fmt.regex.groupindex
+        mtype = (m.group("type") or "") if "type" in gi else ""
         if kind == "door-request-info-message":
             if mtype == "remove":
+                g = m.groupdict()
                 chain = g.get("clientChain") or ""
                 return _delete(g, ctx, chain.split(",", 1)[0] if chain != "unknown" else "")
-            _path(g, ctx)  # learn pnfsid -> path
-            return skip(f"door {mtype or 'request'} (the pool's transfer record carries the bytes)")
+            _learn(m, ctx)
+            if mtype == "request" or not mtype:
+                return _DOOR_REQUEST
+            return skip(f"door {mtype} (the pool's transfer record carries the bytes)")
         if kind == "remove-file-info-message":
-            if cell_type == "pool":
+            if "cellType" in gi and m.group("cellType") == "pool":
                 return skip("pool replica removal (the namespace removal is the door's record)")
-            return _delete(g, ctx)
+            return _delete(m.groupdict(), ctx)
         if kind == "pool-hit-info-message":
-            _path(g, ctx)
+            _learn(m, ctx)
             return skip("pool hit info (the transfer record counts the access)")
         if kind == "storage-info-message":
             return skip(f"tape {mtype or 'store/restore'} (not a client access)")
         return skip(f"billing {mtype or 'warning'} message")
-    if not line.strip():
-        return skip("blank line")
     raise BadRecord("line matches no billing format (check ingest.dcache_billing.formats)")
 
 
