@@ -495,9 +495,9 @@ def _simulate_xcache(w: Workload, fraction: float) -> tuple[np.ndarray, np.ndarr
 
 
 # ---------------------------------------------------------------------------------------------
-# rendering: one function per format, yielding (site index, emit time us, line)
+# rendering: one function per format, yielding (access index or -1 for noise, site, emit time us, line)
 
-Line = tuple[int, int, str]
+Line = tuple[int, int, int, str]
 
 
 def _domain(site: str) -> str:
@@ -574,7 +574,8 @@ def render_dcache_billing(w: Workload) -> Iterator[Line]:
             date = date_cache[sec] = _fmt_billing_date(end)
         storage = "atlas:datadisk@osm" if w.catalogue.vo[f] == 0 else "cms:default@osm"
         if op == OP_DELETE:
-            yield s, end, (f'{date} [door:WebDAV-{site}@webdavDomain:remove] ["prod":40001:5000:{clients[s][cl]}] '
+            date = _fmt_billing_date(t)
+            yield i, s, t, (f'{date} [door:WebDAV-{site}@webdavDomain:remove] ["prod":40001:5000:{clients[s][cl]}] '
                            f'[{pnfsid},{sizes[f]}] [{path}] {storage} 12 0 {{0:""}}')
             continue
         conn_ms = (end - t) // 1000
@@ -582,13 +583,13 @@ def render_dcache_billing(w: Workload) -> Iterator[Line]:
         created = "true" if op == OP_WRITE else "false"
         proto = f"Xrootd-5.0:{ip}:{30000 + cl}" if op == OP_READ else f"Http-1.1:{ip}:{30000 + cl}:WebDAV-{site}:webdavDomain:{path}"
         door = "Xrootd" if op == OP_READ else "WebDAV"
-        yield s, end, (f"{date} [pool:{pools[s][srv]}:transfer] [{pnfsid},{sizes[f]}] [{path}] {storage} {nb} "
+        yield i, s, end, (f"{date} [pool:{pools[s][srv]}:transfer] [{pnfsid},{sizes[f]}] [{path}] {storage} {nb} "
                        f"{conn_ms} {created} {{{proto}}} [door:{door}-{site}@{door.lower()}Domain:AA{i:010X}:{t // 1000}] "
                        f'{{0:""}}')
-        yield s, end + 1_000, (f'{date} [door:{door}-{site}@{door.lower()}Domain:request] ["prod":40001:5000:{ip}] '
+        yield -1, s, end + 1_000, (f'{date} [door:{door}-{site}@{door.lower()}Domain:request] ["prod":40001:5000:{ip}] '
                                f'[{pnfsid},{sizes[f]}] [{path}] {storage} {conn_ms + 5} 0 {{0:""}}')
         if noise[i] < 0.01 and op == OP_READ:  # a failed retry before the good transfer
-            yield s, t, (f"{_fmt_billing_date(t)} [pool:{pools[s][srv]}:transfer] [{pnfsid},{sizes[f]}] [{path}] "
+            yield -1, s, t, (f"{_fmt_billing_date(t)} [pool:{pools[s][srv]}:transfer] [{pnfsid},{sizes[f]}] [{path}] "
                          f"{storage} {nb // 3} 900 false {{{proto}}} [door:{door}-{site}@x:AB{i:010X}:{t // 1000}] "
                          f'{{10006:"Transfer aborted: client disconnected"}}')
 
@@ -603,19 +604,19 @@ def render_dcache_json(w: Workload) -> Iterator[Line]:
     clients = _clients(w)
     sizes = w.catalogue.size.tolist()
     dumps = orjson.dumps
-    for t, dur, f, op, nb, s, srv, cl in zip(w.ts.tolist(), w.duration.tolist(), w.file.tolist(), w.op.tolist(),
-                                             w.bytes_read.tolist(), w.site.tolist(), w.server.tolist(),
-                                             w.client.tolist()):
+    for i, (t, dur, f, op, nb, s, srv, cl) in enumerate(zip(w.ts.tolist(), w.duration.tolist(), w.file.tolist(),
+                                                         w.op.tolist(), w.bytes_read.tolist(), w.site.tolist(),
+                                                         w.server.tolist(), w.client.tolist())):
         site = w.sites[s]
         path = _storage_path(w, f, site, "dcache")
         end = t + dur
         date = _iso_ms(end)
         vo = "atlas" if w.catalogue.vo[f] == 0 else "cms"
-        if op == OP_DELETE:
-            rec = {"VERSION": "1.0", "msgType": "remove", "date": date, "cellName": f"WebDAV-{site}", "cellType": "door",
+        if op == OP_DELETE:  # a removal is logged when it happens: no duration
+            rec = {"VERSION": "1.0", "msgType": "remove", "date": _iso_ms(t), "cellName": f"WebDAV-{site}", "cellType": "door",
                    "status": {"code": 0, "msg": ""}, "subject": [f"FQANPrincipal[/{vo},primary]"],
                    "client": clients[s][cl], "pnfsid": _pnfsid(f), "billingPath": path, "fileSize": sizes[f]}
-            yield s, end, dumps(rec).decode()
+            yield i, s, end, dumps(rec).decode()
             continue
         conn_ms = (end - t) // 1000
         end = t + conn_ms * 1000
@@ -628,7 +629,7 @@ def render_dcache_json(w: Workload) -> Iterator[Line]:
                "protocolInfo": {"protocol": "Xrootd", "versionMajor": 5, "versionMinor": 0, "port": 30000 + cl,
                                 "host": clients[s][cl]},
                "initiator": f"door:Xrootd-{site}@xrootdDomain", "isP2p": False, "transferPath": path}
-        yield s, end, dumps(rec).decode()
+        yield i, s, end, dumps(rec).decode()
 
 
 def render_xrootd_gstream(w: Workload) -> Iterator[Line]:
@@ -654,7 +655,7 @@ def render_xrootd_gstream(w: Workload) -> Iterator[Line]:
         if packet != previous:
             emit = (packet[0] + 1) * 60_000_000  # the flush at the end of the window
             n = pseq[(s, cs)] = (pseq.get((s, cs), -1) + 1) % 256
-            yield s, emit, orjson.dumps({"code": "g", "pseq": n, "stod": w.start_us // 1_000_000,
+            yield -1, s, emit, orjson.dumps({"code": "g", "pseq": n, "stod": w.start_us // 1_000_000,
                                          "src": {"site": w.sites[s], "host": caches[s][cs], "port": 1094,
                                                  "inst": "xcache"},
                                          "gs": {"type": "C", "tbeg": packet[0] * 60, "tend": emit // 1_000_000}}).decode()
@@ -666,7 +667,7 @@ def render_xrootd_gstream(w: Workload) -> Iterator[Line]:
                f'"access_cnt":1,"attach_t":{t // 1_000_000},"detach_t":{end // 1_000_000},'
                f'"remotes":["origin.{_domain(w.sites[s])}:1094"],"b_hit":{int(hit[i])},"b_miss":{int(miss[i])},'
                f'"b_bypass":{int(byp[i])},"b_todisk":{int(miss[i])},"b_prefetch":0,"n_cks_errs":0}}')
-        yield s, emit, rec
+        yield i, s, emit, rec
 
 
 def render_xcache_reporter(w: Workload) -> Iterator[Line]:
@@ -681,7 +682,7 @@ def render_xcache_reporter(w: Workload) -> Iterator[Line]:
         path = w.catalogue.path[f]
         file = path[len("/atlas/rucio/"):] if path.startswith("/atlas/rucio/") else path
         size = sizes[f]
-        yield s, end, (f'{{"sender":"xCache","type":"docs","site":"{w.sites[s]}","host":"{caches[s][cs]}",'
+        yield i, s, end, (f'{{"sender":"xCache","type":"docs","site":"{w.sites[s]}","host":"{caches[s][cs]}",'
                        f'"file":"{file}","size":{size},"created_at":{w.start_us // 1000},'
                        f'"blocks":{(size + MIB - 1) // MIB},"blocks_cached":{(int(hit[i]) + int(miss[i]) + MIB - 1) // MIB},'
                        f'"access":0,"attached_at":{t // 1000},"detached_at":{end // 1000},"ios":{1 + int(hit[i] + miss[i]) // MIB},'
@@ -692,16 +693,16 @@ def render_xcache_reporter(w: Workload) -> Iterator[Line]:
 def render_xrootd_collector(w: Workload) -> Iterator[Line]:
     servers = _server_names(w, "fs")
     sizes = w.catalogue.size.tolist()
-    for t, dur, f, op, nb, s, srv, cl in zip(w.ts.tolist(), w.duration.tolist(), w.file.tolist(), w.op.tolist(),
-                                             w.bytes_read.tolist(), w.site.tolist(), w.server.tolist(),
-                                             w.client.tolist()):
+    for i, (t, dur, f, op, nb, s, srv, cl) in enumerate(zip(w.ts.tolist(), w.duration.tolist(), w.file.tolist(),
+                                                         w.op.tolist(), w.bytes_read.tolist(), w.site.tolist(),
+                                                         w.server.tolist(), w.client.tolist())):
         if op == OP_DELETE:
             continue
         end = t + dur
         site = w.sites[s]
         host, _, dom = servers[s][srv].partition(".")
         rd, wr = (nb, 0) if op == OP_READ else (0, nb)
-        yield s, end, (f'{{"site_name":"{site}","fallback":false,"user_dn":"","client_host":"wn{cl:04d}",'
+        yield i, s, end, (f'{{"site_name":"{site}","fallback":false,"user_dn":"","client_host":"wn{cl:04d}",'
                        f'"client_domain":"{_domain(site)}","server_host":"{host}","server_domain":"{dom}",'
                        f'"unique_id":"{t:x}-{f:x}","file_lfn":"{_storage_path(w, f, site, "lfn")}","file_size":{sizes[f]},'
                        f'"read_bytes":{rd},"read_bytes_at_close":{rd},"write_bytes":{wr},'
@@ -721,7 +722,7 @@ def render_eos_report(w: Workload) -> Iterator[Line]:
         site = w.sites[s]
         host = f"eos-mgm.{_domain(site)}"
         if op == OP_DELETE:
-            yield s, end, (f"log={i:08x}-0000-0000-0000-000000000000&host={host}:1094&fid={f + 1000000}&ruid=0&rgid=0"
+            yield i, s, end, (f"log={i:08x}-0000-0000-0000-000000000000&host={host}:1094&fid={f + 1000000}&ruid=0&rgid=0"
                            f"&dc_ts={t // 1_000_000}&dc_tns={(t % 1_000_000) * 1000}&dm_ts={t // 1_000_000}"
                            f"&dm_tns=0&dsize={sizes[f]}&sec.app=rm")
             continue
@@ -729,7 +730,7 @@ def render_eos_report(w: Workload) -> Iterator[Line]:
         size = sizes[f]
         rb, wb, osize, csize = (nb, 0, size, size) if op == OP_READ else (0, nb, 0, size)
         vo = "atlas" if w.catalogue.vo[f] == 0 else "cms"
-        yield s, end, (f"log={i:08x}-1d8e-11e7-ba07-a0369f1fbf0c&path={path}&fstpath=/data0{srv}/{f:08x}&ruid=8959"
+        yield i, s, end, (f"log={i:08x}-1d8e-11e7-ba07-a0369f1fbf0c&path={path}&fstpath=/data0{srv}/{f:08x}&ruid=8959"
                        f"&rgid=1399&td={vo}001.{cl}:1@wn{cl:04d}&host={servers[s][srv]}&lid=1048850&fid={f + 1000000}"
                        f"&fsid={s * 100 + srv}&ots={t // 1_000_000}&otms={(t % 1_000_000) // 1000}&cts={end // 1_000_000}"
                        f"&ctms={(end % 1_000_000) // 1000}&nrc={1 + rb // (4 * MIB)}&nwc={1 if wb else 0}&rb={rb}"
@@ -737,7 +738,7 @@ def render_eos_report(w: Workload) -> Iterator[Line]:
                        f"&wb={wb}&wb_min=0&wb_max=0&wb_sigma=0.00&rt=0.00&rvt=0.00&wt=0.00&osize={osize}&csize={csize}"
                        f"&sec.prot=gsi&sec.name={vo}001&sec.host=wn{cl:04d}&sec.vorg={vo}&sec.grps=&sec.role=&sec.info=&sec.app=")
         if noise[i] < 0.005:  # an open without reads (a stat through open)
-            yield s, end, (f"log={i:08x}-ffff-11e7-ba07-a0369f1fbf0c&path={path}&ruid=8959&rgid=1399&td=x.1:1@wn{cl:04d}"
+            yield -1, s, end, (f"log={i:08x}-ffff-11e7-ba07-a0369f1fbf0c&path={path}&ruid=8959&rgid=1399&td=x.1:1@wn{cl:04d}"
                            f"&host={servers[s][srv]}&fid={f + 1000000}&ots={t // 1_000_000}&otms=0&cts={t // 1_000_000}"
                            f"&ctms=5&nrc=0&nwc=0&rb=0&wb=0&osize={size}&csize={size}&sec.app=")
 
@@ -762,7 +763,7 @@ def render_rucio_trace(w: Workload) -> Iterator[Line]:
             event, state = ("get_sm_a", "FOUND_ROOT") if i % 3 == 0 else ("get_sm", "DONE")
             url = f"root://{servers[s][srv]}:1094/{_storage_path(w, f, site, 'dcache')}"
         if noise[i] < 0.01 and op == OP_READ:
-            yield s, t, orjson.dumps({"eventType": event, "clientState": "STAGEIN_ATTEMPT_FAILED", "localSite": rse,
+            yield -1, s, t, orjson.dumps({"eventType": event, "clientState": "STAGEIN_ATTEMPT_FAILED", "localSite": rse,
                                       "remoteSite": rse, "timeStart": t / 1e6, "scope": cat.scope[f],
                                       "filename": cat.name[f], "filesize": sizes[f], "stateReason": "timeout"}).decode()
         rec = {"eventType": event, "eventVersion": "pilot3 3.7.2.4", "clientState": state, "localSite": rse,
@@ -771,7 +772,7 @@ def render_rucio_trace(w: Workload) -> Iterator[Line]:
                "pq": site}
         if url:
             rec["url"] = url
-        yield s, t + dur, orjson.dumps(rec).decode()
+        yield i, s, t + dur, orjson.dumps(rec).decode()
 
 
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
@@ -784,19 +785,20 @@ def _clf(us: int) -> str:
 
 def render_http_access(w: Workload) -> Iterator[Line]:
     sizes = w.catalogue.size.tolist()
-    for t, dur, f, op, nb, s, cl in zip(w.ts.tolist(), w.duration.tolist(), w.file.tolist(), w.op.tolist(),
-                                        w.bytes_read.tolist(), w.site.tolist(), w.client.tolist()):
+    for i, (t, dur, f, op, nb, s, cl) in enumerate(zip(w.ts.tolist(), w.duration.tolist(), w.file.tolist(),
+                                                    w.op.tolist(), w.bytes_read.tolist(), w.site.tolist(),
+                                                    w.client.tolist())):
         site = w.sites[s]
         path = _storage_path(w, f, site, "dpm")
         ip = f"10.{s % 250}.{cl // 250}.{cl % 250}"
         agent = "XrdCl/v5.6.4" if op == OP_READ else "gfal2/2.21.5"
         if op == OP_DELETE:
-            yield s, t, f'{ip} - - [{_clf(t)}] "DELETE {path} HTTP/1.1" 204 - "-" "{agent}"'
+            yield i, s, t, f'{ip} - - [{_clf(t)}] "DELETE {path} HTTP/1.1" 204 - "-" "{agent}"'
         elif op == OP_WRITE:
-            yield s, t + dur, f'{ip} - - [{_clf(t)}] "PUT {path} HTTP/1.1" 201 - "-" "{agent}"'
+            yield i, s, t + dur, f'{ip} - - [{_clf(t)}] "PUT {path} HTTP/1.1" 201 - "-" "{agent}"'
         else:
             status = "200" if nb >= sizes[f] else "206"
-            yield s, t + dur, f'{ip} - - [{_clf(t)}] "GET {path} HTTP/1.1" {status} {nb} "-" "{agent}"'
+            yield i, s, t + dur, f'{ip} - - [{_clf(t)}] "GET {path} HTTP/1.1" {status} {nb} "-" "{agent}"'
 
 
 def render_csv(w: Workload) -> Iterator[Line]:
@@ -805,14 +807,14 @@ def render_csv(w: Workload) -> Iterator[Line]:
     cat = w.catalogue
     sizes = cat.size.tolist()
     ids: dict[int, int] = {}
-    for t, f, op, nb, s in zip(w.ts.tolist(), w.file.tolist(), w.op.tolist(), w.bytes_read.tolist(),
-                               w.site.tolist()):
+    for i, (t, f, op, nb, s) in enumerate(zip(w.ts.tolist(), w.file.tolist(), w.op.tolist(), w.bytes_read.tolist(),
+                                              w.site.tolist())):
         if op != OP_READ:
             continue
         fid = ids.get(f)
         if fid is None:
             fid = ids[f] = file_id_of(cat.path[f])
-        yield s, t, f"{t // 1_000_000},{fid},{sizes[f]},{cat.tier[f]},{cat.path[f]},{nb}"
+        yield i, s, t, f"{t // 1_000_000},{fid},{sizes[f]},{cat.tier[f]},{cat.path[f]},{nb}"
 
 
 CSV_HEADER = "timestamp,obj_id,obj_size,tier,path,bytes_read"
@@ -829,14 +831,14 @@ RENDERERS: dict[str, Callable[[Workload], Iterator[Line]]] = {
     "csv": render_csv,
 }
 # formats whose lines name no site: written per site when writing to a directory
-PER_SITE = {"dcache-billing", "eos-report", "http-access", "csv"}
+PER_SITE = {"dcache-billing", "dcache-json", "eos-report", "http-access", "csv"}
 
 
-def render(fmt: str, w: Workload, sort: bool = True) -> list[tuple[int, int, str]]:
-    """Lines of `fmt` for the workload, in the order the producer writes them (by emit time)."""
+def render(fmt: str, w: Workload, sort: bool = True) -> list[Line]:
+    """(access index or -1, site, emit time, line) of `fmt`, in the order the producer writes them."""
     lines = list(RENDERERS[fmt](w))
     if sort:
-        lines.sort(key=lambda x: x[1])
+        lines.sort(key=lambda x: x[2])
     return lines
 
 
@@ -850,7 +852,8 @@ def _day(us: int) -> datetime:
 
 def write(fmt: str, w: Workload, out: Path, single_file: bool) -> list[Path]:
     """Write one format. Directory layout (single_file False):
-    dcache-billing/<SITE>/billing-YYYY.MM.DD, eos-report/<SITE>/YYYYMMDD.eosreport,
+    dcache-billing/<SITE>/billing-YYYY.MM.DD, dcache-json/<SITE>/billing-YYYY.MM.DD.json,
+    eos-report/<SITE>/YYYYMMDD.eosreport,
     http-access/<SITE>/ssl_access_log, csv/<SITE>.csv, <format>/<format>.jsonl otherwise."""
     lines = render(fmt, w)
     written: list[Path] = []
@@ -869,16 +872,19 @@ def write(fmt: str, w: Workload, out: Path, single_file: bool) -> list[Path]:
     try:
         if single_file:
             fh = handle(out)
-            fh.write("\n".join(line for _, _, line in lines))
+            fh.write("\n".join(line for _, _, _, line in lines))
             if lines:
                 fh.write("\n")
             return written
         base = out / fmt
-        for s, emit, line in lines:
+        for _, s, emit, line in lines:
             site = w.sites[s]
             if fmt == "dcache-billing":
                 d = _day(emit)
                 path = base / site / f"billing-{d:%Y.%m.%d}"
+            elif fmt == "dcache-json":
+                d = _day(emit)
+                path = base / site / f"billing-{d:%Y.%m.%d}.json"
             elif fmt == "eos-report":
                 d = _day(emit)
                 path = base / site / f"{d:%Y%m%d}.eosreport"

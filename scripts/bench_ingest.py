@@ -62,7 +62,7 @@ def main() -> int:
     print(f"{'format':18} {'lines':>9} {'events':>9} {'lines/s parse':>14} {'lines/s +json':>14} {'MB/s':>7}")
     for fmt in args.format or list(RENDERERS):
         rendered = render(fmt, w)
-        lines = [line for _, _, line in rendered]
+        lines = [line for _, _, _, line in rendered]
         if fmt == "csv":
             lines.insert(0, "timestamp,obj_id,obj_size,tier,path,bytes_read")
         site = w.sites[0] if fmt in ("dcache-billing", "eos-report", "http-access", "csv") else ""
