@@ -4,8 +4,9 @@ Normalises the path and classifies its data tier (cachescope.tiers, cached per p
 file_id (xxh3-64 of the normalised path, unless the record states its own id), picks the site
 (--site overrides; else the record's site; else the configured default), the VO (the path's
 rules, else the record's hint, else the site's configured VO), the cache group (config
-`cache_groups`), clamps bytes_read to file_size (counted in `clamped`), and numbers events with
-`seq` in input order.
+`cache_groups`), clamps bytes_read to file_size (counted in `clamped`), rejects values the
+contract cannot hold (sizes above 64 bits, times before 1970), and numbers events with `seq` in
+input order.
 """
 
 from __future__ import annotations
@@ -13,9 +14,18 @@ from __future__ import annotations
 from cachescope.config import CachescopeConfig
 from cachescope.events import AccessEvent, file_id_of
 from cachescope.tiers import TierClassifier
-from ingest.formats._base import Access
+from ingest.formats._base import U64_MAX, Access, BadRecord
 
 _PATH_CACHE_LIMIT = 500_000
+_TS_LIMIT = 2**63  # microseconds must fit in int64
+
+
+def _out_of_range(a: Access) -> None:
+    if a.file_size > U64_MAX:
+        raise BadRecord(f"file size {a.file_size} does not fit in 64 bits")
+    if a.bytes_read < 0:
+        raise BadRecord(f"bytes read {a.bytes_read} is negative")
+    raise BadRecord(f"time {a.ts} us is outside 1970 .. year 292278")
 
 
 class Enricher:
@@ -84,6 +94,8 @@ class Enricher:
         if nbytes > size:
             nbytes = size
             self.clamped += 1
+        if size > U64_MAX or nbytes < 0 or not 0 <= a.ts < _TS_LIMIT:
+            _out_of_range(a)
         seq = self.seq
         self.seq = seq + 1
         # positional: a third of the cost of keywords on this hot path (field order of AccessEvent)

@@ -76,7 +76,7 @@ def _parse(line: str, ctx: ParseContext) -> Access | Reject:
         op = "write"
     else:
         return skip(f"eventType {event[:40]!r} is not a data read or write")
-    if state not in READ_STATES or (op == "write" and state != "DONE"):
+    if type(state) is not str or state not in READ_STATES or (op == "write" and state != "DONE"):
         return skip(f"clientState {opt_text(state)[:40] or 'missing'} (no successful transfer)")
     size = rec.get("filesize")
     if size is None:
