@@ -249,6 +249,22 @@ def host_of_url(url: str) -> str:
     return m.group(1) or m.group(2) or ""
 
 
+_AT = re.compile(r"^(.*?)(?: - at `\$\.?([^`]*)`)?$", re.S)
+
+
+def decode_struct(decoder: "msgspec.json.Decoder", line: str) -> Any:
+    """A typed JSON record (unknown keys ignored); a wrong type names its field in the reason."""
+    try:
+        return decoder.decode(line)
+    except msgspec.ValidationError as exc:
+        m = _AT.match(str(exc))
+        what, where = (m.group(1), m.group(2)) if m else (str(exc), "")
+        what = what.replace("`", "")
+        raise BadRecord(f"field {where}: {what[:1].lower()}{what[1:]}" if where else f"not a record: {what}") from None
+    except msgspec.DecodeError as exc:
+        raise BadRecord(f"not valid JSON: {exc}") from None
+
+
 def json_object(line: str, loads: Callable[[str], Any]) -> dict[str, Any]:
     try:
         obj = loads(line)

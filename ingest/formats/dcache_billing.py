@@ -151,9 +151,16 @@ def _tokens(template: str) -> list[tuple[str, str]]:
     return out
 
 
-def compile_template(template: str) -> re.Pattern[str]:
-    """Regex matching the lines a billing.text.format template produces."""
+# fields the parser reads; the others are matched without capturing (cheaper groupdict)
+_CAPTURED = {"cellType", "cellName", "cellName.cell", "type", "pnfsid", "filesize", "path", "transferred",
+             "connectionTime", "created", "protocol", "initiator", "rc", "message", "clientChain"}
+
+
+def compile_template(template: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """Regex matching the lines a billing.text.format template produces, and the regex of its
+    $date$ text (the line regex captures the date whole; it is taken apart once per distinct date)."""
     used: set[str] = set()
+    date_rx: re.Pattern[str] | None = None
     stack: list[list[list[str]]] = [[[]]]  # per open if: list of branches, each a list of parts
 
     for kind, value in _tokens(template):
@@ -181,10 +188,12 @@ def compile_template(template: str) -> re.Pattern[str]:
             if name == "date":
                 m = re.search(r'format\s*=\s*"([^"]*)"', opts)
                 rx = _date_regex(m.group(1) if m else _DEFAULT_DATE)
+                plain = re.sub(r"\(\?P<\w+>", "(?:", rx)
                 if "date" in used:
-                    rx = re.sub(r"\(\?P<\w+>", "(?:", rx)
+                    rx = plain
                 else:
-                    rx = f"(?P<date>{rx})"
+                    date_rx = re.compile(rx)
+                    rx = f"(?P<date>{plain})"
                 used.add("date")
                 parts.append(rx)
                 continue
@@ -192,22 +201,25 @@ def compile_template(template: str) -> re.Pattern[str]:
                 raise FormatError(f"unsupported template expression ${expr}$ in {template!r}")
             group = name.replace(".", "__")
             rx = _VAR_RX.get(name, r".*?")
-            if group in used:
+            if name not in _CAPTURED:
+                parts.append(f"(?:{rx})")
+            elif group in used:
                 parts.append(f"(?:{rx})")
             else:
                 used.add(group)
                 parts.append(f"(?P<{group}>{rx})")
     if len(stack) != 1:
         raise FormatError(f"$if$ without $endif$ in {template!r}")
-    if "date" not in used:
+    if date_rx is None:
         raise FormatError(f"template has no $date$: {template!r}")
-    return re.compile("".join(stack[0][0]))
+    return re.compile("".join(stack[0][0])), date_rx
 
 
 @dataclass(frozen=True, slots=True)
 class _Compiled:
     kind: str
     regex: re.Pattern[str]
+    date: re.Pattern[str]
 
 
 def compile_formats(custom: dict[str, str] | None = None) -> tuple[_Compiled, ...]:
@@ -217,14 +229,14 @@ def compile_formats(custom: dict[str, str] | None = None) -> tuple[_Compiled, ..
         kind = key.removeprefix("billing.text.format.")
         if kind not in MESSAGE_KINDS:
             raise FormatError(f"unknown billing message {key!r}; expected one of {', '.join(MESSAGE_KINDS)}")
-        out.append(_Compiled(kind, compile_template(template)))
+        out.append(_Compiled(kind, *compile_template(template)))
     # most lines are transfers and door requests: try those first
     order = ("mover-info-message", "door-request-info-message", "remove-file-info-message",
              "pool-hit-info-message", "storage-info-message", "warning-pnfs-file-info-message")
     for kind in order:
-        out.append(_Compiled(kind, compile_template(DEFAULT_FORMATS[kind])))
+        out.append(_Compiled(kind, *compile_template(DEFAULT_FORMATS[kind])))
     for kind, template in LEGACY_FORMATS.items():
-        out.append(_Compiled(kind, compile_template(template)))
+        out.append(_Compiled(kind, *compile_template(template)))
     return tuple(out)
 
 
@@ -256,15 +268,18 @@ def prepare(ctx: ParseContext) -> None:
     ctx.state["dcache_billing"] = compile_formats(custom) if custom else _DEFAULT_COMPILED
 
 
-def _ts(g: dict[str, str | None], ctx: ParseContext) -> int:
-    """UTC microseconds of the $date$ field; many lines share a second, so cache per date text."""
+def _ts(text: str | None, date_rx: re.Pattern[str], ctx: ParseContext) -> int:
+    """UTC microseconds of the $date$ text; many lines share a second, so cache per date text."""
     cache = ctx.state.get("billing_dates")
     if cache is None:
         cache = ctx.state["billing_dates"] = {}
-    text = g["date"]
     us = cache.get(text)
     if us is not None:
         return us
+    m = date_rx.fullmatch(text or "")
+    if m is None:
+        raise BadRecord(f"field date: cannot read {text!r}")
+    g = m.groupdict()
     if g.get("d_y"):
         year = int(g["d_y"])  # type: ignore[arg-type]
     elif g.get("d_yy"):
@@ -303,7 +318,7 @@ def _server(cell: str | None) -> str:
     return (cell or "").split("@", 1)[0]
 
 
-def _mover(g: dict[str, str | None], ctx: ParseContext) -> Access | Reject:
+def _mover(g: dict[str, str | None], date_rx: re.Pattern[str], ctx: ParseContext) -> Access | Reject:
     rc = g.get("rc")
     if rc is not None and rc != "0":
         return skip(f"failed transfer (rc={rc}: {g.get('message') or ''})")
@@ -320,7 +335,7 @@ def _mover(g: dict[str, str | None], ctx: ParseContext) -> Access | Reject:
     path = _path(g, ctx)
     if not path:
         raise BadRecord("field path: empty and no pnfsid")
-    ts = _ts(g, ctx)
+    ts = _ts(g["date"], date_rx, ctx)
     conn = g.get("connectionTime")
     if conn is not None:
         ts -= int(conn) * 1000
@@ -336,14 +351,14 @@ def _mover(g: dict[str, str | None], ctx: ParseContext) -> Access | Reject:
     return Access(ts, path, filesize, transferred, "read", server, client)
 
 
-def _delete(g: dict[str, str | None], ctx: ParseContext, client: str = "") -> Access | Reject:
+def _delete(g: dict[str, str | None], date_rx: re.Pattern[str], ctx: ParseContext, client: str = "") -> Access | Reject:
     rc = g.get("rc")
     if rc is not None and rc != "0":
         return skip(f"failed removal (rc={rc}: {g.get('message') or ''})")
     path = _path(g, ctx)
     if not path or path.startswith("pnfsid:"):
         return skip(f"removal of a file whose path was never seen (pnfsid {g.get('pnfsid') or '?'})")
-    return Access(_ts(g, ctx), path, 0, 0, "delete", "", client)
+    return Access(_ts(g["date"], date_rx, ctx), path, 0, 0, "delete", "", client)
 
 
 _DOOR_REQUEST = skip("door request (the pool's transfer record carries the bytes)")
@@ -368,14 +383,14 @@ def _parse(line: str, ctx: ParseContext) -> Access | Reject:
             continue
         kind = fmt.kind
         if kind == "mover-info-message":
-            return _mover(m.groupdict(), ctx)
+            return _mover(m.groupdict(), fmt.date, ctx)
         gi = fmt.regex.groupindex
         mtype = (m.group("type") or "") if "type" in gi else ""
         if kind == "door-request-info-message":
             if mtype == "remove":
                 g = m.groupdict()
                 chain = g.get("clientChain") or ""
-                return _delete(g, ctx, chain.split(",", 1)[0] if chain != "unknown" else "")
+                return _delete(g, fmt.date, ctx, chain.split(",", 1)[0] if chain != "unknown" else "")
             _learn(m, ctx)
             if mtype == "request" or not mtype:
                 return _DOOR_REQUEST
@@ -383,7 +398,7 @@ def _parse(line: str, ctx: ParseContext) -> Access | Reject:
         if kind == "remove-file-info-message":
             if "cellType" in gi and m.group("cellType") == "pool":
                 return skip("pool replica removal (the namespace removal is the door's record)")
-            return _delete(m.groupdict(), ctx)
+            return _delete(m.groupdict(), fmt.date, ctx)
         if kind == "pool-hit-info-message":
             _learn(m, ctx)
             return skip("pool hit info (the transfer record counts the access)")
