@@ -241,6 +241,7 @@ def compile_formats(custom: dict[str, str] | None = None) -> tuple[_Compiled, ..
 
 
 _DEFAULT_COMPILED = compile_formats()
+_DEFAULT_DATE_RX = _DEFAULT_COMPILED[0].date
 
 _PROTO_COLON = re.compile(r"^[A-Za-z][\w]*-[\d.]+:\[?(?P<host>[0-9A-Za-z:._-]+?)\]?:(?P<port>\d+)(?=$|:\D)")
 _PROTO_SPACE = re.compile(r"^[A-Za-z][\w]*-[\d.]+ (?P<host>\S+) \d+")
@@ -268,6 +269,29 @@ def prepare(ctx: ParseContext) -> None:
     ctx.state["dcache_billing"] = compile_formats(custom) if custom else _DEFAULT_COMPILED
 
 
+def _default_date_us(text: str, ctx: ParseContext) -> int:
+    """'MM.dd HH:mm:ss' (the line regex checked the digits): per-minute cache, seconds added."""
+    minutes = ctx.state.get("billing_minutes")
+    if minutes is None:
+        minutes = ctx.state["billing_minutes"] = {}
+    key = text[:11]
+    base = minutes.get(key)
+    if base is None:
+        if ctx.year is None:
+            raise BadRecord("field date: no year (name the file billing-YYYY.MM.DD or pass --year)")
+        month, day = int(text[0:2]), int(text[3:5])
+        if not (1 <= month <= 12 and 1 <= day <= 31):
+            raise BadRecord(f"field date: month {month} day {day} out of range")
+        base = ctx.local_us(ctx.year, month, day, int(text[6:8]), int(text[9:11]), 0)
+        if len(minutes) >= 100_000:
+            minutes.clear()
+        minutes[key] = base
+    second = int(text[12:14])
+    if second > 60:
+        raise BadRecord(f"field date: second {second} out of range")
+    return base + second * 1_000_000
+
+
 def _ts(text: str | None, date_rx: re.Pattern[str], ctx: ParseContext) -> int:
     """UTC microseconds of the $date$ text; many lines share a second, so cache per date text."""
     cache = ctx.state.get("billing_dates")
@@ -275,6 +299,12 @@ def _ts(text: str | None, date_rx: re.Pattern[str], ctx: ParseContext) -> int:
         cache = ctx.state["billing_dates"] = {}
     us = cache.get(text)
     if us is not None:
+        return us
+    if date_rx is _DEFAULT_DATE_RX and text is not None and len(text) == 14:
+        us = _default_date_us(text, ctx)
+        if len(cache) >= 100_000:
+            cache.clear()
+        cache[text] = us
         return us
     m = date_rx.fullmatch(text or "")
     if m is None:
