@@ -325,40 +325,46 @@ def make_workload(events: int = 100_000, *, days: float = 7.0, sites: int = 2, s
     b = _Builder(rng, start_us, span_us, sites, site_atlas)
     atlas_share = float(site_atlas.mean())
     n = events
-    # write/delete-bearing categories first, then the read budget goes to the libraries
+    # categories with writes and deletes first; the read-only libraries then fill up to `events`
     reads_target = int(n * 0.9)
     a_reads = int(reads_target * atlas_share)
     c_reads = reads_target - a_reads
-    extra = 0
 
-    # ATLAS
+    def sizes(count: int, median: float, sigma: float, lo: float, hi: float) -> np.ndarray:
+        return _sizes(rng, count, median, sigma, lo, hi)
+
+    # ATLAS: DAOD datasets (born, hot, fading, some deleted), user bursts, job logs
     mc = ["mc16_13TeV", "mc20_13TeV", "mc23_13p6TeV"]
     data = ["data18_13TeV", "data22_13p6TeV", "data23_13p6TeV"]
     n_daod = max(40, int(a_reads * 0.35 / 6))
-    daod = b.atlas_files("DAOD_PHYS", mc + data, n_daod // 2, _sizes(rng, n_daod // 2, 2.2 * GIB, 0.5, 50 * MIB, 9 * GIB), per_task=40)
-    lite = b.atlas_files("DAOD_PHYSLITE", mc + data, n_daod - n_daod // 2, _sizes(rng, n_daod - n_daod // 2, 600 * MIB, 0.5, 20 * MIB, 3 * GIB), per_task=40)
-    extra += _datasets(b, daod, 40, int(a_reads * 0.35 * 0.5), 0.6, 0.05, 0.6)
-    extra += _datasets(b, lite, 40, int(a_reads * 0.35 * 0.5), 0.6, 0.1, 0.8)
-    extra += _user_bursts(b, 0, int(a_reads * 0.12), sites)
+    n_phys = n_daod // 2
+    daod = b.atlas_files("DAOD_PHYS", mc + data, n_phys, sizes(n_phys, 2.2 * GIB, 0.5, 50 * MIB, 9 * GIB), per_task=40)
+    lite = b.atlas_files("DAOD_PHYSLITE", mc + data, n_daod - n_phys,
+                         sizes(n_daod - n_phys, 600 * MIB, 0.5, 20 * MIB, 3 * GIB), per_task=40)
+    _datasets(b, daod, 40, int(a_reads * 0.35 * 0.5), 0.6, 0.05, 0.6)
+    _datasets(b, lite, 40, int(a_reads * 0.35 * 0.5), 0.6, 0.1, 0.8)
+    _user_bursts(b, 0, int(a_reads * 0.12), sites)
     n_logs = max(1, int(n * 0.02 * atlas_share))
-    logs = b.atlas_files("log", mc, n_logs, _sizes(rng, n_logs, 20 * MIB, 0.6, MIB, 200 * MIB), per_task=500)
+    logs = b.atlas_files("log", mc, n_logs, sizes(n_logs, 20 * MIB, 0.6, MIB, 200 * MIB), per_task=500)
     b.add(b.times(n_logs), logs, OP_WRITE, np.concatenate(b.sizes)[logs])
-    extra += n_logs
-    # CMS
+
+    # CMS: MINIAOD / NANOAOD datasets, user bursts
     primaries = ["TTToSemiLeptonic_TuneCP5_13TeV-powheg-pythia8", "DYJetsToLL_M-50_TuneCP5_13TeV-madgraphMLM-pythia8",
                  "WJetsToLNu_TuneCP5_13TeV-madgraphMLM-pythia8", "GluGluHToGG_M125_TuneCP5_13TeV-amcatnloFXFX-pythia8"]
     eras = ["RunIISummer20UL18MiniAODv2", "Run3Summer22MiniAODv4", "Run3Summer23NanoAODv12"]
-    data_prim = ["JetMET0", "Muon0", "EGamma1"]
-    data_eras = ["Run2023C", "Run2023D", "Run2024F"]
     n_mini = max(40, int(c_reads * 0.30 / 5))
-    mini = b.cms_files("MINIAODSIM", "mc", n_mini, _sizes(rng, n_mini, 2.8 * GIB, 0.4, 100 * MIB, 8 * GIB), primaries, eras)
+    mini = b.cms_files("MINIAODSIM", "mc", n_mini, sizes(n_mini, 2.8 * GIB, 0.4, 100 * MIB, 8 * GIB), primaries, eras)
     n_nano = max(40, int(c_reads * 0.25 / 8))
-    nano_mc = b.cms_files("NANOAODSIM", "mc", n_nano // 2, _sizes(rng, n_nano // 2, 1.2 * GIB, 0.4, 50 * MIB, 4 * GIB), primaries, eras)
-    nano_data = b.cms_files("NANOAOD", "data", n_nano - n_nano // 2, _sizes(rng, n_nano - n_nano // 2, 1.0 * GIB, 0.4, 50 * MIB, 4 * GIB), data_prim, data_eras)
-    extra += _datasets(b, mini, 100, int(c_reads * 0.30), 0.7, 0.3, 0.9)
-    extra += _datasets(b, nano_mc, 100, int(c_reads * 0.125), 0.2, 0.5, 1.0)
-    extra += _datasets(b, nano_data, 100, int(c_reads * 0.125), 0.2, 0.5, 1.0)
-    extra += _user_bursts(b, 1, int(c_reads * 0.10), sites)
+    n_nano_mc = n_nano // 2
+    nano_mc = b.cms_files("NANOAODSIM", "mc", n_nano_mc, sizes(n_nano_mc, 1.2 * GIB, 0.4, 50 * MIB, 4 * GIB),
+                          primaries, eras)
+    nano_data = b.cms_files("NANOAOD", "data", n_nano - n_nano_mc,
+                            sizes(n_nano - n_nano_mc, 1.0 * GIB, 0.4, 50 * MIB, 4 * GIB),
+                            ["JetMET0", "Muon0", "EGamma1"], ["Run2023C", "Run2023D", "Run2024F"])
+    _datasets(b, mini, 100, int(c_reads * 0.30), 0.7, 0.3, 0.9)
+    _datasets(b, nano_mc, 100, int(c_reads * 0.125), 0.2, 0.5, 1.0)
+    _datasets(b, nano_data, 100, int(c_reads * 0.125), 0.2, 0.5, 1.0)
+    _user_bursts(b, 1, int(c_reads * 0.10), sites)
 
     # read-only libraries take the rest of the budget so the total is exactly `events`
     remaining = n - sum(len(a[0]) for a in b.acc)
@@ -367,28 +373,30 @@ def make_workload(events: int = 100_000, *, days: float = 7.0, sites: int = 2, s
     lib_weights = {"HITS": 0.18 * atlas_share, "EVNT": 0.05 * atlas_share, "AOD": 0.10 * atlas_share,
                    "RAW": 0.02 * atlas_share, "PREMIX": 0.20 * (1 - atlas_share), "AODSIM": 0.08 * (1 - atlas_share)}
     total_w = sum(lib_weights.values())
-    counts = rng.multinomial(remaining, [w / total_w for w in lib_weights.values()])
-    c = dict(zip(lib_weights, counts.tolist()))
+    counts = dict(zip(lib_weights, rng.multinomial(remaining, [v / total_w for v in lib_weights.values()]).tolist()))
     n_hits = max(50, int(n / 600))
-    hits = b.atlas_files("HITS", mc, n_hits, _sizes(rng, n_hits, 900 * MIB, 0.3, 100 * MIB, 4 * GIB), per_task=500, replicated=True)
-    _library(b, hits, c["HITS"])
+    hits = b.atlas_files("HITS", mc, n_hits, sizes(n_hits, 900 * MIB, 0.3, 100 * MIB, 4 * GIB), per_task=500,
+                         replicated=True)
+    _library(b, hits, counts["HITS"])
     n_evnt = max(20, int(n / 2000))
-    evnt = b.atlas_files("EVNT", mc, n_evnt, _sizes(rng, n_evnt, 250 * MIB, 0.4, 10 * MIB, 2 * GIB), per_task=200)
-    _library(b, evnt, c["EVNT"])
-    n_aod = max(10, int(c["AOD"] / 1.3))
-    aod = b.atlas_files("AOD", data + mc, n_aod, _sizes(rng, n_aod, 3.2 * GIB, 0.45, 200 * MIB, 12 * GIB), per_task=300)
-    _library(b, aod, c["AOD"], 0.1, 0.2, 0.8)
-    n_raw = max(5, int(c["RAW"] / 1.1))
-    raw = b.atlas_files("RAW", ["data23_13p6TeV"], n_raw, _sizes(rng, n_raw, 2.5 * GIB, 0.3, 500 * MIB, 6 * GIB),
-                        per_task=1000, name_fmt="data23_13p6TeV.00{task:08d}.physics_Main.daq.RAW._lb{part:04d}._SFO-1._0001.data")
-    _library(b, raw, c["RAW"])
+    evnt = b.atlas_files("EVNT", mc, n_evnt, sizes(n_evnt, 250 * MIB, 0.4, 10 * MIB, 2 * GIB), per_task=200)
+    _library(b, evnt, counts["EVNT"])
+    n_aod = max(10, int(counts["AOD"] / 1.3))
+    aod = b.atlas_files("AOD", data + mc, n_aod, sizes(n_aod, 3.2 * GIB, 0.45, 200 * MIB, 12 * GIB), per_task=300)
+    _library(b, aod, counts["AOD"], 0.1, 0.2, 0.8)
+    n_raw = max(5, int(counts["RAW"] / 1.1))
+    raw = b.atlas_files("RAW", ["data23_13p6TeV"], n_raw, sizes(n_raw, 2.5 * GIB, 0.3, 500 * MIB, 6 * GIB),
+                        per_task=1000,
+                        name_fmt="data23_13p6TeV.00{task:08d}.physics_Main.daq.RAW._lb{part:04d}._SFO-1._0001.data")
+    _library(b, raw, counts["RAW"])
     n_premix = max(50, int(n / 400))
-    premix = b.cms_files("PREMIX", "mc", n_premix, _sizes(rng, n_premix, 5.5 * GIB, 0.3, 2 * GIB, 12 * GIB),
+    premix = b.cms_files("PREMIX", "mc", n_premix, sizes(n_premix, 5.5 * GIB, 0.3, 2 * GIB, 12 * GIB),
                          ["Neutrino_E-10_gun"], ["RunIISummer20ULPrePremix"], per_ds=5000, replicated=True)
-    _library(b, premix, c["PREMIX"], 1.0, 0.05, 0.15)
-    n_aodsim = max(10, int(c["AODSIM"] / 1.3))
-    aodsim = b.cms_files("AODSIM", "mc", n_aodsim, _sizes(rng, n_aodsim, 4.0 * GIB, 0.4, 200 * MIB, 12 * GIB), primaries, ["RunIISummer20UL18RECO"])
-    _library(b, aodsim, c["AODSIM"], 0.2, 0.2, 0.8)
+    _library(b, premix, counts["PREMIX"], 1.0, 0.05, 0.15)
+    n_aodsim = max(10, int(counts["AODSIM"] / 1.3))
+    aodsim = b.cms_files("AODSIM", "mc", n_aodsim, sizes(n_aodsim, 4.0 * GIB, 0.4, 200 * MIB, 12 * GIB), primaries,
+                         ["RunIISummer20UL18RECO"])
+    _library(b, aodsim, counts["AODSIM"], 0.2, 0.2, 0.8)
 
     return _assemble(b, site_names, servers, seed, start_us, days)
 

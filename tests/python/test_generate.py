@@ -11,13 +11,17 @@ from typer.testing import CliRunner
 
 from cachescope.cli import app
 from cachescope.config import load_config
-from cachescope.events import file_id_of
+import jsonschema
+import orjson
+
+from cachescope.events import encode_lines, file_id_of, schema
 from cachescope.tiers import TierClassifier
 from ingest.generate import OP_DELETE, OP_READ, OP_WRITE, RENDERERS, make_workload, render
 from ingest.pipeline import LineParser, open_lines
 
 GIB = 2**30
 DAY = 86_400_000_000
+VALIDATOR = jsonschema.Draft202012Validator(schema())
 
 
 @pytest.fixture(scope="module")
@@ -202,6 +206,8 @@ def test_round_trip(w, fmt):
         if fmt not in PER_SITE:
             site = w.sites[s]
             assert ev.site in (site, f"{site}_DATADISK"), (ev.site, site)
+        if checked < 300:  # the published schema holds for what every format produces
+            VALIDATOR.validate(orjson.loads(encode_lines([ev])))
         checked += 1
     total = sum(p.stats.lines for p in parsers.values())
     assert checked > 0.6 * total or fmt in ("dcache-billing", "xrootd-gstream")
