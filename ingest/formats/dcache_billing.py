@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from operator import itemgetter
+from typing import Callable
 
 from ingest.formats._base import Access, BadRecord, Format, ParseContext, Reject, skip
 
@@ -215,11 +217,23 @@ def compile_template(template: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
     return re.compile("".join(stack[0][0])), date_rx
 
 
+# what a transfer line is read for, in this order (itemgetter over the match's groups)
+_MOVER_FIELDS = ("date", "cellName__cell", "cellName", "pnfsid", "filesize", "path", "transferred",
+                 "connectionTime", "created", "protocol", "initiator", "rc", "message")
+
+
 @dataclass(frozen=True, slots=True)
 class _Compiled:
     kind: str
     regex: re.Pattern[str]
     date: re.Pattern[str]
+    fields: Callable[[tuple], tuple]  # groups (+ a trailing None for absent fields) -> _MOVER_FIELDS
+
+
+def _compiled(kind: str, regex: re.Pattern[str], date: re.Pattern[str]) -> _Compiled:
+    none = regex.groups  # index of the None appended to m.groups()
+    picks = [regex.groupindex[name] - 1 if name in regex.groupindex else none for name in _MOVER_FIELDS]
+    return _Compiled(kind, regex, date, itemgetter(*picks))
 
 
 def compile_formats(custom: dict[str, str] | None = None) -> tuple[_Compiled, ...]:
@@ -229,14 +243,14 @@ def compile_formats(custom: dict[str, str] | None = None) -> tuple[_Compiled, ..
         kind = key.removeprefix("billing.text.format.")
         if kind not in MESSAGE_KINDS:
             raise FormatError(f"unknown billing message {key!r}; expected one of {', '.join(MESSAGE_KINDS)}")
-        out.append(_Compiled(kind, *compile_template(template)))
+        out.append(_compiled(kind, *compile_template(template)))
     # most lines are transfers and door requests: try those first
     order = ("mover-info-message", "door-request-info-message", "remove-file-info-message",
              "pool-hit-info-message", "storage-info-message", "warning-pnfs-file-info-message")
     for kind in order:
-        out.append(_Compiled(kind, *compile_template(DEFAULT_FORMATS[kind])))
+        out.append(_compiled(kind, *compile_template(DEFAULT_FORMATS[kind])))
     for kind, template in LEGACY_FORMATS.items():
-        out.append(_Compiled(kind, *compile_template(template)))
+        out.append(_compiled(kind, *compile_template(template)))
     return tuple(out)
 
 
@@ -329,9 +343,7 @@ def _ts(text: str | None, date_rx: re.Pattern[str], ctx: ParseContext) -> int:
     return us
 
 
-def _path(g: dict[str, str | None], ctx: ParseContext) -> str:
-    path = g.get("path") or ""
-    pnfsid = g.get("pnfsid") or ""
+def _resolve_path(path: str | None, pnfsid: str | None, ctx: ParseContext) -> str:
     if path and path != "Unknown":
         if pnfsid:
             ctx.remember(pnfsid, path)
@@ -344,35 +356,33 @@ def _path(g: dict[str, str | None], ctx: ParseContext) -> str:
     return ""
 
 
-def _server(cell: str | None) -> str:
-    return (cell or "").split("@", 1)[0]
+def _path(g: dict[str, str | None], ctx: ParseContext) -> str:
+    return _resolve_path(g.get("path"), g.get("pnfsid"), ctx)
 
 
-def _mover(g: dict[str, str | None], date_rx: re.Pattern[str], ctx: ParseContext) -> Access | Reject:
-    rc = g.get("rc")
+def _mover(m: re.Match[str], fmt: _Compiled, ctx: ParseContext) -> Access | Reject:
+    (date, cell_cell, cell_name, pnfsid, filesize, path, transferred, conn, created, protocol, initiator, rc,
+     message) = fmt.fields(m.groups() + (None,))
     if rc is not None and rc != "0":
-        return skip(f"failed transfer (rc={rc}: {g.get('message') or ''})")
-    initiator = g.get("initiator")
+        return skip(f"failed transfer (rc={rc}: {message or ''})")
     if initiator and initiator.startswith("pool:"):
         return skip(f"pool-to-pool copy (initiator {initiator})")
-    transferred, filesize, created = g.get("transferred"), g.get("filesize"), g.get("created")
     if transferred is None or filesize is None or created is None:
         raise BadRecord("the billing format lacks $transferred$, $filesize$ or $created$")
     transferred = int(transferred)
     filesize = int(filesize)
     if transferred < 0 or filesize < 0:
         raise BadRecord(f"field transferred/filesize: negative ({transferred}, {filesize})")
-    path = _path(g, ctx)
+    path = _resolve_path(path, pnfsid, ctx)
     if not path:
         raise BadRecord("field path: empty and no pnfsid")
-    ts = _ts(g["date"], date_rx, ctx)
-    conn = g.get("connectionTime")
+    ts = _ts(date, fmt.date, ctx)
     if conn is not None:
         ts -= int(conn) * 1000
-    cell = g.get("cellName__cell") or g.get("cellName") or ""
+    cell = cell_cell or cell_name or ""
     at = cell.find("@")
     server = cell[:at] if at >= 0 else cell
-    client = client_of_protocol(g.get("protocol") or "")
+    client = client_of_protocol(protocol or "")
     if created == "true":
         return Access(ts, path, filesize if filesize >= transferred else transferred, transferred, "write", server,
                       client)
@@ -381,7 +391,8 @@ def _mover(g: dict[str, str | None], date_rx: re.Pattern[str], ctx: ParseContext
     return Access(ts, path, filesize, transferred, "read", server, client)
 
 
-def _delete(g: dict[str, str | None], date_rx: re.Pattern[str], ctx: ParseContext, client: str = "") -> Access | Reject:
+def _delete(g: dict[str, str | None], date_rx: re.Pattern[str], ctx: ParseContext,
+            client: str = "") -> Access | Reject:
     rc = g.get("rc")
     if rc is not None and rc != "0":
         return skip(f"failed removal (rc={rc}: {g.get('message') or ''})")
@@ -413,7 +424,7 @@ def _parse(line: str, ctx: ParseContext) -> Access | Reject:
             continue
         kind = fmt.kind
         if kind == "mover-info-message":
-            return _mover(m.groupdict(), fmt.date, ctx)
+            return _mover(m, fmt, ctx)
         gi = fmt.regex.groupindex
         mtype = (m.group("type") or "") if "type" in gi else ""
         if kind == "door-request-info-message":
