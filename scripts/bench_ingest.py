@@ -21,7 +21,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from cachescope.config import load_config  # noqa: E402
-from cachescope.events import encode_lines  # noqa: E402
+from cachescope.events import encode_lines, to_columns  # noqa: E402
 from cachescope.tiers import TierClassifier  # noqa: E402
 from ingest.generate import RENDERERS, make_workload, render  # noqa: E402
 from ingest.pipeline import LineParser  # noqa: E402
@@ -73,7 +73,18 @@ def main() -> int:
         n_events = runs[0][1]
         print(f"{fmt:18} {len(lines):9d} {n_events:9d} {len(lines) / best_parse:14,.0f} {len(lines) / best_json:14,.0f} "
               f"{mb / best_json:7.1f}")
+    # the processing core's view: events -> numpy columns
+    events = LineParser("csv", config=config, classifier=classifier, on_reject=lambda r: None).parse_all(
+        ["timestamp,obj_id,obj_size,tier,path,bytes_read"] + [line for _, _, _, line in render("csv", w)])
+    best = min(_time(lambda: to_columns(events)) for _ in range(args.repeat))
+    print(f"# to_columns: {len(events) / best:,.0f} events/s ({len(events)} events)")
     return 0
+
+
+def _time(fn) -> float:
+    t0 = time.process_time()
+    fn()
+    return time.process_time() - t0
 
 
 if __name__ == "__main__":
