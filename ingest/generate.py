@@ -627,7 +627,6 @@ def render_dcache_json(w: Workload) -> Iterator[Line]:
             yield i, s, end, dumps(rec).decode()
             continue
         conn_ms = (end - t) // 1000
-        end = t + conn_ms * 1000
         date = _iso_ms(end)
         rec = {"version": "1.0", "msgType": "transfer", "date": date, "queuingTime": 0, "cellName": pools[s][srv],
                "cellType": "pool", "cellDomain": f"{pools[s][srv]}Domain", "status": {"code": 0, "msg": ""},

@@ -8,7 +8,8 @@ templates a site configures (`ingest.dcache_billing.formats`, same StringTemplat
 What each message becomes:
 * mover-info `transfer` (pool): `$created$` true -> write, false -> read; bytes = `$transferred$`,
   file size = `$filesize$` (writes: the larger of the two); server = the pool (cell name without
-  `@domain`); client = the host in `{$protocol$}`; ts = `$date$` minus `$connectionTime$` ms.
+  `@domain`); client = the host in `{$protocol$}`; ts = `$date$`, the record's time (dCache
+  writes it when the mover ends; the start is not logged, so none is made up).
   Skipped: rc != 0 (failed transfer), initiator `pool:...` (pool-to-pool copy, not a client
   access), reads of 0 bytes (open without data).
 * door-request `request`: skipped, the pool's transfer record carries the bytes (the line is
@@ -155,7 +156,7 @@ def _tokens(template: str) -> list[tuple[str, str]]:
 
 # fields the parser reads; the others are matched without capturing (cheaper groupdict)
 _CAPTURED = {"cellType", "cellName", "cellName.cell", "type", "pnfsid", "filesize", "path", "transferred",
-             "connectionTime", "created", "protocol", "initiator", "rc", "message", "clientChain"}
+             "created", "protocol", "initiator", "rc", "message", "clientChain"}
 
 
 def compile_template(template: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
@@ -218,8 +219,8 @@ def compile_template(template: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
 
 
 # what a transfer line is read for, in this order (itemgetter over the match's groups)
-_MOVER_FIELDS = ("date", "cellName__cell", "cellName", "pnfsid", "filesize", "path", "transferred",
-                 "connectionTime", "created", "protocol", "initiator", "rc", "message")
+_MOVER_FIELDS = ("date", "cellName__cell", "cellName", "pnfsid", "filesize", "path", "transferred", "created",
+                 "protocol", "initiator", "rc", "message")
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,7 +362,7 @@ def _path(g: dict[str, str | None], ctx: ParseContext) -> str:
 
 
 def _mover(m: re.Match[str], fmt: _Compiled, ctx: ParseContext) -> Access | Reject:
-    (date, cell_cell, cell_name, pnfsid, filesize, path, transferred, conn, created, protocol, initiator, rc,
+    (date, cell_cell, cell_name, pnfsid, filesize, path, transferred, created, protocol, initiator, rc,
      message) = fmt.fields(m.groups() + (None,))
     if rc is not None and rc != "0":
         return skip(f"failed transfer (rc={rc}: {message or ''})")
@@ -377,8 +378,6 @@ def _mover(m: re.Match[str], fmt: _Compiled, ctx: ParseContext) -> Access | Reje
     if not path:
         raise BadRecord("field path: empty and no pnfsid")
     ts = _ts(date, fmt.date, ctx)
-    if conn is not None:
-        ts -= int(conn) * 1000
     cell = cell_cell or cell_name or ""
     at = cell.find("@")
     server = cell[:at] if at >= 0 else cell

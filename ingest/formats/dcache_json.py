@@ -5,8 +5,8 @@ notification/*MessageSerializer.java.
 What each msgType becomes:
 * `transfer` (MoverInfoMessage, from a pool): isWrite "write" -> write, "read" -> read;
   bytes = transferSize, file size = fileSize (writes: the larger); server = cellName (the pool);
-  client = protocolInfo.host; path = billingPath (else transferPath); ts = date minus
-  transferTime ms. Skipped: status.code != 0 (failed), isP2p (pool-to-pool copy), reads of 0 bytes.
+  client = protocolInfo.host; path = billingPath (else transferPath); ts = date (the record's
+  time, at the end of the transfer: the start is not logged). Skipped: status.code != 0 (failed), isP2p (pool-to-pool copy), reads of 0 bytes.
 * `request` (door): skipped, the pool's transfer record carries the bytes.
 * `remove`: from a door -> delete; from a pool -> skipped (one replica cleaned).
 * `store` / `restore` (tape), `hit`, `warning`: skipped, not client accesses.
@@ -56,7 +56,6 @@ class _Record(msgspec.Struct):
     status: Union[_Status, None] = None
     isP2p: Union[bool, None] = None
     isWrite: Union[str, None] = None
-    transferTime: Number = None
     transferSize: Number = None
     fileSize: Number = None
     billingPath: Union[str, None] = None
@@ -123,8 +122,6 @@ def _parse(line: str, ctx: ParseContext) -> Access | Reject:
         if is_write != "read" and is_write != "write":
             raise BadRecord(f"field isWrite: expected \"read\" or \"write\", got {is_write!r}"[:120])
         ts = iso_us(rec.date, "date", ctx.tz)
-        if rec.transferTime is not None:
-            ts -= uint(rec.transferTime, "transferTime") * 1000
         transferred = uint(rec.transferSize, "transferSize")
         size = uint(rec.fileSize, "fileSize")
         path = _path(rec)
