@@ -166,8 +166,9 @@ def test_xrootd_collector():
     assert aaa.path.startswith("/store/hidata/PARun2016C/PAEGJet1/AOD/")  # /eos/cms stripped
     assert (cache.observed_hit_bytes, cache.observed_miss_bytes, cache.bytes_read) == (
         865075200, 24051712, 889126912)
-    (rej,) = rejects
-    assert rej.line == 2 and rej.reason.startswith("field filesize: missing") and not rej.skipped
+    no_size, packet, packet2 = rejects
+    assert no_size.line == 2 and no_size.reason.startswith("field filesize: missing") and not no_size.skipped
+    assert (packet.line, packet2.line) == (5, 6) and packet.skipped and "shoveler" in packet.reason
 
 
 # --- xcache-reporter ---------------------------------------------------------------------------
@@ -265,9 +266,9 @@ def test_http_access():
     assert dcache_delete.path.startswith("/store/mc/RunIISummer20UL17RECO/")
     reasons = {r.line: r.reason for r in rejects}
     assert "third-party copy" in reasons[1] and "not a data transfer" in reasons[2]
-    assert all("not a WebDAV request" in reasons[n] for n in (3, 4, 5))
-    assert reasons[8].startswith("partial GET (206)") and reasons[9].startswith("PUT: the log format has no %I")
-    assert reasons[11] == "GET 302: redirect"
+    assert all("not a WebDAV request" in reasons[n] for n in (3, 4, 5, 6))
+    assert reasons[9].startswith("partial GET (206)") and reasons[10].startswith("PUT: the log format has no %I")
+    assert reasons[12] == "GET 302: redirect"
     assert all(r.skipped for r in rejects)
 
 
