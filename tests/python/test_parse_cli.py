@@ -80,6 +80,8 @@ def test_exit_status(tmp_path: Path):
     all_bad = runner.invoke(app, ["parse", "-f", "rucio-trace", str(garbage)])
     assert all_bad.exit_code == 0 and all_bad.stdout == ""
     assert len(all_bad.stderr.splitlines()) == 3
+    no_dir = runner.invoke(app, ["parse", "-f", "csv", "--rejects", str(tmp_path / "no" / "r.jsonl"), str(garbage)])
+    assert no_dir.exit_code == 2 and "--rejects" in no_dir.stderr
     truncated = tmp_path / "t.gz"
     truncated.write_bytes(gzip.compress(b"x" * 100_000)[:50])
     broken = runner.invoke(app, ["parse", "-f", "csv", str(truncated)])
