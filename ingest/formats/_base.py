@@ -160,10 +160,6 @@ def uint(value: Any, name: str) -> int:
     raise BadRecord(f"field {name}: not a number: {_show(value)}")
 
 
-def opt_uint(value: Any, name: str) -> int | None:
-    return None if value is None or value == "" else uint(value, name)
-
-
 def text(value: Any, name: str) -> str:
     if type(value) is str:
         return value
