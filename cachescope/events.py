@@ -7,9 +7,9 @@ as numpy columns (`to_columns`), ClickHouse stores it. The published JSON Schema
 
 Decisions written into the contract:
 
-* `ts` is the start of the access in UTC microseconds: the open/attach/start time when the
-  record carries one, else the record's own time (dCache billing: record time minus the
-  transfer's connection time). Replays order by (`ts`, `seq`).
+* `ts` is the access time in UTC microseconds: its start (open, attach, start time) when the
+  record logs one, else the record's own time as logged (dCache billing records are written when
+  the mover ends; no start is derived from a duration). Replays order by (`ts`, `seq`).
 * `bytes_read` is the bytes this access moved: for reads the bytes delivered to the client,
   for writes the bytes written, 0 for deletes. It never exceeds `file_size`: a record reporting
   more (re-reads inside one open, merged XCache accesses) is clamped to `file_size`, the parse
@@ -67,7 +67,7 @@ class AccessEvent(msgspec.Struct, gc=False):
     """One file access seen by a storage element or cache (field order is the JSON order; every
     field is required, so positional construction in this order is allowed and fastest)."""
 
-    ts: Annotated[int, _doc("start of the access, UTC microseconds since the Unix epoch")]
+    ts: Annotated[int, _doc("access time, UTC microseconds since the Unix epoch (its start when the log records one)")]
     site: Annotated[str, _doc("site name (WLCG site, or the RSE for rucio traces)")]
     source: Annotated[str, _doc("log format the record came from, e.g. dcache-billing")]
     server: Annotated[str, _doc("pool, file server or cache host that served the access")]

@@ -4,8 +4,9 @@ Normalises the path and classifies its data tier (cachescope.tiers, cached per p
 file_id (xxh3-64 of the normalised path, unless the record states its own id), picks the site
 (--site overrides; else the record's site; else the configured default), the VO (the path's
 rules, else the record's hint, else the site's configured VO), the cache group (config
-`cache_groups`), clamps bytes_read to file_size (counted in `clamped`), and numbers events with
-`seq` in input order.
+`cache_groups`), clamps bytes_read to file_size (counted in `clamped`), rejects values the
+contract cannot hold (sizes above 64 bits, times before 1970), and numbers events with `seq` in
+input order.
 """
 
 from __future__ import annotations
@@ -13,9 +14,18 @@ from __future__ import annotations
 from cachescope.config import CachescopeConfig
 from cachescope.events import AccessEvent, file_id_of
 from cachescope.tiers import TierClassifier
-from ingest.formats._base import Access
+from ingest.formats._base import U64_MAX, Access, BadRecord
 
 _PATH_CACHE_LIMIT = 500_000
+_TS_LIMIT = 2**63  # microseconds must fit in int64
+
+
+def _out_of_range(a: Access) -> None:
+    if a.file_size > U64_MAX:
+        raise BadRecord(f"file size {a.file_size} does not fit in 64 bits")
+    if a.bytes_read < 0:
+        raise BadRecord(f"bytes read {a.bytes_read} is negative")
+    raise BadRecord(f"time {a.ts} us is outside 1970 .. year 292278")
 
 
 class Enricher:
@@ -36,31 +46,36 @@ class Enricher:
         self._site_vo = {name: sc.vo for name, sc in config.sites.items()}
         self._classify = classifier.classify
         self._paths: dict[str, tuple[str, int, str, str]] = {}
-        self._group_of: dict[tuple[str, str], str] = {}
+        self._hinted: dict[str, dict[str, tuple[str, int, str, str]]] = {}
+        self._group_of: dict[str, dict[str, str]] = {}
         self.seq = seq_start
         self.clamped = 0
 
-    def _resolve(self, key: str, path: str, vo_hint: str) -> tuple[str, int, str, str]:
+    def _resolve(self, cache: dict, path: str, vo_hint: str) -> tuple[str, int, str, str]:
         info = self._classify(path, None, vo_hint or None)
         vo = info.vo or vo_hint
         resolved = (info.path, file_id_of(info.path), info.tier, vo)
-        if len(self._paths) >= _PATH_CACHE_LIMIT:
-            self._paths.clear()
-        self._paths[key] = resolved
+        if len(cache) >= _PATH_CACHE_LIMIT:
+            cache.clear()
+        cache[path] = resolved
         return resolved
 
     def _group(self, site: str, server: str) -> str:
         group = self._groups.group_for(site, server)
-        if len(self._group_of) < 100_000:
-            self._group_of[(site, server)] = group
+        by_server = self._group_of.setdefault(site, {})
+        if len(by_server) < 100_000:
+            by_server[server] = group
         return group
 
     def __call__(self, a: Access) -> AccessEvent:
         hint = a.vo
-        key = a.path if not hint else f"{a.path}\x00{hint}"
-        info = self._paths.get(key)
+        # one path cache per VO hint: no key string to build per event
+        cache = self._paths if not hint else self._hinted.get(hint)
+        if cache is None:
+            cache = self._hinted[hint] = {}
+        info = cache.get(a.path)
         if info is None:
-            info = self._resolve(key, a.path, hint)
+            info = self._resolve(cache, a.path, hint)
         path, file_id, tier, vo = info
         if a.file_id is not None:
             file_id = a.file_id
@@ -70,7 +85,8 @@ class Enricher:
         if not vo:
             vo = self._site_vo.get(site, "")
         server = a.server
-        group = self._group_of.get((site, server))
+        by_server = self._group_of.get(site)
+        group = by_server.get(server) if by_server is not None else None
         if group is None:
             group = self._group(site, server)
         size = a.file_size
@@ -78,6 +94,8 @@ class Enricher:
         if nbytes > size:
             nbytes = size
             self.clamped += 1
+        if size > U64_MAX or nbytes < 0 or not 0 <= a.ts < _TS_LIMIT:
+            _out_of_range(a)
         seq = self.seq
         self.seq = seq + 1
         # positional: a third of the cost of keywords on this hot path (field order of AccessEvent)

@@ -325,40 +325,46 @@ def make_workload(events: int = 100_000, *, days: float = 7.0, sites: int = 2, s
     b = _Builder(rng, start_us, span_us, sites, site_atlas)
     atlas_share = float(site_atlas.mean())
     n = events
-    # write/delete-bearing categories first, then the read budget goes to the libraries
+    # categories with writes and deletes first; the read-only libraries then fill up to `events`
     reads_target = int(n * 0.9)
     a_reads = int(reads_target * atlas_share)
     c_reads = reads_target - a_reads
-    extra = 0
 
-    # ATLAS
+    def sizes(count: int, median: float, sigma: float, lo: float, hi: float) -> np.ndarray:
+        return _sizes(rng, count, median, sigma, lo, hi)
+
+    # ATLAS: DAOD datasets (born, hot, fading, some deleted), user bursts, job logs
     mc = ["mc16_13TeV", "mc20_13TeV", "mc23_13p6TeV"]
     data = ["data18_13TeV", "data22_13p6TeV", "data23_13p6TeV"]
     n_daod = max(40, int(a_reads * 0.35 / 6))
-    daod = b.atlas_files("DAOD_PHYS", mc + data, n_daod // 2, _sizes(rng, n_daod // 2, 2.2 * GIB, 0.5, 50 * MIB, 9 * GIB), per_task=40)
-    lite = b.atlas_files("DAOD_PHYSLITE", mc + data, n_daod - n_daod // 2, _sizes(rng, n_daod - n_daod // 2, 600 * MIB, 0.5, 20 * MIB, 3 * GIB), per_task=40)
-    extra += _datasets(b, daod, 40, int(a_reads * 0.35 * 0.5), 0.6, 0.05, 0.6)
-    extra += _datasets(b, lite, 40, int(a_reads * 0.35 * 0.5), 0.6, 0.1, 0.8)
-    extra += _user_bursts(b, 0, int(a_reads * 0.12), sites)
+    n_phys = n_daod // 2
+    daod = b.atlas_files("DAOD_PHYS", mc + data, n_phys, sizes(n_phys, 2.2 * GIB, 0.5, 50 * MIB, 9 * GIB), per_task=40)
+    lite = b.atlas_files("DAOD_PHYSLITE", mc + data, n_daod - n_phys,
+                         sizes(n_daod - n_phys, 600 * MIB, 0.5, 20 * MIB, 3 * GIB), per_task=40)
+    _datasets(b, daod, 40, int(a_reads * 0.35 * 0.5), 0.6, 0.05, 0.6)
+    _datasets(b, lite, 40, int(a_reads * 0.35 * 0.5), 0.6, 0.1, 0.8)
+    _user_bursts(b, 0, int(a_reads * 0.12), sites)
     n_logs = max(1, int(n * 0.02 * atlas_share))
-    logs = b.atlas_files("log", mc, n_logs, _sizes(rng, n_logs, 20 * MIB, 0.6, MIB, 200 * MIB), per_task=500)
+    logs = b.atlas_files("log", mc, n_logs, sizes(n_logs, 20 * MIB, 0.6, MIB, 200 * MIB), per_task=500)
     b.add(b.times(n_logs), logs, OP_WRITE, np.concatenate(b.sizes)[logs])
-    extra += n_logs
-    # CMS
+
+    # CMS: MINIAOD / NANOAOD datasets, user bursts
     primaries = ["TTToSemiLeptonic_TuneCP5_13TeV-powheg-pythia8", "DYJetsToLL_M-50_TuneCP5_13TeV-madgraphMLM-pythia8",
                  "WJetsToLNu_TuneCP5_13TeV-madgraphMLM-pythia8", "GluGluHToGG_M125_TuneCP5_13TeV-amcatnloFXFX-pythia8"]
     eras = ["RunIISummer20UL18MiniAODv2", "Run3Summer22MiniAODv4", "Run3Summer23NanoAODv12"]
-    data_prim = ["JetMET0", "Muon0", "EGamma1"]
-    data_eras = ["Run2023C", "Run2023D", "Run2024F"]
     n_mini = max(40, int(c_reads * 0.30 / 5))
-    mini = b.cms_files("MINIAODSIM", "mc", n_mini, _sizes(rng, n_mini, 2.8 * GIB, 0.4, 100 * MIB, 8 * GIB), primaries, eras)
+    mini = b.cms_files("MINIAODSIM", "mc", n_mini, sizes(n_mini, 2.8 * GIB, 0.4, 100 * MIB, 8 * GIB), primaries, eras)
     n_nano = max(40, int(c_reads * 0.25 / 8))
-    nano_mc = b.cms_files("NANOAODSIM", "mc", n_nano // 2, _sizes(rng, n_nano // 2, 1.2 * GIB, 0.4, 50 * MIB, 4 * GIB), primaries, eras)
-    nano_data = b.cms_files("NANOAOD", "data", n_nano - n_nano // 2, _sizes(rng, n_nano - n_nano // 2, 1.0 * GIB, 0.4, 50 * MIB, 4 * GIB), data_prim, data_eras)
-    extra += _datasets(b, mini, 100, int(c_reads * 0.30), 0.7, 0.3, 0.9)
-    extra += _datasets(b, nano_mc, 100, int(c_reads * 0.125), 0.2, 0.5, 1.0)
-    extra += _datasets(b, nano_data, 100, int(c_reads * 0.125), 0.2, 0.5, 1.0)
-    extra += _user_bursts(b, 1, int(c_reads * 0.10), sites)
+    n_nano_mc = n_nano // 2
+    nano_mc = b.cms_files("NANOAODSIM", "mc", n_nano_mc, sizes(n_nano_mc, 1.2 * GIB, 0.4, 50 * MIB, 4 * GIB),
+                          primaries, eras)
+    nano_data = b.cms_files("NANOAOD", "data", n_nano - n_nano_mc,
+                            sizes(n_nano - n_nano_mc, 1.0 * GIB, 0.4, 50 * MIB, 4 * GIB),
+                            ["JetMET0", "Muon0", "EGamma1"], ["Run2023C", "Run2023D", "Run2024F"])
+    _datasets(b, mini, 100, int(c_reads * 0.30), 0.7, 0.3, 0.9)
+    _datasets(b, nano_mc, 100, int(c_reads * 0.125), 0.2, 0.5, 1.0)
+    _datasets(b, nano_data, 100, int(c_reads * 0.125), 0.2, 0.5, 1.0)
+    _user_bursts(b, 1, int(c_reads * 0.10), sites)
 
     # read-only libraries take the rest of the budget so the total is exactly `events`
     remaining = n - sum(len(a[0]) for a in b.acc)
@@ -367,28 +373,30 @@ def make_workload(events: int = 100_000, *, days: float = 7.0, sites: int = 2, s
     lib_weights = {"HITS": 0.18 * atlas_share, "EVNT": 0.05 * atlas_share, "AOD": 0.10 * atlas_share,
                    "RAW": 0.02 * atlas_share, "PREMIX": 0.20 * (1 - atlas_share), "AODSIM": 0.08 * (1 - atlas_share)}
     total_w = sum(lib_weights.values())
-    counts = rng.multinomial(remaining, [w / total_w for w in lib_weights.values()])
-    c = dict(zip(lib_weights, counts.tolist()))
+    counts = dict(zip(lib_weights, rng.multinomial(remaining, [v / total_w for v in lib_weights.values()]).tolist()))
     n_hits = max(50, int(n / 600))
-    hits = b.atlas_files("HITS", mc, n_hits, _sizes(rng, n_hits, 900 * MIB, 0.3, 100 * MIB, 4 * GIB), per_task=500, replicated=True)
-    _library(b, hits, c["HITS"])
+    hits = b.atlas_files("HITS", mc, n_hits, sizes(n_hits, 900 * MIB, 0.3, 100 * MIB, 4 * GIB), per_task=500,
+                         replicated=True)
+    _library(b, hits, counts["HITS"])
     n_evnt = max(20, int(n / 2000))
-    evnt = b.atlas_files("EVNT", mc, n_evnt, _sizes(rng, n_evnt, 250 * MIB, 0.4, 10 * MIB, 2 * GIB), per_task=200)
-    _library(b, evnt, c["EVNT"])
-    n_aod = max(10, int(c["AOD"] / 1.3))
-    aod = b.atlas_files("AOD", data + mc, n_aod, _sizes(rng, n_aod, 3.2 * GIB, 0.45, 200 * MIB, 12 * GIB), per_task=300)
-    _library(b, aod, c["AOD"], 0.1, 0.2, 0.8)
-    n_raw = max(5, int(c["RAW"] / 1.1))
-    raw = b.atlas_files("RAW", ["data23_13p6TeV"], n_raw, _sizes(rng, n_raw, 2.5 * GIB, 0.3, 500 * MIB, 6 * GIB),
-                        per_task=1000, name_fmt="data23_13p6TeV.00{task:08d}.physics_Main.daq.RAW._lb{part:04d}._SFO-1._0001.data")
-    _library(b, raw, c["RAW"])
+    evnt = b.atlas_files("EVNT", mc, n_evnt, sizes(n_evnt, 250 * MIB, 0.4, 10 * MIB, 2 * GIB), per_task=200)
+    _library(b, evnt, counts["EVNT"])
+    n_aod = max(10, int(counts["AOD"] / 1.3))
+    aod = b.atlas_files("AOD", data + mc, n_aod, sizes(n_aod, 3.2 * GIB, 0.45, 200 * MIB, 12 * GIB), per_task=300)
+    _library(b, aod, counts["AOD"], 0.1, 0.2, 0.8)
+    n_raw = max(5, int(counts["RAW"] / 1.1))
+    raw = b.atlas_files("RAW", ["data23_13p6TeV"], n_raw, sizes(n_raw, 2.5 * GIB, 0.3, 500 * MIB, 6 * GIB),
+                        per_task=1000,
+                        name_fmt="data23_13p6TeV.00{task:08d}.physics_Main.daq.RAW._lb{part:04d}._SFO-1._0001.data")
+    _library(b, raw, counts["RAW"])
     n_premix = max(50, int(n / 400))
-    premix = b.cms_files("PREMIX", "mc", n_premix, _sizes(rng, n_premix, 5.5 * GIB, 0.3, 2 * GIB, 12 * GIB),
+    premix = b.cms_files("PREMIX", "mc", n_premix, sizes(n_premix, 5.5 * GIB, 0.3, 2 * GIB, 12 * GIB),
                          ["Neutrino_E-10_gun"], ["RunIISummer20ULPrePremix"], per_ds=5000, replicated=True)
-    _library(b, premix, c["PREMIX"], 1.0, 0.05, 0.15)
-    n_aodsim = max(10, int(c["AODSIM"] / 1.3))
-    aodsim = b.cms_files("AODSIM", "mc", n_aodsim, _sizes(rng, n_aodsim, 4.0 * GIB, 0.4, 200 * MIB, 12 * GIB), primaries, ["RunIISummer20UL18RECO"])
-    _library(b, aodsim, c["AODSIM"], 0.2, 0.2, 0.8)
+    _library(b, premix, counts["PREMIX"], 1.0, 0.05, 0.15)
+    n_aodsim = max(10, int(counts["AODSIM"] / 1.3))
+    aodsim = b.cms_files("AODSIM", "mc", n_aodsim, sizes(n_aodsim, 4.0 * GIB, 0.4, 200 * MIB, 12 * GIB), primaries,
+                         ["RunIISummer20UL18RECO"])
+    _library(b, aodsim, counts["AODSIM"], 0.2, 0.2, 0.8)
 
     return _assemble(b, site_names, servers, seed, start_us, days)
 
@@ -495,23 +503,37 @@ def _simulate_xcache(w: Workload, fraction: float) -> tuple[np.ndarray, np.ndarr
 
 
 # ---------------------------------------------------------------------------------------------
-# rendering: one function per format, yielding (site index, emit time us, line)
+# rendering: one function per format, yielding (access index or -1 for noise, site, emit time us,
+# line) in the order the producer writes them (by the time each record is emitted), so lines
+# stream to files without being held and sorted.
 
-Line = tuple[int, int, str]
+Line = tuple[int, int, int, str]
 
 
 def _domain(site: str) -> str:
     return SITE_DOMAINS.get(site.split("-")[0] if site not in SITE_DOMAINS else site, "example.org")
 
 
-def _clients(w: Workload) -> list[list[str]]:
-    return [[f"wn{c:04d}.{_domain(s)}" for c in range(400)] for s in w.sites]
+class _Paths:
+    """Storage paths of a file per site and storage layout, built once per (file, site)."""
+
+    def __init__(self, w: Workload, style: str):
+        self.w = w
+        self.style = style
+        self.cache: dict[tuple[int, int], str] = {}
+        self.domains = [_domain(s) for s in w.sites]
+
+    def __call__(self, f: int, s: int) -> str:
+        key = (f, s)
+        path = self.cache.get(key)
+        if path is None:
+            path = self.cache[key] = _storage_path(self.w, f, self.domains[s], self.style)
+        return path
 
 
-def _storage_path(w: Workload, f: int, site: str, style: str) -> str:
+def _storage_path(w: Workload, f: int, dom: str, style: str) -> str:
     cat = w.catalogue
     p = cat.path[f]
-    dom = _domain(site)
     if cat.vo[f] == 0:  # /atlas/rucio/... -> the storage's own prefix
         rest = p[len("/atlas/rucio/"):]
         token = "atlasscratchdisk" if rest.startswith("user/") else "atlasdatadisk"
@@ -550,47 +572,35 @@ def _server_names(w: Workload, style: str) -> list[list[str]]:
     return out
 
 
-def _fmt_billing_date(us: int) -> str:
-    return datetime.fromtimestamp(us // 1_000_000, tz=timezone.utc).strftime("%m.%d %H:%M:%S")
+class _Clock:
+    """Formatted times, cached per minute (many records share one)."""
+
+    def __init__(self, minute_fmt: Callable[[datetime], str]):
+        self.minute_fmt = minute_fmt
+        self.cache: dict[int, str] = {}
+
+    def minute(self, us: int) -> str:
+        m = us // 60_000_000
+        text = self.cache.get(m)
+        if text is None:
+            text = self.cache[m] = self.minute_fmt(datetime.fromtimestamp(m * 60, tz=timezone.utc))
+        return text
 
 
-def render_dcache_billing(w: Workload) -> Iterator[Line]:
-    rng = np.random.default_rng(w.seed + 11)
-    noise = rng.random(len(w)).tolist()
-    pools = _server_names(w, "dcache")
-    clients = _clients(w)
-    sizes = w.catalogue.size.tolist()
-    date_cache: dict[int, str] = {}
-    for i, (t, dur, f, op, nb, s, srv, cl) in enumerate(zip(w.ts.tolist(), w.duration.tolist(), w.file.tolist(),
-                                                         w.op.tolist(), w.bytes_read.tolist(), w.site.tolist(),
-                                                         w.server.tolist(), w.client.tolist())):
-        site = w.sites[s]
-        path = _storage_path(w, f, site, "dcache")
-        pnfsid = _pnfsid(f)
-        end = t + dur
-        sec = end // 1_000_000
-        date = date_cache.get(sec)
-        if date is None:
-            date = date_cache[sec] = _fmt_billing_date(end)
-        storage = "atlas:datadisk@osm" if w.catalogue.vo[f] == 0 else "cms:default@osm"
-        if op == OP_DELETE:
-            yield s, end, (f'{date} [door:WebDAV-{site}@webdavDomain:remove] ["prod":40001:5000:{clients[s][cl]}] '
-                           f'[{pnfsid},{sizes[f]}] [{path}] {storage} 12 0 {{0:""}}')
-            continue
-        conn_ms = (end - t) // 1000
-        ip = f"10.{s % 250}.{cl // 250}.{cl % 250}"
-        created = "true" if op == OP_WRITE else "false"
-        proto = f"Xrootd-5.0:{ip}:{30000 + cl}" if op == OP_READ else f"Http-1.1:{ip}:{30000 + cl}:WebDAV-{site}:webdavDomain:{path}"
-        door = "Xrootd" if op == OP_READ else "WebDAV"
-        yield s, end, (f"{date} [pool:{pools[s][srv]}:transfer] [{pnfsid},{sizes[f]}] [{path}] {storage} {nb} "
-                       f"{conn_ms} {created} {{{proto}}} [door:{door}-{site}@{door.lower()}Domain:AA{i:010X}:{t // 1000}] "
-                       f'{{0:""}}')
-        yield s, end + 1_000, (f'{date} [door:{door}-{site}@{door.lower()}Domain:request] ["prod":40001:5000:{ip}] '
-                               f'[{pnfsid},{sizes[f]}] [{path}] {storage} {conn_ms + 5} 0 {{0:""}}')
-        if noise[i] < 0.01 and op == OP_READ:  # a failed retry before the good transfer
-            yield s, t, (f"{_fmt_billing_date(t)} [pool:{pools[s][srv]}:transfer] [{pnfsid},{sizes[f]}] [{path}] "
-                         f"{storage} {nb // 3} 900 false {{{proto}}} [door:{door}-{site}@x:AB{i:010X}:{t // 1000}] "
-                         f'{{10006:"Transfer aborted: client disconnected"}}')
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_BILLING_CLOCK = lambda d: f"{d.month:02d}.{d.day:02d} {d.hour:02d}:{d.minute:02d}"  # noqa: E731
+_CLF_CLOCK = lambda d: f"{d.day:02d}/{_MONTHS[d.month - 1]}/{d.year}:{d.hour:02d}:{d.minute:02d}"  # noqa: E731
+
+
+def _columns(w: Workload) -> tuple[list, ...]:
+    return (w.ts.tolist(), w.duration.tolist(), w.file.tolist(), w.op.tolist(), w.bytes_read.tolist(),
+            w.site.tolist(), w.server.tolist(), w.client.tolist())
+
+
+def _by_emit(emit: np.ndarray, keep: np.ndarray | None = None) -> list[int]:
+    """Access indices in the order their records are emitted."""
+    idx = np.arange(len(emit)) if keep is None else np.flatnonzero(keep)
+    return idx[np.argsort(emit[idx], kind="stable")].tolist()
 
 
 def _iso_ms(us: int) -> str:
@@ -598,42 +608,90 @@ def _iso_ms(us: int) -> str:
             + timedelta(microseconds=us % 1_000_000)).isoformat(timespec="milliseconds")
 
 
+def render_dcache_billing(w: Workload) -> Iterator[Line]:
+    rng = np.random.default_rng(w.seed + 11)
+    noise = rng.random(len(w)).tolist()
+    pools = _server_names(w, "dcache")
+    clients = [[f"wn{c:04d}.{_domain(s)}" for c in range(400)] for s in w.sites]
+    paths = _Paths(w, "dcache")
+    sizes = w.catalogue.size.tolist()
+    vos = w.catalogue.vo.tolist()
+    clock = _Clock(_BILLING_CLOCK)
+    ts, dur, files, ops, nbytes, site_l, server_l, client_l = _columns(w)
+    end_all = w.ts + w.duration
+    emit = np.where(w.op == OP_DELETE, w.ts, end_all)
+    for i in _by_emit(emit):
+        t, f, op, nb, s, srv, cl = ts[i], files[i], ops[i], nbytes[i], site_l[i], server_l[i], client_l[i]
+        site = w.sites[s]
+        path = paths(f, s)
+        pnfsid = _pnfsid(f)
+        storage = "atlas:datadisk@osm" if vos[f] == 0 else "cms:default@osm"
+        if op == OP_DELETE:  # a removal is logged when it happens
+            date = f"{clock.minute(t)}:{t // 1_000_000 % 60:02d}"
+            yield i, s, t, (f'{date} [door:WebDAV-{site}@webdavDomain:remove] ["prod":40001:5000:{clients[s][cl]}] '
+                            f'[{pnfsid},{sizes[f]}] [{path}] {storage} 12 0 {{0:""}}')
+            continue
+        end = t + dur[i]
+        date = f"{clock.minute(end)}:{end // 1_000_000 % 60:02d}"
+        conn_ms = dur[i] // 1000
+        ip = f"10.{s % 250}.{cl // 250}.{cl % 250}"
+        if op == OP_READ:
+            created, door = "false", "Xrootd"
+            proto = f"Xrootd-5.0:{ip}:{30000 + cl}"
+        else:
+            created, door = "true", "WebDAV"
+            proto = f"Http-1.1:{ip}:{30000 + cl}:WebDAV-{site}:webdavDomain:{path}"
+        cell = f"{door}-{site}@{door.lower()}Domain"
+        if noise[i] < 0.01 and op == OP_READ:  # a failed attempt just before the good transfer
+            yield -1, s, end, (f"{date} [pool:{pools[s][srv]}:transfer] [{pnfsid},{sizes[f]}] [{path}] {storage} "
+                               f"{nb // 3} 900 false {{{proto}}} [door:{cell}:AB{i:010X}:{t // 1000}] "
+                               f'{{10006:"Transfer aborted: client disconnected"}}')
+        yield i, s, end, (f"{date} [pool:{pools[s][srv]}:transfer] [{pnfsid},{sizes[f]}] [{path}] {storage} {nb} "
+                          f"{conn_ms} {created} {{{proto}}} [door:{cell}:AA{i:010X}:{t // 1000}] {{0:\"\"}}")
+        yield -1, s, end, (f'{date} [door:{cell}:request] ["prod":40001:5000:{ip}] [{pnfsid},{sizes[f]}] [{path}] '
+                           f'{storage} {conn_ms + 5} 0 {{0:""}}')
+
+
 def render_dcache_json(w: Workload) -> Iterator[Line]:
     pools = _server_names(w, "dcache")
-    clients = _clients(w)
+    clients = [[f"wn{c:04d}.{_domain(s)}" for c in range(400)] for s in w.sites]
+    paths = _Paths(w, "dcache")
     sizes = w.catalogue.size.tolist()
-    dumps = orjson.dumps
-    for t, dur, f, op, nb, s, srv, cl in zip(w.ts.tolist(), w.duration.tolist(), w.file.tolist(), w.op.tolist(),
-                                             w.bytes_read.tolist(), w.site.tolist(), w.server.tolist(),
-                                             w.client.tolist()):
+    vos = w.catalogue.vo.tolist()
+    clock = _Clock(lambda d: d.strftime("%Y-%m-%dT%H:%M"))
+    ts, dur, files, ops, nbytes, site_l, server_l, client_l = _columns(w)
+    emit = np.where(w.op == OP_DELETE, w.ts, w.ts + w.duration)
+
+    def iso(us: int) -> str:  # ISO_OFFSET_DATE_TIME with milliseconds, UTC
+        return f"{clock.minute(us)}:{us // 1_000_000 % 60:02d}.{us // 1000 % 1000:03d}+00:00"
+
+    for i in _by_emit(emit):
+        t, f, op, nb, s, srv, cl = ts[i], files[i], ops[i], nbytes[i], site_l[i], server_l[i], client_l[i]
         site = w.sites[s]
-        path = _storage_path(w, f, site, "dcache")
-        end = t + dur
-        date = _iso_ms(end)
-        vo = "atlas" if w.catalogue.vo[f] == 0 else "cms"
-        if op == OP_DELETE:
-            rec = {"VERSION": "1.0", "msgType": "remove", "date": date, "cellName": f"WebDAV-{site}", "cellType": "door",
-                   "status": {"code": 0, "msg": ""}, "subject": [f"FQANPrincipal[/{vo},primary]"],
-                   "client": clients[s][cl], "pnfsid": _pnfsid(f), "billingPath": path, "fileSize": sizes[f]}
-            yield s, end, dumps(rec).decode()
+        path = paths(f, s)
+        vo = "atlas" if vos[f] == 0 else "cms"
+        if op == OP_DELETE:  # a removal is logged when it happens: no duration
+            yield i, s, t, (f'{{"VERSION":"1.0","msgType":"remove","date":"{iso(t)}","cellName":"WebDAV-{site}",'
+                            f'"cellType":"door","status":{{"code":0,"msg":""}},"subject":["FQANPrincipal[/{vo},primary]"],'
+                            f'"client":"{clients[s][cl]}","pnfsid":"{_pnfsid(f)}","billingPath":"{path}",'
+                            f'"fileSize":{sizes[f]}}}')
             continue
-        conn_ms = (end - t) // 1000
-        end = t + conn_ms * 1000
-        date = _iso_ms(end)
-        rec = {"version": "1.0", "msgType": "transfer", "date": date, "queuingTime": 0, "cellName": pools[s][srv],
-               "cellType": "pool", "cellDomain": f"{pools[s][srv]}Domain", "status": {"code": 0, "msg": ""},
-               "subject": [f"FQANPrincipal[/{vo},primary]"], "pnfsid": _pnfsid(f), "billingPath": path,
-               "fileSize": sizes[f], "storageInfo": f"{vo}:default@osm", "transferSize": nb, "transferTime": conn_ms,
-               "isWrite": "write" if op == OP_WRITE else "read",
-               "protocolInfo": {"protocol": "Xrootd", "versionMajor": 5, "versionMinor": 0, "port": 30000 + cl,
-                                "host": clients[s][cl]},
-               "initiator": f"door:Xrootd-{site}@xrootdDomain", "isP2p": False, "transferPath": path}
-        yield s, end, dumps(rec).decode()
+        end = t + dur[i]
+        pool = pools[s][srv]
+        yield i, s, end, (f'{{"version":"1.0","msgType":"transfer","date":"{iso(end)}","queuingTime":0,'
+                          f'"cellName":"{pool}","cellType":"pool","cellDomain":"{pool}Domain",'
+                          f'"status":{{"code":0,"msg":""}},"subject":["FQANPrincipal[/{vo},primary]"],'
+                          f'"pnfsid":"{_pnfsid(f)}","billingPath":"{path}","fileSize":{sizes[f]},'
+                          f'"storageInfo":"{vo}:default@osm","transferSize":{nb},"transferTime":{dur[i] // 1000},'
+                          f'"isWrite":"{"write" if op == OP_WRITE else "read"}","protocolInfo":{{"protocol":"Xrootd",'
+                          f'"versionMajor":5,"versionMinor":0,"port":{30000 + cl},"host":"{clients[s][cl]}"}},'
+                          f'"initiator":"door:Xrootd-{site}@xrootdDomain","isP2p":false,"transferPath":"{path}"}}')
 
 
 def render_xrootd_gstream(w: Workload) -> Iterator[Line]:
-    hit, miss, byp = w.observed()
+    hit, miss, byp = (a.tolist() for a in w.observed())
     caches = _server_names(w, "xcache")
+    paths = _Paths(w, "xcache")
     sizes = w.catalogue.size.tolist()
     # XCache flushes a packet per cache every 60 s ('mongstream pfc flush 60s'): a header, then the
     # records closed in that window; packets of all caches arrive interleaved by window.
@@ -647,6 +705,7 @@ def render_xrootd_gstream(w: Workload) -> Iterator[Line]:
     previous = None
     pseq: dict[tuple[int, int], int] = {}
     emit = 0
+    blk = 1048576
     for i in reads.tolist():
         t, dur, f, s, cs = ts_l[i], dur_l[i], file_l[i], site_l[i], cs_l[i]
         end = t + dur
@@ -654,149 +713,149 @@ def render_xrootd_gstream(w: Workload) -> Iterator[Line]:
         if packet != previous:
             emit = (packet[0] + 1) * 60_000_000  # the flush at the end of the window
             n = pseq[(s, cs)] = (pseq.get((s, cs), -1) + 1) % 256
-            yield s, emit, orjson.dumps({"code": "g", "pseq": n, "stod": w.start_us // 1_000_000,
-                                         "src": {"site": w.sites[s], "host": caches[s][cs], "port": 1094,
-                                                 "inst": "xcache"},
-                                         "gs": {"type": "C", "tbeg": packet[0] * 60, "tend": emit // 1_000_000}}).decode()
+            yield -1, s, emit, orjson.dumps({"code": "g", "pseq": n, "stod": w.start_us // 1_000_000,
+                                             "src": {"site": w.sites[s], "host": caches[s][cs], "port": 1094,
+                                                     "inst": "xcache"},
+                                             "gs": {"type": "C", "tbeg": packet[0] * 60,
+                                                    "tend": emit // 1_000_000}}).decode()
             previous = packet
         size = sizes[f]
-        blk = 1048576
-        rec = (f'{{"event":"file_close","lfn":"{_storage_path(w, f, w.sites[s], "xcache")}","size":{size},'
-               f'"blk_size":{blk},"n_blks":{(size + blk - 1) // blk},"n_blks_done":{min((size + blk - 1) // blk, (int(miss[i]) + int(hit[i]) + blk - 1) // blk)},'
-               f'"access_cnt":1,"attach_t":{t // 1_000_000},"detach_t":{end // 1_000_000},'
-               f'"remotes":["origin.{_domain(w.sites[s])}:1094"],"b_hit":{int(hit[i])},"b_miss":{int(miss[i])},'
-               f'"b_bypass":{int(byp[i])},"b_todisk":{int(miss[i])},"b_prefetch":0,"n_cks_errs":0}}')
-        yield s, emit, rec
+        h, m, b = hit[i], miss[i], byp[i]
+        n_blks = (size + blk - 1) // blk
+        yield i, s, emit, (f'{{"event":"file_close","lfn":"{paths(f, s)}","size":{size},"blk_size":{blk},'
+                           f'"n_blks":{n_blks},"n_blks_done":{min(n_blks, (h + m + blk - 1) // blk)},"access_cnt":1,'
+                           f'"attach_t":{t // 1_000_000},"detach_t":{end // 1_000_000},'
+                           f'"remotes":["origin.{_domain(w.sites[s])}:1094"],"b_hit":{h},"b_miss":{m},'
+                           f'"b_bypass":{b},"b_todisk":{m},"b_prefetch":0,"n_cks_errs":0}}')
 
 
 def render_xcache_reporter(w: Workload) -> Iterator[Line]:
-    hit, miss, byp = w.observed()
+    hit, miss, byp = (a.tolist() for a in w.observed())
     caches = _server_names(w, "xcache")
     sizes = w.catalogue.size.tolist()
-    for i, (t, dur, f, op, s, cs) in enumerate(zip(w.ts.tolist(), w.duration.tolist(), w.file.tolist(),
-                                                   w.op.tolist(), w.site.tolist(), w.cache_server.tolist())):
-        if op != OP_READ:
-            continue
-        end = t + dur
-        path = w.catalogue.path[f]
+    cat_path = w.catalogue.path
+    ts, dur, files, ops, _, site_l, _, _ = _columns(w)
+    cs_l = w.cache_server.tolist()
+    for i in _by_emit(w.ts + w.duration, w.op == OP_READ):
+        t, f, s, cs = ts[i], files[i], site_l[i], cs_l[i]
+        end = t + dur[i]
+        path = cat_path[f]
         file = path[len("/atlas/rucio/"):] if path.startswith("/atlas/rucio/") else path
         size = sizes[f]
-        yield s, end, (f'{{"sender":"xCache","type":"docs","site":"{w.sites[s]}","host":"{caches[s][cs]}",'
-                       f'"file":"{file}","size":{size},"created_at":{w.start_us // 1000},'
-                       f'"blocks":{(size + MIB - 1) // MIB},"blocks_cached":{(int(hit[i]) + int(miss[i]) + MIB - 1) // MIB},'
-                       f'"access":0,"attached_at":{t // 1000},"detached_at":{end // 1000},"ios":{1 + int(hit[i] + miss[i]) // MIB},'
-                       f'"duration":{dur // 1_000_000},"bytes_hit":{int(hit[i])},"bytes_miss":{int(miss[i])},'
-                       f'"bytes_bypassed":{int(byp[i])},"bytes_written":{int(miss[i])}}}')
+        h, m, b = hit[i], miss[i], byp[i]
+        yield i, s, end, (f'{{"sender":"xCache","type":"docs","site":"{w.sites[s]}","host":"{caches[s][cs]}",'
+                          f'"file":"{file}","size":{size},"created_at":{w.start_us // 1000},'
+                          f'"blocks":{(size + MIB - 1) // MIB},"blocks_cached":{(h + m + MIB - 1) // MIB},'
+                          f'"access":0,"attached_at":{t // 1000},"detached_at":{end // 1000},'
+                          f'"ios":{1 + (h + m) // MIB},"duration":{dur[i] // 1_000_000},"bytes_hit":{h},'
+                          f'"bytes_miss":{m},"bytes_bypassed":{b},"bytes_written":{m}}}')
 
 
 def render_xrootd_collector(w: Workload) -> Iterator[Line]:
     servers = _server_names(w, "fs")
+    split = [[name.partition(".") for name in per_site] for per_site in servers]
     sizes = w.catalogue.size.tolist()
-    for t, dur, f, op, nb, s, srv, cl in zip(w.ts.tolist(), w.duration.tolist(), w.file.tolist(), w.op.tolist(),
-                                             w.bytes_read.tolist(), w.site.tolist(), w.server.tolist(),
-                                             w.client.tolist()):
-        if op == OP_DELETE:
-            continue
-        end = t + dur
-        site = w.sites[s]
-        host, _, dom = servers[s][srv].partition(".")
+    vos = w.catalogue.vo.tolist()
+    cat_path = w.catalogue.path
+    domains = [_domain(s) for s in w.sites]
+    ts, dur, files, ops, nbytes, site_l, server_l, client_l = _columns(w)
+    for i in _by_emit(w.ts + w.duration, w.op != OP_DELETE):
+        t, f, op, nb, s, srv, cl = ts[i], files[i], ops[i], nbytes[i], site_l[i], server_l[i], client_l[i]
+        end = t + dur[i]
+        host, _, dom = split[s][srv]
         rd, wr = (nb, 0) if op == OP_READ else (0, nb)
-        yield s, end, (f'{{"site_name":"{site}","fallback":false,"user_dn":"","client_host":"wn{cl:04d}",'
-                       f'"client_domain":"{_domain(site)}","server_host":"{host}","server_domain":"{dom}",'
-                       f'"unique_id":"{t:x}-{f:x}","file_lfn":"{_storage_path(w, f, site, "lfn")}","file_size":{sizes[f]},'
-                       f'"read_bytes":{rd},"read_bytes_at_close":{rd},"write_bytes":{wr},'
-                       f'"read_single_operations":{1 + rd // (4 * MIB)},"start_time":{t // 1_000_000},'
-                       f'"end_time":{end // 1_000_000},"vo":"{"atlas" if w.catalogue.vo[f] == 0 else "cms"}","ipv6":false}}')
+        yield i, s, end, (f'{{"site_name":"{w.sites[s]}","fallback":false,"user_dn":"","client_host":"wn{cl:04d}",'
+                          f'"client_domain":"{domains[s]}","server_host":"{host}","server_domain":"{dom}",'
+                          f'"unique_id":"{t:x}-{f:x}","file_lfn":"{cat_path[f]}","file_size":{sizes[f]},'
+                          f'"read_bytes":{rd},"read_bytes_at_close":{rd},"write_bytes":{wr},'
+                          f'"read_single_operations":{1 + rd // (4 * MIB)},"start_time":{t // 1_000_000},'
+                          f'"end_time":{end // 1_000_000},"vo":"{"atlas" if vos[f] == 0 else "cms"}","ipv6":false}}')
 
 
 def render_eos_report(w: Workload) -> Iterator[Line]:
     rng = np.random.default_rng(w.seed + 13)
     noise = rng.random(len(w)).tolist()
     servers = _server_names(w, "fs")
+    paths = _Paths(w, "eos")
     sizes = w.catalogue.size.tolist()
-    for i, (t, dur, f, op, nb, s, srv, cl) in enumerate(zip(w.ts.tolist(), w.duration.tolist(), w.file.tolist(),
-                                                          w.op.tolist(), w.bytes_read.tolist(), w.site.tolist(),
-                                                          w.server.tolist(), w.client.tolist())):
-        end = t + dur
-        site = w.sites[s]
-        host = f"eos-mgm.{_domain(site)}"
+    vos = w.catalogue.vo.tolist()
+    mgm = [f"eos-mgm.{_domain(s)}" for s in w.sites]
+    ts, dur, files, ops, nbytes, site_l, server_l, client_l = _columns(w)
+    for i in _by_emit(w.ts + w.duration):
+        t, f, op, nb, s, srv, cl = ts[i], files[i], ops[i], nbytes[i], site_l[i], server_l[i], client_l[i]
+        end = t + dur[i]
         if op == OP_DELETE:
-            yield s, end, (f"log={i:08x}-0000-0000-0000-000000000000&host={host}:1094&fid={f + 1000000}&ruid=0&rgid=0"
-                           f"&dc_ts={t // 1_000_000}&dc_tns={(t % 1_000_000) * 1000}&dm_ts={t // 1_000_000}"
-                           f"&dm_tns=0&dsize={sizes[f]}&sec.app=rm")
+            yield i, s, end, (f"log={i:08x}-0000-0000-0000-000000000000&host={mgm[s]}:1094&fid={f + 1000000}&ruid=0"
+                              f"&rgid=0&dc_ts={t // 1_000_000}&dc_tns={(t % 1_000_000) * 1000}&dm_ts={t // 1_000_000}"
+                              f"&dm_tns=0&dsize={sizes[f]}&sec.app=rm")
             continue
-        path = _storage_path(w, f, site, "eos")
+        path = paths(f, s)
         size = sizes[f]
-        rb, wb, osize, csize = (nb, 0, size, size) if op == OP_READ else (0, nb, 0, size)
-        vo = "atlas" if w.catalogue.vo[f] == 0 else "cms"
-        yield s, end, (f"log={i:08x}-1d8e-11e7-ba07-a0369f1fbf0c&path={path}&fstpath=/data0{srv}/{f:08x}&ruid=8959"
-                       f"&rgid=1399&td={vo}001.{cl}:1@wn{cl:04d}&host={servers[s][srv]}&lid=1048850&fid={f + 1000000}"
-                       f"&fsid={s * 100 + srv}&ots={t // 1_000_000}&otms={(t % 1_000_000) // 1000}&cts={end // 1_000_000}"
-                       f"&ctms={(end % 1_000_000) // 1000}&nrc={1 + rb // (4 * MIB)}&nwc={1 if wb else 0}&rb={rb}"
-                       f"&rb_min=0&rb_max=0&rb_sigma=0.00&rv_op=0&rvb_min=0&rvb_max=0&rvb_sum=0&rvb_sigma=0.00"
-                       f"&wb={wb}&wb_min=0&wb_max=0&wb_sigma=0.00&rt=0.00&rvt=0.00&wt=0.00&osize={osize}&csize={csize}"
-                       f"&sec.prot=gsi&sec.name={vo}001&sec.host=wn{cl:04d}&sec.vorg={vo}&sec.grps=&sec.role=&sec.info=&sec.app=")
+        rb, wb, osize = (nb, 0, size) if op == OP_READ else (0, nb, 0)
+        vo = "atlas" if vos[f] == 0 else "cms"
+        yield i, s, end, (f"log={i:08x}-1d8e-11e7-ba07-a0369f1fbf0c&path={path}&fstpath=/data0{srv}/{f:08x}"
+                          f"&ruid=8959&rgid=1399&td={vo}001.{cl}:1@wn{cl:04d}&host={servers[s][srv]}&lid=1048850"
+                          f"&fid={f + 1000000}&fsid={s * 100 + srv}&ots={t // 1_000_000}"
+                          f"&otms={(t % 1_000_000) // 1000}&cts={end // 1_000_000}&ctms={(end % 1_000_000) // 1000}"
+                          f"&nrc={1 + rb // (4 * MIB)}&nwc={1 if wb else 0}&rb={rb}&rb_min=0&rb_max=0&rb_sigma=0.00"
+                          f"&rv_op=0&rvb_min=0&rvb_max=0&rvb_sum=0&rvb_sigma=0.00&wb={wb}&wb_min=0&wb_max=0"
+                          f"&wb_sigma=0.00&rt=0.00&rvt=0.00&wt=0.00&osize={osize}&csize={size}&sec.prot=gsi"
+                          f"&sec.name={vo}001&sec.host=wn{cl:04d}&sec.vorg={vo}&sec.grps=&sec.role=&sec.info=&sec.app=")
         if noise[i] < 0.005:  # an open without reads (a stat through open)
-            yield s, end, (f"log={i:08x}-ffff-11e7-ba07-a0369f1fbf0c&path={path}&ruid=8959&rgid=1399&td=x.1:1@wn{cl:04d}"
-                           f"&host={servers[s][srv]}&fid={f + 1000000}&ots={t // 1_000_000}&otms=0&cts={t // 1_000_000}"
-                           f"&ctms=5&nrc=0&nwc=0&rb=0&wb=0&osize={size}&csize={size}&sec.app=")
+            yield -1, s, end, (f"log={i:08x}-ffff-11e7-ba07-a0369f1fbf0c&path={path}&ruid=8959&rgid=1399"
+                               f"&td=x.1:1@wn{cl:04d}&host={servers[s][srv]}&fid={f + 1000000}&ots={t // 1_000_000}"
+                               f"&otms=0&cts={t // 1_000_000}&ctms=5&nrc=0&nwc=0&rb=0&wb=0&osize={size}"
+                               f"&csize={size}&sec.app=")
 
 
 def render_rucio_trace(w: Workload) -> Iterator[Line]:
     rng = np.random.default_rng(w.seed + 17)
     noise = rng.random(len(w)).tolist()
     servers = _server_names(w, "fs")
+    paths = _Paths(w, "dcache")
     sizes = w.catalogue.size.tolist()
     cat = w.catalogue
-    for i, (t, dur, f, op, s, srv, cl) in enumerate(zip(w.ts.tolist(), w.duration.tolist(), w.file.tolist(),
-                                                      w.op.tolist(), w.site.tolist(), w.server.tolist(),
-                                                      w.client.tolist())):
-        if op == OP_DELETE:
-            continue
+    vos = cat.vo.tolist()
+    domains = [_domain(s) for s in w.sites]
+    dumps = orjson.dumps
+    ts, dur, files, ops, _, site_l, server_l, client_l = _columns(w)
+    for i in _by_emit(w.ts + w.duration, w.op != OP_DELETE):
+        t, f, op, s, srv, cl = ts[i], files[i], ops[i], site_l[i], server_l[i], client_l[i]
         site = w.sites[s]
-        rse = f"{site}_DATADISK" if cat.vo[f] == 0 else site
-        if op == OP_WRITE:
-            event, state = ("put_sm", "DONE")
-            url = ""
-        else:
-            event, state = ("get_sm_a", "FOUND_ROOT") if i % 3 == 0 else ("get_sm", "DONE")
-            url = f"root://{servers[s][srv]}:1094/{_storage_path(w, f, site, 'dcache')}"
-        if noise[i] < 0.01 and op == OP_READ:
-            yield s, t, orjson.dumps({"eventType": event, "clientState": "STAGEIN_ATTEMPT_FAILED", "localSite": rse,
-                                      "remoteSite": rse, "timeStart": t / 1e6, "scope": cat.scope[f],
-                                      "filename": cat.name[f], "filesize": sizes[f], "stateReason": "timeout"}).decode()
-        rec = {"eventType": event, "eventVersion": "pilot3 3.7.2.4", "clientState": state, "localSite": rse,
-               "remoteSite": rse, "timeStart": t / 1e6, "timeEnd": (t + dur) / 1e6, "scope": cat.scope[f],
-               "filename": cat.name[f], "filesize": sizes[f], "hostname": f"wn{cl:04d}.{_domain(site)}",
-               "pq": site}
-        if url:
-            rec["url"] = url
-        yield s, t + dur, orjson.dumps(rec).decode()
-
-
-_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
-
-
-def _clf(us: int) -> str:
-    d = datetime.fromtimestamp(us // 1_000_000, tz=timezone.utc)
-    return f"{d.day:02d}/{_MONTHS[d.month - 1]}/{d.year}:{d.hour:02d}:{d.minute:02d}:{d.second:02d} +0000"
+        rse = f"{site}_DATADISK" if vos[f] == 0 else site
+        end = t + dur[i]
+        rec = {"eventType": "put_sm", "eventVersion": "pilot3 3.7.2.4", "clientState": "DONE", "localSite": rse,
+               "remoteSite": rse, "timeStart": t / 1e6, "timeEnd": end / 1e6, "scope": cat.scope[f],
+               "filename": cat.name[f], "filesize": sizes[f], "hostname": f"wn{cl:04d}.{domains[s]}", "pq": site}
+        if op == OP_READ:
+            rec["eventType"], rec["clientState"] = ("get_sm_a", "FOUND_ROOT") if i % 3 == 0 else ("get_sm", "DONE")
+            rec["url"] = f"root://{servers[s][srv]}:1094/{paths(f, s)}"
+            if noise[i] < 0.01:  # a failed stage-in attempt reported before the good one
+                yield -1, s, end, dumps({"eventType": rec["eventType"], "clientState": "STAGEIN_ATTEMPT_FAILED",
+                                         "localSite": rse, "remoteSite": rse, "timeStart": t / 1e6,
+                                         "scope": cat.scope[f], "filename": cat.name[f], "filesize": sizes[f],
+                                         "stateReason": "timeout"}).decode()
+        yield i, s, end, dumps(rec).decode()
 
 
 def render_http_access(w: Workload) -> Iterator[Line]:
     sizes = w.catalogue.size.tolist()
-    for t, dur, f, op, nb, s, cl in zip(w.ts.tolist(), w.duration.tolist(), w.file.tolist(), w.op.tolist(),
-                                        w.bytes_read.tolist(), w.site.tolist(), w.client.tolist()):
-        site = w.sites[s]
-        path = _storage_path(w, f, site, "dpm")
+    paths = _Paths(w, "dpm")
+    clock = _Clock(_CLF_CLOCK)
+    ts, dur, files, ops, nbytes, site_l, _, client_l = _columns(w)
+    emit = np.where(w.op == OP_DELETE, w.ts, w.ts + w.duration)
+    for i in _by_emit(emit):
+        t, f, op, nb, s, cl = ts[i], files[i], ops[i], nbytes[i], site_l[i], client_l[i]
+        path = paths(f, s)
         ip = f"10.{s % 250}.{cl // 250}.{cl % 250}"
-        agent = "XrdCl/v5.6.4" if op == OP_READ else "gfal2/2.21.5"
+        when = f"{clock.minute(t)}:{t // 1_000_000 % 60:02d} +0000"  # %t: when the request arrived
         if op == OP_DELETE:
-            yield s, t, f'{ip} - - [{_clf(t)}] "DELETE {path} HTTP/1.1" 204 - "-" "{agent}"'
+            yield i, s, t, f'{ip} - - [{when}] "DELETE {path} HTTP/1.1" 204 - "-" "gfal2/2.21.5"'
         elif op == OP_WRITE:
-            yield s, t + dur, f'{ip} - - [{_clf(t)}] "PUT {path} HTTP/1.1" 201 - "-" "{agent}"'
+            yield i, s, t + dur[i], f'{ip} - - [{when}] "PUT {path} HTTP/1.1" 201 - "-" "gfal2/2.21.5"'
         else:
             status = "200" if nb >= sizes[f] else "206"
-            yield s, t + dur, f'{ip} - - [{_clf(t)}] "GET {path} HTTP/1.1" {status} {nb} "-" "{agent}"'
+            yield i, s, t + dur[i], f'{ip} - - [{when}] "GET {path} HTTP/1.1" {status} {nb} "-" "XrdCl/v5.6.4"'
 
 
 def render_csv(w: Workload) -> Iterator[Line]:
@@ -805,14 +864,13 @@ def render_csv(w: Workload) -> Iterator[Line]:
     cat = w.catalogue
     sizes = cat.size.tolist()
     ids: dict[int, int] = {}
-    for t, f, op, nb, s in zip(w.ts.tolist(), w.file.tolist(), w.op.tolist(), w.bytes_read.tolist(),
-                               w.site.tolist()):
-        if op != OP_READ:
-            continue
+    ts, _, files, _, nbytes, site_l, _, _ = _columns(w)
+    for i in np.flatnonzero(w.op == OP_READ).tolist():  # already in time order
+        t, f, s = ts[i], files[i], site_l[i]
         fid = ids.get(f)
         if fid is None:
             fid = ids[f] = file_id_of(cat.path[f])
-        yield s, t, f"{t // 1_000_000},{fid},{sizes[f]},{cat.tier[f]},{cat.path[f]},{nb}"
+        yield i, s, t, f"{t // 1_000_000},{fid},{sizes[f]},{cat.tier[f]},{cat.path[f]},{nbytes[i]}"
 
 
 CSV_HEADER = "timestamp,obj_id,obj_size,tier,path,bytes_read"
@@ -829,66 +887,63 @@ RENDERERS: dict[str, Callable[[Workload], Iterator[Line]]] = {
     "csv": render_csv,
 }
 # formats whose lines name no site: written per site when writing to a directory
-PER_SITE = {"dcache-billing", "eos-report", "http-access", "csv"}
+PER_SITE = {"dcache-billing", "dcache-json", "eos-report", "http-access", "csv"}
 
 
-def render(fmt: str, w: Workload, sort: bool = True) -> list[tuple[int, int, str]]:
-    """Lines of `fmt` for the workload, in the order the producer writes them (by emit time)."""
-    lines = list(RENDERERS[fmt](w))
-    if sort:
-        lines.sort(key=lambda x: x[1])
-    return lines
+def render(fmt: str, w: Workload) -> list[Line]:
+    """(access index or -1, site, emit time, line) of `fmt`, in the order the producer writes them."""
+    return list(RENDERERS[fmt](w))
 
 
 # ---------------------------------------------------------------------------------------------
 # writing files
 
 
-def _day(us: int) -> datetime:
-    return datetime.fromtimestamp(us // 1_000_000, tz=timezone.utc)
-
-
 def write(fmt: str, w: Workload, out: Path, single_file: bool) -> list[Path]:
-    """Write one format. Directory layout (single_file False):
-    dcache-billing/<SITE>/billing-YYYY.MM.DD, eos-report/<SITE>/YYYYMMDD.eosreport,
-    http-access/<SITE>/ssl_access_log, csv/<SITE>.csv, <format>/<format>.jsonl otherwise."""
-    lines = render(fmt, w)
+    """Write one format, streaming. Directory layout (single_file False):
+    dcache-billing/<SITE>/billing-YYYY.MM.DD, dcache-json/<SITE>/billing-YYYY.MM.DD.json,
+    eos-report/<SITE>/YYYYMMDD.eosreport, http-access/<SITE>/ssl_access_log, csv/<SITE>.csv,
+    <format>/<format>.jsonl otherwise (daily files split by the time each line is emitted)."""
     written: list[Path] = []
-    handles: dict[Path, TextIO] = {}
+    handles: dict[object, TextIO] = {}
+    base = out / fmt
 
-    def handle(path: Path) -> TextIO:
-        fh = handles.get(path)
-        if fh is None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fh = handles[path] = io.open(path, "w", encoding="utf-8", buffering=1 << 20)
-            written.append(path)
-            if fmt == "csv":
-                fh.write(CSV_HEADER + "\n")
+    def open_file(path: Path) -> TextIO:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh = io.open(path, "w", encoding="utf-8", buffering=1 << 20)
+        written.append(path)
+        if fmt == "csv":
+            fh.write(CSV_HEADER + "\n")
         return fh
 
+    def path_for(s: int, day: int) -> Path:
+        site = w.sites[s]
+        d = datetime.fromtimestamp(day * 86_400, tz=timezone.utc)
+        if fmt == "dcache-billing":
+            return base / site / f"billing-{d:%Y.%m.%d}"
+        if fmt == "dcache-json":
+            return base / site / f"billing-{d:%Y.%m.%d}.json"
+        if fmt == "eos-report":
+            return base / site / f"{d:%Y%m%d}.eosreport"
+        if fmt == "http-access":
+            return base / site / "ssl_access_log"
+        if fmt == "csv":
+            return base / f"{site}.csv"
+        return base / f"{fmt}.jsonl"
+
+    daily = fmt in ("dcache-billing", "dcache-json", "eos-report")
+    per_site = fmt in PER_SITE
     try:
-        if single_file:
-            fh = handle(out)
-            fh.write("\n".join(line for _, _, line in lines))
-            if lines:
-                fh.write("\n")
-            return written
-        base = out / fmt
-        for s, emit, line in lines:
-            site = w.sites[s]
-            if fmt == "dcache-billing":
-                d = _day(emit)
-                path = base / site / f"billing-{d:%Y.%m.%d}"
-            elif fmt == "eos-report":
-                d = _day(emit)
-                path = base / site / f"{d:%Y%m%d}.eosreport"
-            elif fmt == "http-access":
-                path = base / site / "ssl_access_log"
-            elif fmt == "csv":
-                path = base / f"{site}.csv"
+        for _, s, emit, line in RENDERERS[fmt](w):
+            if single_file:
+                key: object = None
             else:
-                path = base / f"{fmt}.jsonl"
-            handle(path).write(line + "\n")
+                key = (s if per_site else 0, emit // DAY_US if daily else 0)
+            fh = handles.get(key)
+            if fh is None:
+                fh = handles[key] = open_file(out if single_file else path_for(s, emit // DAY_US))
+            fh.write(line)
+            fh.write("\n")
     finally:
         for fh in handles.values():
             fh.close()

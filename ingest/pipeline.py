@@ -178,16 +178,22 @@ class LineParser:
                     continue
                 try:
                     result = raw(line, ctx)
+                    if type(result) is Access:
+                        append(enrich(result))  # enrich raises BadRecord for values outside the contract
+                        result = None
                 except BadRecord as exc:
                     result = Reject(exc.reason, exc.skipped)
                 except Exception as exc:  # noqa: BLE001 - a parser bug: keep the line, name the bug
                     result = Reject(f"{INTERNAL_ERROR}: {type(exc).__name__}: {exc}")
-                if type(result) is Access:
-                    append(enrich(result))
+                if result is None:
+                    pass
                 elif type(result) is list:
                     for item in result:
                         if type(item) is Access:
-                            append(enrich(item))
+                            try:
+                                append(enrich(item))
+                            except BadRecord as exc:
+                                reject(line_no, line, Reject(exc.reason, exc.skipped))
                         else:
                             reject(line_no, line, item)
                 else:

@@ -30,8 +30,8 @@ def generate(
 
     Each format renders the accesses its producer would log: XCache formats (xrootd-gstream,
     xcache-reporter) and csv hold the reads only; traces and monitoring records hold no deletes.
-    Into a directory, formats whose lines name no site (dcache-billing, eos-report, http-access,
-    csv) are written per site: parse those with --site.
+    Into a directory, formats whose lines name no site (dcache-billing, dcache-json, eos-report,
+    http-access, csv) are written per site: parse those with --site.
     """
     names = list(RENDERERS) if fmt == "all" else [f.strip() for f in fmt.split(",") if f.strip()]
     unknown = [n for n in names if n not in RENDERERS]

@@ -52,7 +52,11 @@ def parse(
         typer.echo(f"cachescope parse: cannot read {source}: {exc}", err=True)
         raise typer.Exit(1) from None
 
-    reject_out = open(rejects, "wb") if rejects else sys.stderr.buffer  # noqa: SIM115
+    try:
+        reject_out = open(rejects, "wb") if rejects else sys.stderr.buffer  # noqa: SIM115
+    except OSError as exc:
+        typer.echo(f"cachescope parse: cannot write --rejects {rejects}: {exc}", err=True)
+        raise typer.Exit(2) from None
 
     def on_reject(rec: RejectRecord) -> None:
         reject_out.write(_reject_encoder.encode(rec) + b"\n")

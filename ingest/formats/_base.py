@@ -11,6 +11,7 @@ require none), so `Format.parse` never raises.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone, tzinfo
 from typing import Any, Callable, Union
@@ -159,10 +160,6 @@ def uint(value: Any, name: str) -> int:
     raise BadRecord(f"field {name}: not a number: {_show(value)}")
 
 
-def opt_uint(value: Any, name: str) -> int | None:
-    return None if value is None or value == "" else uint(value, name)
-
-
 def text(value: Any, name: str) -> str:
     if type(value) is str:
         return value
@@ -237,22 +234,31 @@ def iso_us(value: Any, name: str, tz: tzinfo) -> int:
 
 
 
+_URL_HOST = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://(?:[^@/?#]*@)?(?:\[([^\]/?#]*)\]?|([^:/?#]*))")
+
+
 def host_of_url(url: str) -> str:
     """Host of scheme://[user@]host[:port]/...; '' if none."""
-    i = url.find("://")
-    if i < 0:
+    m = _URL_HOST.match(url)
+    if m is None:
         return ""
-    rest = url[i + 3 :]
-    end = len(rest)
-    for sep in "/?#":
-        j = rest.find(sep)
-        if 0 <= j < end:
-            end = j
-    hostport = rest[:end].rsplit("@", 1)[-1]
-    if hostport.startswith("["):
-        k = hostport.find("]")
-        return hostport[1:k] if k > 0 else hostport[1:]
-    return hostport.split(":", 1)[0]
+    return m.group(1) or m.group(2) or ""
+
+
+_AT = re.compile(r"^(.*?)(?: - at `\$\.?([^`]*)`)?$", re.S)
+
+
+def decode_struct(decoder: "msgspec.json.Decoder", line: str) -> Any:
+    """A typed JSON record (unknown keys ignored); a wrong type names its field in the reason."""
+    try:
+        return decoder.decode(line)
+    except msgspec.ValidationError as exc:
+        m = _AT.match(str(exc))
+        what, where = (m.group(1), m.group(2)) if m else (str(exc), "")
+        what = what.replace("`", "")
+        raise BadRecord(f"field {where}: {what[:1].lower()}{what[1:]}" if where else f"not a record: {what}") from None
+    except msgspec.DecodeError as exc:
+        raise BadRecord(f"not valid JSON: {exc}") from None
 
 
 def json_object(line: str, loads: Callable[[str], Any]) -> dict[str, Any]:

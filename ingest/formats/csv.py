@@ -35,7 +35,13 @@ def _u64(value: str, name: str) -> int:
 
 
 def _parse(line: str, ctx: ParseContext) -> Access | Reject:
-    fields = next(_csv.reader([line])) if '"' in line else line.split(",")
+    if '"' in line:
+        try:
+            fields = next(_csv.reader([line]))
+        except _csv.Error as exc:
+            raise BadRecord(f"bad CSV quoting: {exc}") from None
+    else:
+        fields = line.split(",")
     if fields and fields[0].strip().lower() == "timestamp":
         names = tuple(f.strip().lower() for f in fields)
         unknown = [n for n in names if n not in COLUMNS]

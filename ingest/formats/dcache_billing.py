@@ -8,7 +8,8 @@ templates a site configures (`ingest.dcache_billing.formats`, same StringTemplat
 What each message becomes:
 * mover-info `transfer` (pool): `$created$` true -> write, false -> read; bytes = `$transferred$`,
   file size = `$filesize$` (writes: the larger of the two); server = the pool (cell name without
-  `@domain`); client = the host in `{$protocol$}`; ts = `$date$` minus `$connectionTime$` ms.
+  `@domain`); client = the host in `{$protocol$}`; ts = `$date$`, the record's time (dCache
+  writes it when the mover ends; the start is not logged, so none is made up).
   Skipped: rc != 0 (failed transfer), initiator `pool:...` (pool-to-pool copy, not a client
   access), reads of 0 bytes (open without data).
 * door-request `request`: skipped, the pool's transfer record carries the bytes (the line is
@@ -27,6 +28,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from operator import itemgetter
+from typing import Callable
 
 from ingest.formats._base import Access, BadRecord, Format, ParseContext, Reject, skip
 
@@ -151,9 +154,16 @@ def _tokens(template: str) -> list[tuple[str, str]]:
     return out
 
 
-def compile_template(template: str) -> re.Pattern[str]:
-    """Regex matching the lines a billing.text.format template produces."""
+# fields the parser reads; the others are matched without capturing (cheaper groupdict)
+_CAPTURED = {"cellType", "cellName", "cellName.cell", "type", "pnfsid", "filesize", "path", "transferred",
+             "created", "protocol", "initiator", "rc", "message", "clientChain"}
+
+
+def compile_template(template: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """Regex matching the lines a billing.text.format template produces, and the regex of its
+    $date$ text (the line regex captures the date whole; it is taken apart once per distinct date)."""
     used: set[str] = set()
+    date_rx: re.Pattern[str] | None = None
     stack: list[list[list[str]]] = [[[]]]  # per open if: list of branches, each a list of parts
 
     for kind, value in _tokens(template):
@@ -181,8 +191,12 @@ def compile_template(template: str) -> re.Pattern[str]:
             if name == "date":
                 m = re.search(r'format\s*=\s*"([^"]*)"', opts)
                 rx = _date_regex(m.group(1) if m else _DEFAULT_DATE)
+                plain = re.sub(r"\(\?P<\w+>", "(?:", rx)
                 if "date" in used:
-                    rx = re.sub(r"\(\?P<\w+>", "(?:", rx)
+                    rx = plain
+                else:
+                    date_rx = re.compile(rx)
+                    rx = f"(?P<date>{plain})"
                 used.add("date")
                 parts.append(rx)
                 continue
@@ -190,22 +204,37 @@ def compile_template(template: str) -> re.Pattern[str]:
                 raise FormatError(f"unsupported template expression ${expr}$ in {template!r}")
             group = name.replace(".", "__")
             rx = _VAR_RX.get(name, r".*?")
-            if group in used:
+            if name not in _CAPTURED:
+                parts.append(f"(?:{rx})")
+            elif group in used:
                 parts.append(f"(?:{rx})")
             else:
                 used.add(group)
                 parts.append(f"(?P<{group}>{rx})")
     if len(stack) != 1:
         raise FormatError(f"$if$ without $endif$ in {template!r}")
-    if "date" not in used:
+    if date_rx is None:
         raise FormatError(f"template has no $date$: {template!r}")
-    return re.compile("".join(stack[0][0]))
+    return re.compile("".join(stack[0][0])), date_rx
+
+
+# what a transfer line is read for, in this order (itemgetter over the match's groups)
+_MOVER_FIELDS = ("date", "cellName__cell", "cellName", "pnfsid", "filesize", "path", "transferred", "created",
+                 "protocol", "initiator", "rc", "message")
 
 
 @dataclass(frozen=True, slots=True)
 class _Compiled:
     kind: str
     regex: re.Pattern[str]
+    date: re.Pattern[str]
+    fields: Callable[[tuple], tuple]  # groups (+ a trailing None for absent fields) -> _MOVER_FIELDS
+
+
+def _compiled(kind: str, regex: re.Pattern[str], date: re.Pattern[str]) -> _Compiled:
+    none = regex.groups  # index of the None appended to m.groups()
+    picks = [regex.groupindex[name] - 1 if name in regex.groupindex else none for name in _MOVER_FIELDS]
+    return _Compiled(kind, regex, date, itemgetter(*picks))
 
 
 def compile_formats(custom: dict[str, str] | None = None) -> tuple[_Compiled, ...]:
@@ -215,24 +244,28 @@ def compile_formats(custom: dict[str, str] | None = None) -> tuple[_Compiled, ..
         kind = key.removeprefix("billing.text.format.")
         if kind not in MESSAGE_KINDS:
             raise FormatError(f"unknown billing message {key!r}; expected one of {', '.join(MESSAGE_KINDS)}")
-        out.append(_Compiled(kind, compile_template(template)))
+        out.append(_compiled(kind, *compile_template(template)))
     # most lines are transfers and door requests: try those first
     order = ("mover-info-message", "door-request-info-message", "remove-file-info-message",
              "pool-hit-info-message", "storage-info-message", "warning-pnfs-file-info-message")
     for kind in order:
-        out.append(_Compiled(kind, compile_template(DEFAULT_FORMATS[kind])))
+        out.append(_compiled(kind, *compile_template(DEFAULT_FORMATS[kind])))
     for kind, template in LEGACY_FORMATS.items():
-        out.append(_Compiled(kind, compile_template(template)))
+        out.append(_compiled(kind, *compile_template(template)))
     return tuple(out)
 
 
 _DEFAULT_COMPILED = compile_formats()
+_DEFAULT_DATE_RX = _DEFAULT_COMPILED[0].date
 
 _PROTO_COLON = re.compile(r"^[A-Za-z][\w]*-[\d.]+:\[?(?P<host>[0-9A-Za-z:._-]+?)\]?:(?P<port>\d+)(?=$|:\D)")
 _PROTO_SPACE = re.compile(r"^[A-Za-z][\w]*-[\d.]+ (?P<host>\S+) \d+")
 
 
 def client_of_protocol(protocol: str) -> str:
+    head, sep, rest = protocol.partition(":")
+    if sep and rest.count(":") == 1 and "-" in head:  # Xrootd-5.0:host:port
+        return rest.partition(":")[0]
     m = _PROTO_COLON.match(protocol)
     if m:
         return m.group("host")
@@ -251,7 +284,47 @@ def prepare(ctx: ParseContext) -> None:
     ctx.state["dcache_billing"] = compile_formats(custom) if custom else _DEFAULT_COMPILED
 
 
-def _ts(g: dict[str, str | None], ctx: ParseContext) -> int:
+def _default_date_us(text: str, ctx: ParseContext) -> int:
+    """'MM.dd HH:mm:ss' (the line regex checked the digits): per-minute cache, seconds added."""
+    minutes = ctx.state.get("billing_minutes")
+    if minutes is None:
+        minutes = ctx.state["billing_minutes"] = {}
+    key = text[:11]
+    base = minutes.get(key)
+    if base is None:
+        if ctx.year is None:
+            raise BadRecord("field date: no year (name the file billing-YYYY.MM.DD or pass --year)")
+        month, day = int(text[0:2]), int(text[3:5])
+        if not (1 <= month <= 12 and 1 <= day <= 31):
+            raise BadRecord(f"field date: month {month} day {day} out of range")
+        base = ctx.local_us(ctx.year, month, day, int(text[6:8]), int(text[9:11]), 0)
+        if len(minutes) >= 100_000:
+            minutes.clear()
+        minutes[key] = base
+    second = int(text[12:14])
+    if second > 60:
+        raise BadRecord(f"field date: second {second} out of range")
+    return base + second * 1_000_000
+
+
+def _ts(text: str | None, date_rx: re.Pattern[str], ctx: ParseContext) -> int:
+    """UTC microseconds of the $date$ text; many lines share a second, so cache per date text."""
+    cache = ctx.state.get("billing_dates")
+    if cache is None:
+        cache = ctx.state["billing_dates"] = {}
+    us = cache.get(text)
+    if us is not None:
+        return us
+    if date_rx is _DEFAULT_DATE_RX and text is not None and len(text) == 14:
+        us = _default_date_us(text, ctx)
+        if len(cache) >= 100_000:
+            cache.clear()
+        cache[text] = us
+        return us
+    m = date_rx.fullmatch(text or "")
+    if m is None:
+        raise BadRecord(f"field date: cannot read {text!r}")
+    g = m.groupdict()
     if g.get("d_y"):
         year = int(g["d_y"])  # type: ignore[arg-type]
     elif g.get("d_yy"):
@@ -264,12 +337,14 @@ def _ts(g: dict[str, str | None], ctx: ParseContext) -> int:
     if not (1 <= month <= 12 and 1 <= day <= 31):
         raise BadRecord(f"field date: month {month} day {day} out of range")
     ms = int(g["d_ms"]) * 1000 if g.get("d_ms") else 0
-    return ctx.local_us(year, month, day, int(g["d_h"]), int(g["d_mi"]), int(g["d_s"]), ms)  # type: ignore[arg-type]
+    us = ctx.local_us(year, month, day, int(g["d_h"]), int(g["d_mi"]), int(g["d_s"]), ms)  # type: ignore[arg-type]
+    if len(cache) >= 100_000:
+        cache.clear()
+    cache[text] = us
+    return us
 
 
-def _path(g: dict[str, str | None], ctx: ParseContext) -> str:
-    path = g.get("path") or ""
-    pnfsid = g.get("pnfsid") or ""
+def _resolve_path(path: str | None, pnfsid: str | None, ctx: ParseContext) -> str:
     if path and path != "Unknown":
         if pnfsid:
             ctx.remember(pnfsid, path)
@@ -282,64 +357,60 @@ def _path(g: dict[str, str | None], ctx: ParseContext) -> str:
     return ""
 
 
-def _int(g: dict[str, str | None], name: str) -> int:
-    value = g.get(name)
-    if value is None:
-        raise BadRecord(f"field {name}: missing from the billing format")
-    v = int(value)
-    if v < 0:
-        raise BadRecord(f"field {name}: negative ({v})")
-    return v
+def _path(g: dict[str, str | None], ctx: ParseContext) -> str:
+    return _resolve_path(g.get("path"), g.get("pnfsid"), ctx)
 
 
-def _server(cell: str | None) -> str:
-    return (cell or "").split("@", 1)[0]
-
-
-def _failed(g: dict[str, str | None]) -> Reject | None:
-    rc = g.get("rc")
+def _mover(m: re.Match[str], fmt: _Compiled, ctx: ParseContext) -> Access | Reject:
+    (date, cell_cell, cell_name, pnfsid, filesize, path, transferred, created, protocol, initiator, rc,
+     message) = fmt.fields(m.groups() + (None,))
     if rc is not None and rc != "0":
-        return skip(f"failed (rc={rc}: {g.get('message') or ''})")
-    return None
-
-
-def _mover(g: dict[str, str | None], ctx: ParseContext) -> Access | Reject:
-    failed = _failed(g)
-    if failed is not None:
-        return skip("failed transfer " + failed.reason[len("failed ") :])
-    initiator = g.get("initiator") or ""
-    if initiator.startswith("pool:"):
+        return skip(f"failed transfer (rc={rc}: {message or ''})")
+    if initiator and initiator.startswith("pool:"):
         return skip(f"pool-to-pool copy (initiator {initiator})")
-    transferred = _int(g, "transferred")
-    filesize = _int(g, "filesize")
-    created = g.get("created")
-    if created is None:
-        raise BadRecord("field created: missing from the billing format")
-    path = _path(g, ctx)
+    if transferred is None or filesize is None or created is None:
+        raise BadRecord("the billing format lacks $transferred$, $filesize$ or $created$")
+    transferred = int(transferred)
+    filesize = int(filesize)
+    if transferred < 0 or filesize < 0:
+        raise BadRecord(f"field transferred/filesize: negative ({transferred}, {filesize})")
+    path = _resolve_path(path, pnfsid, ctx)
     if not path:
         raise BadRecord("field path: empty and no pnfsid")
-    ts = _ts(g, ctx)
-    conn = g.get("connectionTime")
-    if conn is not None:
-        ts -= int(conn) * 1000
+    ts = _ts(date, fmt.date, ctx)
+    cell = cell_cell or cell_name or ""
+    at = cell.find("@")
+    server = cell[:at] if at >= 0 else cell
+    client = client_of_protocol(protocol or "")
     if created == "true":
-        size = filesize if filesize >= transferred else transferred
-        return Access(ts, path, size, transferred, "write", _server(g.get("cellName__cell") or g.get("cellName")),
-                      client_of_protocol(g.get("protocol") or ""))
+        return Access(ts, path, filesize if filesize >= transferred else transferred, transferred, "write", server,
+                      client)
     if transferred == 0:
         return skip("zero-byte read (open without data)")
-    return Access(ts, path, filesize, transferred, "read",
-                  _server(g.get("cellName__cell") or g.get("cellName")), client_of_protocol(g.get("protocol") or ""))
+    return Access(ts, path, filesize, transferred, "read", server, client)
 
 
-def _delete(g: dict[str, str | None], ctx: ParseContext, client: str = "") -> Access | Reject:
-    failed = _failed(g)
-    if failed is not None:
-        return skip("failed removal " + failed.reason[len("failed ") :])
+def _delete(g: dict[str, str | None], date_rx: re.Pattern[str], ctx: ParseContext,
+            client: str = "") -> Access | Reject:
+    rc = g.get("rc")
+    if rc is not None and rc != "0":
+        return skip(f"failed removal (rc={rc}: {g.get('message') or ''})")
     path = _path(g, ctx)
     if not path or path.startswith("pnfsid:"):
         return skip(f"removal of a file whose path was never seen (pnfsid {g.get('pnfsid') or '?'})")
-    return Access(_ts(g, ctx), path, 0, 0, "delete", "", client)
+    return Access(_ts(g["date"], date_rx, ctx), path, 0, 0, "delete", "", client)
+
+
+_DOOR_REQUEST = skip("door request (the pool's transfer record carries the bytes)")
+
+
+def _learn(m: re.Match[str], ctx: ParseContext) -> None:
+    """pnfsid -> path, for later transfer records whose path is Unknown."""
+    gi = m.re.groupindex
+    if "pnfsid" in gi and "path" in gi:
+        pnfsid, path = m.group("pnfsid", "path")
+        if pnfsid and path and path != "Unknown":
+            ctx.remember(pnfsid, path)
 
 
 def _parse(line: str, ctx: ParseContext) -> Access | Reject:
@@ -350,30 +421,30 @@ def _parse(line: str, ctx: ParseContext) -> Access | Reject:
         m = fmt.regex.fullmatch(line)
         if m is None:
             continue
-        g = m.groupdict()
         kind = fmt.kind
-        cell_type = g.get("cellType") or ""
-        mtype = g.get("type") or ""
         if kind == "mover-info-message":
-            return _mover(g, ctx)
+            return _mover(m, fmt, ctx)
+        gi = fmt.regex.groupindex
+        mtype = (m.group("type") or "") if "type" in gi else ""
         if kind == "door-request-info-message":
             if mtype == "remove":
+                g = m.groupdict()
                 chain = g.get("clientChain") or ""
-                return _delete(g, ctx, chain.split(",", 1)[0] if chain != "unknown" else "")
-            _path(g, ctx)  # learn pnfsid -> path
-            return skip(f"door {mtype or 'request'} (the pool's transfer record carries the bytes)")
+                return _delete(g, fmt.date, ctx, chain.split(",", 1)[0] if chain != "unknown" else "")
+            _learn(m, ctx)
+            if mtype == "request" or not mtype:
+                return _DOOR_REQUEST
+            return skip(f"door {mtype} (the pool's transfer record carries the bytes)")
         if kind == "remove-file-info-message":
-            if cell_type == "pool":
+            if "cellType" in gi and m.group("cellType") == "pool":
                 return skip("pool replica removal (the namespace removal is the door's record)")
-            return _delete(g, ctx)
+            return _delete(m.groupdict(), fmt.date, ctx)
         if kind == "pool-hit-info-message":
-            _path(g, ctx)
+            _learn(m, ctx)
             return skip("pool hit info (the transfer record counts the access)")
         if kind == "storage-info-message":
             return skip(f"tape {mtype or 'store/restore'} (not a client access)")
         return skip(f"billing {mtype or 'warning'} message")
-    if not line.strip():
-        return skip("blank line")
     raise BadRecord("line matches no billing format (check ingest.dcache_billing.formats)")
 
 

@@ -70,20 +70,30 @@ def _unwrap(line: str) -> str:
 # The FST open/close record in the key order every EOS release since 2018 writes (unknown keys
 # skipped): one regex match is three times faster than splitting the ~60 pairs. Lines it does
 # not match (older order, removals, damaged lines) take the general path.
-_SKIP = r"(?:&[^&]*)*?"
+def _skip_to(key: str) -> str:
+    # fields up to `key`; possessive, so a line that does not match fails without backtracking
+    return r"(?:&(?!" + key + r"=)[^&]*+)*+"
+
+
 _FST = re.compile(
-    r"log=[^&]*&path=(?P<path>[^&]+)" + _SKIP + r"&td=(?P<td>[^&]*)&host=(?P<host>[^&]*)" + _SKIP
-    + r"&fid=(?P<fid>\d+)" + _SKIP + r"&ots=(?P<ots>\d+)&otms=(?P<otms>\d+)" + _SKIP
-    + r"&nwc=(?P<nwc>\d+)&rb=(?P<rb>\d+)" + _SKIP + r"&rvb_sum=(?P<rvb>\d+)" + _SKIP + r"&wb=(?P<wb>\d+)" + _SKIP
-    + r"&osize=(?P<osize>\d+)&csize=(?P<csize>\d+)" + _SKIP + r"&sec\.vorg=(?P<vorg>[^&]*)" + _SKIP
-    + r"&sec\.app=(?P<app>[^&]*)"
+    r"log=[^&]*&path=([^&]+)" + _skip_to("td") + r"&td=([^&]*)&host=([^&]*)" + _skip_to("fid")
+    + r"&fid=(\d+)" + _skip_to("ots") + r"&ots=(\d+)&otms=(\d+)" + _skip_to("nwc")
+    + r"&nwc=(\d+)&rb=(\d+)" + _skip_to("rvb_sum") + r"&rvb_sum=(\d+)" + _skip_to("wb") + r"&wb=(\d+)"
+    + _skip_to("osize") + r"&osize=(\d+)&csize=(\d+)" + _skip_to(r"sec\.vorg") + r"&sec\.vorg=([^&]*)"
 )
+_FID_MEMO_LIMIT = 1_000_000
+
+
+def _remember_fid(ctx: ParseContext, fid: str, path: str) -> None:
+    fids = ctx.state.get("eos_fids")
+    if fids is None or len(fids) >= _FID_MEMO_LIMIT:
+        fids = ctx.state["eos_fids"] = {}
+    fids[fid] = path
 
 
 def _fst(m: re.Match, ctx: ParseContext) -> Access | Reject:
-    path, td, host, fid, ots, otms, nwc, rb, rvb, wb, osize, csize, vorg = m.group(
-        "path", "td", "host", "fid", "ots", "otms", "nwc", "rb", "rvb", "wb", "osize", "csize", "vorg")
-    ctx.remember(("eos-fid", fid), path)
+    path, td, host, fid, ots, otms, nwc, rb, rvb, wb, osize, csize, vorg = m.groups()
+    _remember_fid(ctx, fid, path)
     if ots == "0":
         raise BadRecord("field ots: zero")
     ts = int(ots) * 1_000_000 + int(otms) * 1000
@@ -114,7 +124,7 @@ def _parse(line: str, ctx: ParseContext) -> Access | Reject:
             raise BadRecord("field path: empty")
         fid = kv.get("fid")
         if fid:
-            ctx.remember(("eos-fid", fid), path)
+            _remember_fid(ctx, fid, path)
         ts = _time(kv, "ots", "otms", 1000)
         td = kv.get("td", "")
         client = td.rsplit("@", 1)[1] if "@" in td else ""
@@ -137,7 +147,7 @@ def _parse(line: str, ctx: ParseContext) -> Access | Reject:
         fid = kv.get("fid")
         if not fid:
             raise BadRecord("field fid: missing from a removal record")
-        known = ctx.memo.get(("eos-fid", fid))
+        known = (ctx.state.get("eos_fids") or {}).get(fid)
         if known is None:
             return skip(f"removal of fid {fid[:24]} whose path was never seen in this stream")
         if kv.get("dc_ts"):

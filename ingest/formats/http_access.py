@@ -36,7 +36,7 @@ _NAMED = {
     "h": r"(?P<h>\S+)",
     "a": r"(?P<a>\S+)",
     "t": r"\[(?P<t>[^\]]+)\]",
-    "r": r'(?P<r>(?:[^"\\]|\\.)*)',
+    "r": r'(?P<r>[^"\\]*(?:\\.[^"\\]*)*)',  # unrolled: one class scan, not one alternation per char
     "s": r"(?P<s>\d{3})",
     "b": r"(?P<b>-|\d+)",
     "B": r"(?P<b>\d+)",
@@ -72,7 +72,7 @@ def compile_log_format(fmt: str) -> re.Pattern[str]:
             used.add(name)
             parts.append(rx)
         else:
-            parts.append(r'(?:[^"\\]|\\.)*' if in_quotes else r"\S+")
+            parts.append(r'[^"\\]*(?:\\.[^"\\]*)*' if in_quotes else r"\S+")
         pos = m.end()
     tail = fmt[pos:]
     parts.append(re.escape(tail))
@@ -140,7 +140,7 @@ def prepare(ctx: ParseContext) -> None:
 
 # ---- dCache WebDAV door (NetLogger key=value) ----------------------------------------------
 
-_NETLOGGER_PAIR = re.compile(r'([\w.\-]+)=("(?:[^"\\]|\\.)*"?|\S*)')
+_NETLOGGER_PAIR = re.compile(r'([\w.\-]+)=("[^"\\]*(?:\\.[^"\\]*)*"?|\S*)')
 
 
 def _netlogger(line: str, ctx: ParseContext) -> Access | Reject:

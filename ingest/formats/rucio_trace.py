@@ -12,12 +12,15 @@ in the ATLAS rucio-traces index), one JSON object per line.
 * site: remoteSite (the RSE the file came from; localSite for uploads); server: the host of url;
   client: hostname, else ip; ts: timeStart (s), else transferStart, traceTimeentryUnix, timeEnd.
   The older index names (time_start, site, event) are accepted too.
-Records without filesize are rejected: a cache cannot be simulated without it.
+Records without filesize are rejected: a cache cannot be simulated without it; a field of the
+wrong JSON type is rejected with its name.
 """
 
 from __future__ import annotations
 
-import orjson
+from typing import Union
+
+import msgspec
 
 from cachescope.tiers import rucio_path
 from ingest.formats._base import (
@@ -26,50 +29,81 @@ from ingest.formats._base import (
     Format,
     ParseContext,
     Reject,
+    decode_struct,
     epoch_us,
     host_of_url,
-    json_object,
-    opt_text,
     skip,
     uint,
 )
 
 NAME = "rucio-trace"
-_loads = orjson.loads
 
 READ_EVENTS = frozenset({"get", "get_sm", "get_sm_a", "sm_get", "sm_get_a", "download", "touch"})
 WRITE_EVENTS = frozenset({"put_sm", "put_sm_a", "upload", "put_es"})
 READ_STATES = frozenset({"DONE", "FOUND_ROOT"})
-_TIME_KEYS = ("timeStart", "time_start", "transferStart", "traceTimeentryUnix", "timeEnd", "time_end", "transferEnd")
+
+Number = Union[int, float, str, None]
+Text = Union[str, None]
 
 
-def _ts(rec: dict) -> int:
-    for key in _TIME_KEYS:
-        value = rec.get(key)
+class _Trace(msgspec.Struct):
+    eventType: Text = None
+    event: Text = None  # old ATLAS 'traces' index
+    clientState: Text = None
+    filesize: Number = None
+    filename: Text = None
+    name: Text = None
+    scope: Text = None
+    url: Text = None
+    timeStart: Number = None
+    time_start: Number = None
+    transferStart: Number = None
+    traceTimeentryUnix: Number = None
+    timeEnd: Number = None
+    time_end: Number = None
+    transferEnd: Number = None
+    localSite: Text = None
+    remoteSite: Text = None
+    site: Text = None
+    hostname: Text = None
+    ip: Text = None
+    traceIp: Text = None
+    vo: Text = None
+
+
+_decoder = msgspec.json.Decoder(_Trace)
+_TIME_FIELDS = ("timeStart", "time_start", "transferStart", "traceTimeentryUnix", "timeEnd", "time_end", "transferEnd")
+
+
+def _ts(rec: _Trace) -> int:
+    for key in _TIME_FIELDS:
+        value = getattr(rec, key)
         if value is not None and value != 0 and value != "":
             return epoch_us(value, key)
     raise BadRecord("field timeStart: missing (and no other time field)")
 
 
-def _path(rec: dict) -> str:
-    url = rec.get("url")
-    if type(url) is str and url and "://" in url:
+def _path(rec: _Trace) -> str:
+    url = rec.url
+    if url and "://" in url:
         return url
-    name = rec.get("filename") or rec.get("name")
-    if type(name) is not str or not name:
-        raise BadRecord("field filename: missing or not a string")
-    scope = rec.get("scope")
-    if name.startswith("/") or type(scope) is not str or not scope or scope == "cms":
+    name = rec.filename or rec.name
+    if not name:
+        raise BadRecord("field filename: missing or empty")
+    scope = rec.scope
+    if name.startswith("/") or not scope or scope == "cms":
         return name
     return rucio_path(scope, name)
 
 
 def _parse(line: str, ctx: ParseContext) -> Access | Reject:
-    rec = json_object(line, _loads)
-    event = rec.get("eventType", rec.get("event"))
-    if type(event) is not str:
-        raise BadRecord("field eventType: missing or not a string")
-    state = rec.get("clientState", "DONE" if "event" in rec and "eventType" not in rec else None)
+    rec = decode_struct(_decoder, line)
+    event = rec.eventType if rec.eventType is not None else rec.event
+    if event is None:
+        raise BadRecord("field eventType: missing")
+    state = rec.clientState
+    if state is None and rec.eventType is None and rec.event is not None:
+        state = "DONE"  # the old index kept successful traces only
     if event in READ_EVENTS:
         op = "read"
     elif event in WRITE_EVENTS:
@@ -77,20 +111,16 @@ def _parse(line: str, ctx: ParseContext) -> Access | Reject:
     else:
         return skip(f"eventType {event[:40]!r} is not a data read or write")
     if state not in READ_STATES or (op == "write" and state != "DONE"):
-        return skip(f"clientState {opt_text(state)[:40] or 'missing'} (no successful transfer)")
-    size = rec.get("filesize")
-    if size is None:
+        return skip(f"clientState {(state or 'missing')[:40]} (no successful transfer)")
+    if rec.filesize is None:
         raise BadRecord("field filesize: missing (a cache cannot be simulated without it)")
-    size = uint(size, "filesize")
+    size = uint(rec.filesize, "filesize")
     path = _path(rec)
     ts = _ts(rec)
-    url = rec.get("url")
-    server = host_of_url(url) if type(url) is str else ""
-    site = opt_text(rec.get("localSite" if op == "write" else "remoteSite")) or opt_text(rec.get("site"))
-    client = opt_text(rec.get("hostname")) or opt_text(rec.get("ip")) or opt_text(rec.get("traceIp"))
-    vo = opt_text(rec.get("vo"))
-    if not vo and rec.get("scope") == "cms":
-        vo = "cms"
+    server = host_of_url(rec.url) if rec.url else ""
+    site = (rec.localSite if op == "write" else rec.remoteSite) or rec.site or ""
+    client = rec.hostname or rec.ip or rec.traceIp or ""
+    vo = rec.vo or ("cms" if rec.scope == "cms" else "")
     return Access(ts, path, size, size, op, server or ctx.server, client, vo, site)
 
 

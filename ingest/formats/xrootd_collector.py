@@ -13,7 +13,8 @@ one object per line, in the three shapes that exist:
 
 Transfers: write bytes > 0 -> write (the file changed; bytes = written, size = the larger of
 size and written); else read bytes > 0 -> read (bytes = read_bytes_at_close or read_bytes for
-WLCG records, read + readv for OSG records); neither -> skipped (open without data).
+WLCG records, read + readv for OSG records); neither -> skipped (open without data). Raw
+shoveler packets (`{"data": <base64>, "remote": ...}`) are skipped: the collector decodes them.
 ts = start_time (s or ms, told apart by magnitude), else end_time, else @timestamp. Records
 without a file size are rejected: a cache cannot be simulated without it.
 """
@@ -108,6 +109,8 @@ def _parse(line: str, ctx: ParseContext) -> Access | Reject:
     data = rec.get("data")
     if type(data) is dict and "metadata" in rec:
         rec = data
+    elif type(data) is str and "remote" in rec:
+        return skip("raw monitoring packet from the shoveler (the collector turns packets into records)")
     if "file_lfn" in rec:
         return _transfer(rec, ctx, True)
     if "filename" in rec:
