@@ -8,7 +8,6 @@ from hypothesis import strategies as st
 from cachescope import _simcore
 from cachescope.simulation import POLICIES, CacheSpec, ShadowBank
 
-STREAMING = [p for p in POLICIES]
 
 
 def _columns(raw_ids, size_of, ops, frac):
@@ -29,7 +28,7 @@ def stream_and_cut(draw):
     return _columns(raw, size_of, ops, frac), draw(st.integers(0, n))
 
 
-SPECS = [CacheSpec(p, c) for p in STREAMING for c in (3_000_000_000, 20_000_000_000)] + [
+SPECS = [CacheSpec(p, c) for p in POLICIES for c in (3_000_000_000, 20_000_000_000)] + [
     CacheSpec("lru", 20_000_000_000, sample_rate=0.5, partitions=3)]
 
 
