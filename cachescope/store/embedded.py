@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
-import pytz
+import datetime as dt
 
-_UTC = pytz.utc  # the tzinfo clickhouse-driver gives the server's values
+_UTC = dt.timezone.utc  # aware datetimes compare equal to the server's (pytz) ones
 
 from cachescope.store import native
 from cachescope.store import wire as _wire
