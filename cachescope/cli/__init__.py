@@ -4,6 +4,7 @@ from cachescope.cli.app import app
 
 # Each module registers its commands on `app` when imported.
 from cachescope.cli import bench, simulate  # noqa: F401,E402
+from cachescope.cli import migrate  # noqa: F401,E402
 
 
 def main() -> None:
