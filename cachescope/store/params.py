@@ -59,3 +59,28 @@ def render(value: Any, nested: bool = False) -> str:
 
 def render_all(params: Mapping[str, Any] | None) -> dict[str, str]:
     return {k: render(v) for k, v in (params or {}).items()}
+
+
+def for_driver(params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Parameters for clickhouse-driver's server-side binding.
+
+    The driver escapes by Python type: a str twice (the server reads a String parameter in
+    escaped form), a list element by element inside one quoted literal (an Array parameter is
+    read as is). So scalars become our text, collections stay Python lists of such values.
+    """
+    return {k: _driver_value(v) for k, v in (params or {}).items()}
+
+
+def _driver_value(value: Any) -> Any:
+    if isinstance(value, (list, tuple, np.ndarray)):
+        items = [_driver_value(x) for x in (value.tolist() if isinstance(value, np.ndarray) else value)]
+        return items if not isinstance(value, tuple) else tuple(items)
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        return int(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value)
+    return render(value)  # date-times (microseconds, UTC), decimals: as text

@@ -11,7 +11,7 @@ import numpy as np
 from cachescope.store import wire as _wire
 from cachescope.store.base import QueryResult, Store, StoreError
 from cachescope.store.embedded import _concat_columns
-from cachescope.store.params import render_all
+from cachescope.store.params import for_driver
 from cachescope.store.tables import DEFAULT_DATABASE
 
 #: rows per INSERT: `input()` takes exactly one native block per query
@@ -65,7 +65,7 @@ class ClickHouseStore(Store):
         try:
             if data is not None:
                 return client.execute(sql, data, **kw)
-            return client.execute(sql, render_all(params) if params else None, **kw)
+            return client.execute(sql, for_driver(params) if params else None, **kw)
         except Exception as e:
             from clickhouse_driver.errors import Error
 

@@ -3,6 +3,9 @@ from pathlib import Path
 
 import pytest
 
+# the real Kafka/ClickHouse fixtures (kafka, clickhouse, store, …): tests/python/services.py
+pytest_plugins = ["services"]
+
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared"
 
