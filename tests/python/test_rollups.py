@@ -100,7 +100,9 @@ def test_rollups_survive_double_insert(store, period, view):
 def test_access_events_replay_collapses(store):
     mig.migrate(store)
     n = 1000
-    ts = np.datetime64("2024-05-01T00:00:00", "us") + (np.arange(n) // 10).astype("timedelta64[s]")  # 1 s resolution
+    # yesterday: inside the 90-day TTL (older rows may be dropped at any merge)
+    day0 = np.datetime64("today", "D") - np.timedelta64(1, "D")
+    ts = day0.astype("datetime64[us]") + (np.arange(n) // 10).astype("timedelta64[s]")  # 1 s resolution
     ev = {
         "ts": ts, "site": ["TOKYO-LCG2"] * n, "source": np.array(["dcache-billing"] * n, dtype=object),
         "server": ["pool1"] * n, "client": [""] * n, "vo": ["atlas"] * n,
@@ -115,6 +117,6 @@ def test_access_events_replay_collapses(store):
     # the what-if read: one group, a time range, in (ts, seq) order
     r = store.query("SELECT seq FROM access_events FINAL WHERE cache_group = {g:String} AND ts >= {a:DateTime64(6, 'UTC')} "
                     "AND ts < {b:DateTime64(6, 'UTC')} ORDER BY ts, seq",
-                    {"g": "site", "a": "2024-05-01 00:00:10", "b": "2024-05-01 00:00:20"})
+                    {"g": "site", "a": day0 + np.timedelta64(10, "s"), "b": day0 + np.timedelta64(20, "s")})
     assert r.column("seq") == list(range(100, 200))
     assert store.query("SELECT countIf(observed_hit_bytes IS NULL) FROM access_events FINAL").scalar() == n
