@@ -14,9 +14,10 @@ from cachescope.store.embedded import _concat_columns
 from cachescope.store.params import for_driver
 from cachescope.store.tables import DEFAULT_DATABASE
 
-#: rows per INSERT: `input()` takes exactly one native block per query
-#: (clickhouse-driver waits for a per-block answer the server sends only at the end)
-INSERT_CHUNK = 1 << 20
+#: rows per INSERT: `input()` takes exactly one native block per query (clickhouse-driver
+#: waits for a per-block answer the server sends only at the end); 256k rows measured best:
+#: chunks small enough that encoding one overlaps the server writing the previous one
+INSERT_CHUNK = 1 << 18
 
 
 class ClickHouseStore(Store):
@@ -92,30 +93,43 @@ class ClickHouseStore(Store):
             blocks = [list(data)] if data else []
         return _concat_columns(names, blocks) if blocks else {n: np.array([]) for n in names}
 
-    def _insert_wire(self, table: str, w: _wire.Wire, settings: Mapping[str, Any]) -> None:
-        structure = w.structure().replace("\\", "\\\\").replace("'", "\\'")
-        sql = (f"INSERT INTO {self.database}.{table} ({', '.join(w.table_columns)}) "
-               f"SELECT {w.select()} FROM input('{structure}') FORMAT Native")
-        chunks = [(a, min(a + INSERT_CHUNK, w.rows)) for a in range(0, w.rows, INSERT_CHUNK)]
+    def insert(self, table: str, columns: Mapping[str, Any], settings: Mapping[str, Any] | None = None) -> int:
+        """As Store.insert; large batches go in chunks of INSERT_CHUNK rows over two connections:
+        one thread converts and encodes a chunk while the server writes the previous one."""
+        n = len(next(iter(columns.values()))) if columns else 0
+        if n <= INSERT_CHUNK:
+            return super().insert(table, columns, settings)
+        schema = self.schema(table)
+        s = {"optimize_on_insert": 0}
+        s.update(settings or {})
 
         def send(client, a, b):
-            s = dict(settings)
-            s.update(use_numpy=True, insert_block_size=b - a + 1)
-            self._execute(client, sql, data=w.slice(a, b), columnar=True, settings=s)
+            w = _wire.build({k: v[a:b] for k, v in columns.items()}, schema)
+            self._send(client, table, w, s)
 
         with self._lock:
-            if len(chunks) == 1:
-                send(self._main, *chunks[0])
-                return
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cachescope-insert")
             futures = []
-            for i, (a, b) in enumerate(chunks):
+            for i, a in enumerate(range(0, n, INSERT_CHUNK)):
                 if i >= 2:
-                    futures[i - 2].result()  # client i % 2 is free again
-                futures.append(self._pool.submit(send, self._insert_clients[i % 2], a, b))
+                    futures[i - 2].result()  # its connection is free again
+                futures.append(self._pool.submit(send, self._insert_clients[i % 2], a, min(a + INSERT_CHUNK, n)))
             for f in futures:
                 f.result()
+        return n
+
+    def _insert_wire(self, table: str, w: _wire.Wire, settings: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._send(self._main, table, w, settings)
+
+    def _send(self, client, table: str, w: _wire.Wire, settings: Mapping[str, Any]) -> None:
+        structure = w.structure().replace("\\", "\\\\").replace("'", "\\'")
+        sql = (f"INSERT INTO {self.database}.{table} ({', '.join(w.table_columns)}) "
+               f"SELECT {w.select()} FROM input('{structure}') FORMAT Native")
+        s = dict(settings)
+        s.update(use_numpy=True, insert_block_size=w.rows + 1)
+        self._execute(client, sql, data=w.data, columnar=True, settings=s)
 
     def close(self) -> None:
         with self._lock:
