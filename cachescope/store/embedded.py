@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
+import pandas as pd
 import datetime as dt
 
 _UTC = dt.timezone.utc  # aware datetimes compare equal to the server's (pytz) ones
@@ -90,7 +91,9 @@ class EmbeddedStore(Store):
     def _insert_wire(self, table: str, w: _wire.Wire, settings: Mapping[str, Any]) -> None:
         sql = (f"INSERT INTO {self.database}.{table} ({', '.join(w.table_columns)}) "
                f"SELECT {w.select()} FROM Python(cachescope_wire){settings_clause(settings)}")
-        self._run(sql, fmt="CSV", table=_wire.to_arrow(w))
+        # a DataFrame over the wire arrays (no copy): chdb reads it ~10% faster than Arrow,
+        # it reads Python str objects without a conversion pass
+        self._run(sql, fmt="CSV", table=pd.DataFrame(dict(zip(w.names, w.data)), copy=False))
 
     def close(self) -> None:
         with self._lock:
