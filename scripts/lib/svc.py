@@ -24,6 +24,8 @@ def free_port(preferred: int | None = None) -> int:
     if preferred:
         try:
             with socket.socket() as s:
+                # as the servers bind: a port in TIME_WAIT after a restart is still usable
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 s.bind((HOST, preferred))
                 return preferred
         except OSError:

@@ -10,6 +10,9 @@ import pytest
 from cachescope.config import load_config
 from ingest.pipeline import LineParser
 
+# the real Kafka/ClickHouse fixtures (kafka, clickhouse, store, …): tests/python/services.py
+pytest_plugins = ["services"]
+
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared"
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -37,31 +40,3 @@ def parse_lines(fmt: str, lines: list[str], **kwargs):
 @pytest.fixture
 def parse():
     return parse_lines
-
-
-# --------------------------------------------------------------------------- real servers
-
-def _services(*args: str) -> str:
-    import subprocess
-
-    out = subprocess.run(["bash", str(REPO / "scripts/services"), *args], capture_output=True, text=True)
-    # `status` exits 3 for a stopped server (LSB init-script convention): an answer, not a failure
-    if out.returncode != 0 and not (args[0] == "status" and out.returncode == 3):
-        pytest.fail(f"scripts/services {' '.join(args)} failed:\n{out.stderr[-3000:]}")
-    return out.stdout
-
-
-def _env(name: str) -> dict[str, str]:
-    f = REPO / "var/services" / f"{name}.env"
-    return dict(line.split("=", 1) for line in f.read_text().splitlines() if "=" in line) if f.exists() else {}
-
-
-@pytest.fixture(scope="session")
-def kafka_bootstrap():
-    """A real Kafka broker (KRaft, Maven Central jars) on 127.0.0.1; stopped at the end if we started it."""
-    already = "kafka: running" in _services("status", "kafka")
-    if not already:
-        _services("start", "kafka")
-    yield _env("kafka")["KAFKA_BOOTSTRAP"]
-    if not already:
-        _services("stop", "kafka")

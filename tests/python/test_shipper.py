@@ -50,13 +50,14 @@ def csv_log(path: Path, rows: range, header: bool = True) -> None:
             f.write(f"{1_700_000_000 + i},{i % 997 + 1},{(i % 13 + 1) * 10**8},AOD,/atlas/f{i % 997}\n")
 
 
-def test_kill_mid_file_and_restart_sends_every_event_exactly_once(kafka_bootstrap, tmp_path):
+def test_kill_mid_file_and_restart_sends_every_event_exactly_once(kafka, tmp_path):
     log = tmp_path / "access.csv"
     csv_log(log, range(30_000))
     with log.open("a") as f:
         f.write("this,is,not,a,trace row\n")
     csv_log(log, range(30_000, 40_000), header=False)
     topic = f"events-{uuid.uuid4().hex[:8]}"
+    kafka_bootstrap = kafka.bootstrap
     args = [CLI, "ship", "--format", "csv", "--from", str(log), "--to", f"kafka://{kafka_bootstrap}/{topic}",
             "--state", str(tmp_path / "state.json"), "--shipper-id", topic, "--no-follow", "--batch", "500"]
     p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -80,10 +81,11 @@ def test_kill_mid_file_and_restart_sends_every_event_exactly_once(kafka_bootstra
     assert 30_002 in reasons  # the malformed line, by its line number
 
 
-def test_follows_growth_and_rotation(kafka_bootstrap, tmp_path):
+def test_follows_growth_and_rotation(kafka, tmp_path):
     log = tmp_path / "billing.csv"
     csv_log(log, range(100))
     topic = f"rot-{uuid.uuid4().hex[:8]}"
+    kafka_bootstrap = kafka.bootstrap
     sh = Shipper("csv", str(log), f"kafka://{kafka_bootstrap}/{topic}", config=load_config(), shipper_id=topic,
                  batch_events=50)
     try:

@@ -1,0 +1,41 @@
+"""`cachescope migrate`: create or update the ClickHouse schema (numbered migrations)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from cachescope.cli.app import app
+
+
+@app.command()
+def migrate(
+    store: Optional[Path] = typer.Option(None, "--store", help="embedded store directory (chDB)"),
+    clickhouse: Optional[str] = typer.Option(None, "--clickhouse", help="server URL, clickhouse://host:port"),
+    database: str = typer.Option("cachescope", "--database", help="database to create/migrate"),
+    events_ttl_days: int = typer.Option(90, "--events-ttl-days", help="access_events TTL at creation"),
+    health_ttl_days: int = typer.Option(30, "--health-ttl-days", help="pipeline_health TTL at creation"),
+    show: bool = typer.Option(False, "--status", help="list migrations and whether applied; change nothing"),
+) -> None:
+    """Apply the migrations in deploy/clickhouse/migrations/ not yet applied to DATABASE."""
+    from cachescope.store import StoreError, open_store
+    from cachescope.store import migrations as m
+
+    if (store is None) == (clickhouse is None):
+        raise typer.BadParameter("give exactly one of --store DIR or --clickhouse URL")
+    try:
+        with open_store(store_dir=store, clickhouse_url=clickhouse, database=database) as st:
+            if show:
+                for s in m.status(st):
+                    when = s.applied_at.isoformat() if s.applied_at else "pending"
+                    typer.echo(f"{s.migration.label}\t{when}")
+                return
+            ran = m.migrate(st, events_ttl_days=events_ttl_days, health_ttl_days=health_ttl_days)
+    except (m.MigrationError, StoreError) as e:
+        typer.echo(f"migrate: {e}", err=True)
+        raise typer.Exit(1)
+    for mig in ran:
+        typer.echo(f"applied {mig.label}")
+    typer.echo(f"{database}: {len(ran)} migration(s) applied, schema up to date")

@@ -1,0 +1,156 @@
+"""The one store interface every component uses (processing-core sinks, API, CLI)."""
+
+from __future__ import annotations
+
+import abc
+import re
+import threading
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping
+
+import numpy as np
+
+from cachescope.store import wire as _wire
+from cachescope.store.tables import DEFAULT_DATABASE
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class StoreError(RuntimeError):
+    """A query or command the ClickHouse engine refused (message from the engine)."""
+
+
+@dataclass
+class QueryResult:
+    """Rows of a query, with column names and ClickHouse types.
+
+    Values are the same Python objects on both backends: int (UInt64 beyond 2^63 too),
+    float, str, datetime (tz-aware UTC, microseconds kept), date, None for NULL, list for
+    Array, tuple for Tuple, Enum values by name.
+    """
+
+    names: list[str]
+    types: list[str]
+    rows: list[tuple]
+
+    def __iter__(self) -> Iterator[tuple]:
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def column(self, name: str) -> list:
+        i = self.names.index(name)
+        return [r[i] for r in self.rows]
+
+    def dicts(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.names, r)) for r in self.rows]
+
+    def scalar(self) -> Any:
+        """The single value of a one-row, one-column result."""
+        if len(self.rows) != 1 or len(self.names) != 1:
+            raise ValueError(f"expected one value, got {len(self.rows)} rows × {len(self.names)} columns")
+        return self.rows[0][0]
+
+
+def check_identifier(name: str) -> str:
+    if not _IDENT.match(name):
+        raise ValueError(f"{name!r} is not a plain ClickHouse identifier")
+    return name
+
+
+class Store(abc.ABC):
+    """ClickHouse, embedded (chdb, in-process) or a server (native protocol).
+
+    SQL names tables without a database: each store works in its own `database` (created
+    when missing). Query parameters use ClickHouse's `{name:Type}` syntax on both backends.
+    """
+
+    backend: str = ""
+
+    def __init__(self, database: str = DEFAULT_DATABASE):
+        self.database = check_identifier(database)
+        self._schemas: dict[str, dict[str, str]] = {}
+        self._lock = threading.RLock()  # neither chdb sessions nor driver clients are thread-safe
+
+    # ------------------------------------------------------------------ interface
+
+    @abc.abstractmethod
+    def command(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
+        """Run a statement that returns nothing (DDL, INSERT … SELECT, OPTIMIZE, …)."""
+
+    @abc.abstractmethod
+    def query(self, sql: str, params: Mapping[str, Any] | None = None) -> QueryResult:
+        """Run a SELECT; rows as Python values."""
+
+    @abc.abstractmethod
+    def query_columns(self, sql: str, params: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
+        """Run a SELECT; one numpy array per column (the fast path for large reads).
+
+        Numbers come as their numpy dtypes, DateTime64 as datetime64, strings as object
+        arrays; LowCardinality columns as pandas-style categorical values decoded to objects.
+        """
+
+    @abc.abstractmethod
+    def _insert_wire(self, table: str, wire: _wire.Wire, settings: Mapping[str, Any]) -> None:
+        ...
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        ...
+
+    # ------------------------------------------------------------------ shared
+
+    def insert(self, table: str, columns: Mapping[str, Any], settings: Mapping[str, Any] | None = None) -> int:
+        """Insert columns (name → numpy array, list, pandas or pyarrow array) into `table`.
+
+        Columns the table has but `columns` lacks take their defaults. Returns rows inserted.
+        Deduplication on insert is off (`optimize_on_insert = 0`): ReplacingMergeTree tables
+        deduplicate in merges and under FINAL, which is what their readers rely on anyway.
+        """
+        check_identifier(table)
+        schema = self.schema(table)
+        w = _wire.build(columns, schema)
+        if w.rows == 0:
+            return 0
+        s = {"optimize_on_insert": 0}
+        s.update(settings or {})
+        self._insert_wire(table, w, s)
+        return w.rows
+
+    def schema(self, table: str) -> dict[str, str]:
+        """Column name → ClickHouse type, in table order (cached; DDL through command() clears it)."""
+        if table not in self._schemas:
+            r = self.query(
+                "SELECT name, type FROM system.columns WHERE database = {db:String} AND table = {t:String} "
+                "AND default_kind NOT IN ('MATERIALIZED', 'ALIAS') ORDER BY position",
+                {"db": self.database, "t": table},
+            )
+            if not r.rows:
+                raise StoreError(f"table {self.database}.{table} does not exist (did you run `cachescope migrate`?)")
+            self._schemas[table] = dict(r.rows)
+        return self._schemas[table]
+
+    def tables(self) -> list[str]:
+        return self.query(
+            "SELECT name FROM system.tables WHERE database = {db:String} ORDER BY name", {"db": self.database}
+        ).column("name")
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.backend} database={self.database}>"
+
+
+def settings_clause(settings: Mapping[str, Any]) -> str:
+    if not settings:
+        return ""
+    parts = []
+    for k, v in settings.items():
+        check_identifier(k)
+        parts.append(f"{k} = {_wire.literal(v)}")
+    return " SETTINGS " + ", ".join(parts)
