@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import argparse
 import glob
-import os
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,37 +24,13 @@ CONNECTOR_JAR = "flink-sql-connector-kafka-5.0.0-2.2.jar"
 END_OF_INPUT = 2**63 - 2  # event-time timer that only a finished bounded source reaches
 
 
-def build_state_type():
+def make_function(config_json: str, clickhouse_url: str, database: str, flush_seconds: float, late_tag,
+                  reject_tag):
     from pyflink.common import Types
-
-    # thread mode converts PRIMITIVE_ARRAY(BYTE) element by element: pickled objects are ~500× cheaper
-    return Types.PICKLED_BYTE_ARRAY()
-
-
-class GroupState:
-    """What one key keeps: the processor and the rows it emitted that are not yet written."""
-
-    def __init__(self, processor, outbox):
-        self.processor = processor
-        self.outbox = outbox
-        self.last_flush = time.monotonic()
-
-    def __reduce__(self):
-        # the compiled bank pickles through its own versioned snapshot
-        p = self.processor
-        return (_restore_group_state, (p.cache_group, p.config.model_dump_json(), p.snapshot(), self.outbox))
-
-
-def _restore_group_state(cache_group, config_json, snapshot, outbox):
-    from cachescope.core import GroupProcessor, PipelineConfig
-
-    config = PipelineConfig.model_validate_json(config_json)
-    return GroupState(GroupProcessor.restore(cache_group, config, snapshot), outbox)
-
-
-def make_function(config_json: str, clickhouse_url: str, database: str, flush_seconds: float, late_tag):
     from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
     from pyflink.datastream.state import ValueStateDescriptor
+
+    flush_ms = max(1, int(flush_seconds * 1000))
 
     class ShadowCacheFunction(KeyedProcessFunction):
         def open(self, ctx: RuntimeContext):
@@ -64,67 +38,100 @@ def make_function(config_json: str, clickhouse_url: str, database: str, flush_se
             from cachescope.store import open_store
 
             self.config = PipelineConfig.model_validate_json(config_json)
-            self.state = ctx.get_state(ValueStateDescriptor("group", build_state_type()))
+            # thread mode converts PRIMITIVE_ARRAY(BYTE) element by element: pickled objects are ~500× cheaper
+            self.state = ctx.get_state(ValueStateDescriptor("group", Types.PICKLED_BYTE_ARRAY()))
             self.store = open_store(clickhouse_url=clickhouse_url, database=database)
 
         def close(self):
             self.store.close()
 
         def process_element(self, value, ctx):
-            from cachescope.core import EventColumns, GroupProcessor
-            from cachescope.core.messages import decode_batch
-            from cachescope.core.outbox import Outbox
+            import orjson
 
-            group = ctx.get_current_key()
+            from cachescope.core import EventColumns
+            from cachescope.core.group_state import GroupState
+            from cachescope.core.messages import decode_batch
+
+            _, group, shard, message = value
+            try:
+                cols = EventColumns.from_events(decode_batch(message)[1])
+            except (ValueError, TypeError, KeyError) as e:  # never fail the job on one bad message
+                yield reject_tag, orjson.dumps({"cache_group": group, "reason": f"bad message: {e}",
+                                                "message": message[:10000]}).decode()
+                return
             st = self.state.value()
             if st is None:
-                st = GroupState(GroupProcessor(group, self.config), Outbox())
+                st = GroupState.new(group, self.config, shard)
                 ctx.timer_service().register_event_time_timer(END_OF_INPUT)
-            _, events = decode_batch(value[1])
-            cols = EventColumns.from_events(events)
-            out = st.processor.process(cols)
-            st.outbox.add("access_events", cols.access_event_rows())
-            st.outbox.add_emitted(out)
-            if out.late is not None:
-                import orjson
-
-                for i in range(len(out.late)):
-                    yield late_tag, orjson.dumps({"cache_group": group, "ts": int(out.late.ts[i]),
-                                                  "seq": int(out.late.seq[i]), "file_id": int(out.late.file_id[i]),
-                                                  "source": out.late.source[i]}).decode()
-            if time.monotonic() - st.last_flush >= flush_seconds:
-                self._flush(st, group)
-            else:
-                ctx.timer_service().register_processing_time_timer(
-                    int((time.time() + flush_seconds) * 1000))
+            late = st.process(cols)
+            if late is not None:
+                for i in range(len(late)):
+                    yield late_tag, orjson.dumps({"cache_group": group, "ts": int(late.ts[i]), "seq": int(late.seq[i]),
+                                                  "source": late.source[i], "path": late.path[i]}).decode()
+            # one timer per key and flush period: rows reach ClickHouse at most flush_seconds late
+            now = ctx.timer_service().current_processing_time()
+            ctx.timer_service().register_processing_time_timer(now - now % flush_ms + flush_ms)
             self.state.update(st)
 
         def on_timer(self, timestamp, ctx):
             st = self.state.value()
-            if st is None:
-                return
-            if timestamp >= END_OF_INPUT:  # bounded input finished: close every window
-                st.outbox.add_emitted(st.processor.flush())
-            self._flush(st, ctx.get_current_key())
-            self.state.update(st)
-
-        def _flush(self, st, group):
-            if len(st.outbox):
-                health = {"outbox_rows": float(len(st.outbox))}
-                for table, columns in st.outbox.drain().items():
-                    self.store.insert(table, columns)
-                p = st.processor
-                health.update(events_in=float(p.events_in), late_events=float(p.late_total))
-                self.store.insert_health("flink", group, health)
-            st.last_flush = time.monotonic()
+            if st is not None:
+                if timestamp >= END_OF_INPUT:  # bounded input finished: close every window
+                    st.finish()
+                st.write(self.store, "flink")
+                self.state.update(st)
+            yield from ()  # PyFlink iterates what on_timer returns
 
     return ShadowCacheFunction()
+
+
+def make_router(shards: int):
+    """Message → (key, cache group, shard, message): the key Flink partitions state by. A group
+    spread over several shards is split here by file hash, one message per shard."""
+
+    def route(message: str):
+        from cachescope.core.messages import cache_group_of, decode_batch, encode_batch
+        from cachescope.core.shards import shard_key, shard_of
+
+        try:
+            group = cache_group_of(message)
+            if shards == 1:
+                yield group, group, 0, message
+                return
+            import numpy as np
+
+            events = decode_batch(message)[1]
+            which = shard_of(np.fromiter((e["file_id"] for e in events), dtype=np.uint64, count=len(events)), shards)
+            for k in np.unique(which).tolist():
+                sub = [events[i] for i in np.flatnonzero(which == k).tolist()]
+                yield shard_key(group, k, shards), group, k, encode_batch(group, sub).decode()
+        except (ValueError, TypeError, KeyError, OverflowError):
+            yield "", "", 0, message  # the processing function sends it to the reject topic with its reason
+
+    return route
+
+
+def kafka_sink(bootstrap: str, topic: str):
+    """Exactly once into Kafka: records are committed with the checkpoint (consumers: read_committed)."""
+    from pyflink.common.serialization import SimpleStringSchema
+    from pyflink.datastream.connectors.base import DeliveryGuarantee
+    from pyflink.datastream.connectors.kafka import KafkaRecordSerializationSchema, KafkaSink
+
+    return (KafkaSink.builder()
+            .set_bootstrap_servers(bootstrap)
+            .set_record_serializer(KafkaRecordSerializationSchema.builder().set_topic(topic)
+                                   .set_value_serialization_schema(SimpleStringSchema()).build())
+            .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE)
+            .set_transactional_id_prefix(f"cachescope-{topic}")
+            # below the broker's transaction.max.timeout.ms (15 min by default)
+            .set_property("transaction.timeout.ms", "600000")
+            .build())
 
 
 def default_jars() -> list[str]:
     found = glob.glob(str(REPO / ".cache" / "flink-jars" / CONNECTOR_JAR))
     if not found:
-        raise SystemExit(f"connector jar {CONNECTOR_JAR} not found: run `scripts/services fetch-flink-jars` "
+        raise SystemExit(f"connector jar {CONNECTOR_JAR} not found: run `scripts/services install flink-jars` "
                          "or pass --jar")
     return found
 
@@ -134,6 +141,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers host:port")
     ap.add_argument("--topic", default="cachescope.events")
     ap.add_argument("--late-topic", default="cachescope.events.late", help="late events (side output)")
+    ap.add_argument("--reject-topic", default="cachescope.events.rejects", help="messages that do not decode")
     ap.add_argument("--consumer-group", default="cachescope-shadow-caches")
     ap.add_argument("--clickhouse", required=True, help="clickhouse://host:port[/database]")
     ap.add_argument("--database", default=None)
@@ -145,19 +153,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--parallelism", type=int, default=1)
     ap.add_argument("--execution-mode", choices=("process", "thread"), default="process")
     ap.add_argument("--flush-seconds", type=float, default=2.0, help="how often rows are written")
+    ap.add_argument("--restart-attempts", type=int, default=10,
+                    help="restarts from the last checkpoint before the job fails (0: fail at once)")
     ap.add_argument("--jar", action="append", default=None, help="connector jar(s)")
     args = ap.parse_args(argv)
 
     from pyflink.common import Configuration, Types, WatermarkStrategy
     from pyflink.common.serialization import SimpleStringSchema
     from pyflink.datastream import OutputTag, StreamExecutionEnvironment
-    from pyflink.datastream.connectors.base import DeliveryGuarantee
-    from pyflink.datastream.connectors.kafka import (KafkaOffsetsInitializer, KafkaRecordSerializationSchema,
-                                                     KafkaSink, KafkaSource)
+    from pyflink.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource
 
     from cachescope.config import load_config
-    from cachescope.core.messages import cache_group_of
-
     config = load_config(args.config).pipeline
     jars = args.jar or default_jars()
     ckpt = args.checkpoint_dir if "://" in args.checkpoint_dir else Path(args.checkpoint_dir).resolve().as_uri()
@@ -174,6 +180,9 @@ def main(argv: list[str] | None = None) -> None:
     conf.set_string("state.checkpoints.dir", ckpt)
     conf.set_string("execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION")
     conf.set_string("execution.checkpointing.num-retained", "3")
+    conf.set_string("restart-strategy.type", "fixed-delay" if args.restart_attempts else "none")
+    conf.set_string("restart-strategy.fixed-delay.attempts", str(args.restart_attempts))
+    conf.set_string("restart-strategy.fixed-delay.delay", "5s")
     if args.restore:
         conf.set_string("execution.state-recovery.path", args.restore)
         conf.set_string("execution.savepoint.path", args.restore)
@@ -185,30 +194,28 @@ def main(argv: list[str] | None = None) -> None:
                .set_topics(args.topic)
                .set_group_id(args.consumer_group)
                .set_starting_offsets(KafkaOffsetsInitializer.earliest())
-               .set_value_only_deserializer(SimpleStringSchema()))
+               .set_value_only_deserializer(SimpleStringSchema())
+               # the shippers write in transactions: read only committed batches
+               .set_property("isolation.level", "read_committed"))
     if args.bounded:
         builder = builder.set_bounded(KafkaOffsetsInitializer.latest())
     # event time is the core's business (per cache group, from the events themselves)
     messages = env.from_source(builder.build(), WatermarkStrategy.no_watermarks(), "kafka: " + args.topic)
 
     late_tag = OutputTag("late-events", Types.STRING())
+    reject_tag = OutputTag("rejected-messages", Types.STRING())
     url = args.clickhouse
     database = args.database or (url.rstrip("/").rsplit("/", 1)[-1] if url.count("/") > 2 else "default")
     shadow = (messages
-              .map(lambda m: (cache_group_of(m), m), output_type=Types.TUPLE([Types.STRING(), Types.STRING()]))
-              .name("cache group of message")
+              .flat_map(make_router(config.shards),
+                        output_type=Types.TUPLE([Types.STRING(), Types.STRING(), Types.INT(), Types.STRING()]))
+              .name(f"cache group (and shard of {config.shards}) of message")
               .key_by(lambda t: t[0], key_type=Types.STRING())
-              .process(make_function(config.model_dump_json(), url, database, args.flush_seconds, late_tag),
+              .process(make_function(config.model_dump_json(), url, database, args.flush_seconds, late_tag, reject_tag),
                        output_type=Types.STRING())
               .name("shadow caches → ClickHouse"))
-    late_sink = (KafkaSink.builder()
-                 .set_bootstrap_servers(args.bootstrap)
-                 .set_record_serializer(KafkaRecordSerializationSchema.builder()
-                                        .set_topic(args.late_topic)
-                                        .set_value_serialization_schema(SimpleStringSchema()).build())
-                 .set_delivery_guarantee(DeliveryGuarantee.AT_LEAST_ONCE)
-                 .build())
-    shadow.get_side_output(late_tag).sink_to(late_sink).name("late events → " + args.late_topic)
+    for tag, topic in ((late_tag, args.late_topic), (reject_tag, args.reject_topic)):
+        shadow.get_side_output(tag).sink_to(kafka_sink(args.bootstrap, topic)).name("→ " + topic)
     env.execute("cachescope shadow caches")
 
 

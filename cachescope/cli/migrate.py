@@ -15,7 +15,7 @@ def migrate(
     store: Optional[Path] = typer.Option(None, "--store", help="embedded store directory (chDB)"),
     clickhouse: Optional[str] = typer.Option(None, "--clickhouse", help="server URL, clickhouse://host:port"),
     database: str = typer.Option("cachescope", "--database", help="database to create/migrate"),
-    events_ttl_days: int = typer.Option(90, "--events-ttl-days", help="access_events TTL at creation"),
+    events_ttl_days: int = typer.Option(90, "--events-ttl-days", help="access_events TTL at creation, counted from each event's time (0: keep)"),
     health_ttl_days: int = typer.Option(30, "--health-ttl-days", help="pipeline_health TTL at creation"),
     show: bool = typer.Option(False, "--status", help="list migrations and whether applied; change nothing"),
 ) -> None:

@@ -99,5 +99,9 @@ class PipelineConfig(_Strict):
     shadow: ShadowCaches = ShadowCaches()
     windows: Windows = Windows()
     curve: Curve = Curve()
+    #: spread each cache group over this many keyed sub-streams (Flink subtasks): files are
+    #: hash-partitioned, each shard runs every cache at size/shards and its rows carry its shard
+    #: number; summed over shards they estimate the full-size cache (error in BENCHMARKS.md)
+    shards: int = Field(1, ge=1, le=1024)
     #: tier codes per cache group; names beyond it are counted as OTHER
     n_tiers: int = Field(64, ge=2, le=256)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from cachescope.store import tables
+
 
 class Outbox:
     def __init__(self) -> None:
@@ -24,9 +26,9 @@ class Outbox:
             self.rows += n
 
     def add_emitted(self, emitted) -> None:
-        self.add("efficiency", emitted.efficiency)
-        self.add("mrc", emitted.mrc)
-        self.add("observed", emitted.observed)
+        self.add(tables.EFFICIENCY, emitted.efficiency)
+        self.add(tables.MRC, emitted.mrc)
+        self.add(tables.OBSERVED, emitted.observed)
 
     def drain(self) -> dict[str, dict[str, np.ndarray]]:
         """Everything pending, one column dict per table; the outbox is empty afterwards."""

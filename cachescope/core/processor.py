@@ -13,7 +13,7 @@ to `Emitted.late` (and a counter): never silently dropped.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import msgspec
 import numpy as np
@@ -48,18 +48,25 @@ class Emitted:
 
 
 class GroupProcessor:
-    def __init__(self, cache_group: str, config: PipelineConfig):
+    """One cache group, or one shard of it (config.shards > 1: the files whose hash partition is
+    `shard`, fed to caches of size/shards, rows labelled with the full size)."""
+
+    def __init__(self, cache_group: str, config: PipelineConfig, shard: int = 0):
+        if not 0 <= shard < config.shards:
+            raise ValueError(f"shard {shard} of a cache group spread over {config.shards}")
         self.cache_group = cache_group
         self.config = config
+        self.shard = shard
         w = config.windows
         self.window_us = w.us("efficiency")
         self.curve_window_us = w.us("curve")
         self.ooo_us = w.us("max_out_of_orderness")
         self.lateness_us = w.us("allowed_lateness")
-        self.specs = config.shadow.specs()
-        self.bank = ShadowBank(self.specs, config.n_tiers)
-        self.curve = LruCurve(config.curve.grid(), config.n_tiers, config.curve.sample_rate,
-                              config.curve.max_objects) if config.curve.enabled else None
+        self.specs = config.shadow.specs()  # as configured: the labels of the rows
+        self.bank = ShadowBank([replace(s, capacity=self._share(s.capacity)) for s in self.specs], config.n_tiers)
+        self.curve_grid = np.asarray(config.curve.grid(), dtype=np.uint64)
+        self.curve = LruCurve([self._share(int(c)) for c in self.curve_grid], config.n_tiers,
+                              config.curve.sample_rate, config.curve.max_objects) if config.curve.enabled else None
         self.tiers = TierCodes(config.n_tiers)
         self.max_ts = _NEG_INF
         # open windows: start (µs) -> counters
@@ -68,6 +75,12 @@ class GroupProcessor:
         self.open_observed: dict[tuple[int, str, str], np.ndarray] = {}
         self.events_in = 0
         self.late_total = 0
+
+    def _share(self, capacity: int) -> int:
+        """This shard's part of a capacity: as the bank splits a partitioned cache, so that the
+        shards of a group together are exactly one cache of `partitions = shards`."""
+        k = self.config.shards
+        return capacity // k + int(self.shard < capacity % k)
 
     # ------------------------------------------------------------------ processing
 
@@ -189,10 +202,11 @@ class GroupProcessor:
         }
         for f, name in enumerate(FIELDS):
             rows[name] = blocks[w, c, t, f].astype(np.uint64)
+        rows["shard"] = np.full(len(w), self.shard, dtype=np.uint16)
         return rows
 
     def _curve_rows(self, starts: list[int]) -> dict[str, np.ndarray]:
-        grid = np.asarray(self.curve.grid, dtype=np.uint64)
+        grid = self.curve_grid
         parts = []
         for s in starts:
             hits, requested = self.open_curve.pop(s)  # (K, tiers, 2), (tiers, 2)
@@ -216,6 +230,7 @@ class GroupProcessor:
             "bytes_requested": req[:, 1],
             "bytes_hit": hits[:, 1],
             "sample_rate": np.full(len(k), self.curve.sample_rate, dtype=np.float64),
+            "shard": np.full(len(k), self.shard, dtype=np.uint16),
         }
 
     def _observed_rows(self, keys: list[tuple[int, str, str]]) -> dict[str, np.ndarray]:
@@ -228,6 +243,7 @@ class GroupProcessor:
         }
         for i, name in enumerate(OBSERVED_FIELDS):
             rows[name] = values[:, i].astype(np.uint64)
+        rows["shard"] = np.full(len(keys), self.shard, dtype=np.uint16)
         return rows
 
     # ------------------------------------------------------------------ state
@@ -237,6 +253,8 @@ class GroupProcessor:
         state = {
             "v": STATE_VERSION,
             "group": self.cache_group,
+            "shard": self.shard,
+            "shards": self.config.shards,
             "specs": [s.as_engine() for s in self.specs],
             "bank": self.bank.snapshot(),
             "curve": self.curve.snapshot() if self.curve is not None else None,
@@ -252,12 +270,12 @@ class GroupProcessor:
         return msgspec.msgpack.encode(state)
 
     @classmethod
-    def restore(cls, cache_group: str, config: PipelineConfig, data: bytes) -> "GroupProcessor":
+    def restore(cls, cache_group: str, config: PipelineConfig, data: bytes, shard: int = 0) -> "GroupProcessor":
         state = msgspec.msgpack.decode(data)
         if state.get("v") != STATE_VERSION:
             raise ValueError(f"cache group state version {state.get('v')}, this build reads {STATE_VERSION}")
-        p = cls(cache_group, config)
-        if state["specs"] != [s.as_engine() for s in p.specs]:
+        p = cls(cache_group, config, shard)
+        if state["specs"] != [s.as_engine() for s in p.specs] or (state["shard"], state["shards"]) != (shard, config.shards):
             raise ValueError(f"saved state of cache group {cache_group!r} was made with other shadow caches; "
                              "start from an empty state (or restore the old configuration)")
         p.bank = ShadowBank.restore(state["bank"])

@@ -1,7 +1,7 @@
 """Numbered ClickHouse migrations (deploy/clickhouse/migrations/NNNN_name.sql), snuba style.
 
 Each file is plain SQL, one or more statements separated by `;`, with placeholders filled at
-apply time: {database}, {events_ttl_days}, {health_ttl_days}. Applied migrations are recorded in
+apply time: {database}, {events_ttl} (the access_events TTL clause), {health_ttl_days}. Applied migrations are recorded in
 `schema_migrations` (version, name, checksum, applied_at): re-running applies only new files,
 and a file changed after it was applied is an error (write a new migration instead). The
 checksum is of the file as written, so TTL settings do not change it. Statements are
@@ -163,9 +163,10 @@ def migrate(
     directory: Path | None = None,
 ) -> list[Migration]:
     """Apply the migrations not yet recorded in the store's database; return those applied."""
-    for label, v in (("events_ttl_days", events_ttl_days), ("health_ttl_days", health_ttl_days)):
-        if int(v) < 1:
-            raise MigrationError(f"{label} must be at least 1 day")
+    if int(events_ttl_days) < 0:
+        raise MigrationError("events_ttl_days must be 0 (keep) or a number of days")
+    if int(health_ttl_days) < 1:
+        raise MigrationError("health_ttl_days must be at least 1 day")
     migrations = discover(directory)
     done = applied(store)
     known = {m.version for m in migrations}
@@ -173,7 +174,10 @@ def migrate(
     if newer:
         raise MigrationError(f"database {store.database} has migrations {newer} this code does not know: "
                              "it was migrated by a newer cachescope")
-    values = {"database": store.database, "events_ttl_days": int(events_ttl_days),
+    # events_ttl_days=0 keeps the events: the TTL counts from each event's own time, so a replay
+    # of last year's logs would expire on insert
+    events_ttl = f"TTL toDateTime(ts) + INTERVAL {int(events_ttl_days)} DAY" if events_ttl_days else ""
+    values = {"database": store.database, "events_ttl": events_ttl, "events_ttl_days": int(events_ttl_days),
               "health_ttl_days": int(health_ttl_days)}
     ran: list[Migration] = []
     for m in migrations:

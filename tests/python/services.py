@@ -123,6 +123,31 @@ def store(request):
     return request.getfixturevalue("embedded_store" if request.param == "embedded" else "server_store")
 
 
+def topic_items(bootstrap: str, topic: str) -> list[dict]:
+    """Every committed record of `topic` (read_committed), batched messages flattened to their
+    events, partition by partition (so each cache group's events keep their order)."""
+    import orjson
+    from kafka import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False)
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(c.partitions_for_topic(topic) or set())]
+        items = []
+        for tp in tps:
+            c.assign([tp])
+            c.seek_to_beginning(tp)
+            end = c.end_offsets([tp])[tp]
+            while c.position(tp) < end:
+                for recs in c.poll(timeout_ms=1000).values():
+                    for r in recs:
+                        doc = orjson.loads(r.value)
+                        batch = isinstance(doc, dict) and isinstance(doc.get("events"), list)
+                        items.extend(doc["events"] if batch else [doc])
+        return items
+    finally:
+        c.close()
+
+
 def pytest_report_header(config):
     running = [n for n in ("kafka", "clickhouse") if os.path.exists(REPO / "var" / "services" / f"{n}.env")]
     return f"cachescope services already running: {', '.join(running) or 'none'} (scripts/services status)"

@@ -84,3 +84,40 @@ def test_state_from_another_configuration_is_refused():
     other = CONFIG.model_copy(update={"shadow": CONFIG.shadow.model_copy(update={"sizes": ["5TB"]})})
     with pytest.raises(ValueError, match="other shadow caches"):
         GroupProcessor.restore("g", other, p.snapshot())
+
+
+def test_shards_of_a_group_are_exactly_one_partitioned_cache():
+    """A group spread over 3 shards (sub-streams by file hash, caches of size/3 each) adds up to
+    the bank's own hash-partitioned cache of 3 partitions: same counters, window by window."""
+    from cachescope.core.shards import split
+
+    ev = event_stream(n=6000, jitter_us=0)
+    sharded = CONFIG.model_copy(update={"shards": 3})
+    partitioned = CONFIG.model_copy(update={"shadow": CONFIG.shadow.model_copy(update={"partitions": 3})})
+    parts = []
+    for k, sub in split(ev, 3):
+        p = GroupProcessor("site-A", sharded, shard=k)
+        parts += [p.process(sub), p.flush()]
+    whole = GroupProcessor("site-A", partitioned)
+    ref = [whole.process(ev), whole.flush()]
+    key = ["window_start", "policy", "size_bytes", "tier"]
+
+    def total(outs, table, key, fields):
+        df = pd.concat([pd.DataFrame(getattr(o, table)) for o in outs if getattr(o, table) is not None])
+        return df.groupby(key)[fields].sum().sort_index()
+
+    fields = ["requests", "hits", "bytes_requested", "bytes_hit", "bytes_filled", "evictions"]
+    got = total(parts, "efficiency", key, fields)
+    assert got.groupby(level=["policy", "size_bytes"])["requests"].sum().eq((ev.op == 0).sum()).all()
+    pd.testing.assert_frame_equal(got, total(ref, "efficiency", key, fields))
+    assert {int(s) for o in parts if o.efficiency is not None for s in o.efficiency["shard"]} == {0, 1, 2}
+    # the curve: every shard labels its rows with the full grid sizes
+    curve = total(parts, "mrc", ["window_start", "tier", "capacity_bytes"], ["requests", "hits"])
+    assert set(curve.index.get_level_values("capacity_bytes")) == set(CONFIG.curve.grid())
+
+
+def test_state_of_another_shard_is_refused():
+    sharded = CONFIG.model_copy(update={"shards": 2})
+    p = GroupProcessor("g", sharded, shard=1)
+    with pytest.raises(ValueError, match="other shadow caches"):
+        GroupProcessor.restore("g", sharded, p.snapshot(), shard=0)

@@ -15,31 +15,10 @@ import pytest
 
 from cachescope.config import load_config
 from ingest.shipper import FileFollower, Position, Shipper
+from services import topic_items
 
 pytestmark = pytest.mark.services
 CLI = str(Path(sys.executable).parent / "cachescope")
-
-
-def topic_items(bootstrap: str, topic: str) -> list[dict]:
-    """Every event (or reject) committed to `topic`, read with read_committed."""
-    from kafka import KafkaConsumer, TopicPartition
-
-    c = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False)
-    try:
-        parts = c.partitions_for_topic(topic) or set()
-        tps = [TopicPartition(topic, p) for p in parts]
-        c.assign(tps)
-        c.seek_to_beginning(*tps)
-        end = c.end_offsets(tps)
-        items = []
-        while any(c.position(tp) < end[tp] for tp in tps):
-            for recs in c.poll(timeout_ms=1000).values():
-                for r in recs:
-                    doc = orjson.loads(r.value)
-                    items.extend(doc["events"] if "events" in doc else [doc])
-        return items
-    finally:
-        c.close()
 
 
 def csv_log(path: Path, rows: range, header: bool = True) -> None:

@@ -8,6 +8,8 @@
 --     collapses the second copy that a replay after a failure writes. Readers that must not
 --     see a not-yet-merged copy use FINAL (cheap: duplicates share a day partition).
 -- PARTITION BY day: the TTL drops whole days (ttl_only_drop_parts) instead of rewriting parts.
+-- {events_ttl}: `TTL toDateTime(ts) + INTERVAL N DAY`, or nothing when the events are kept
+-- (`cachescope migrate --events-ttl-days 0`, the embedded store's default for replayed old logs).
 CREATE TABLE IF NOT EXISTS {database}.access_events
 (
     ts DateTime64(6, 'UTC') CODEC(DoubleDelta, ZSTD(1)),
@@ -31,5 +33,5 @@ CREATE TABLE IF NOT EXISTS {database}.access_events
 ENGINE = ReplacingMergeTree
 PARTITION BY toDate(ts)
 ORDER BY (cache_group, ts, seq, source)
-TTL toDateTime(ts) + INTERVAL {events_ttl_days} DAY
+{events_ttl}
 SETTINGS ttl_only_drop_parts = 1;

@@ -2,8 +2,9 @@
 --
 -- A materialized view sees every inserted block, duplicates included (ReplacingMergeTree only
 -- collapses them later, in `efficiency` itself). So a rollup cannot sum: it stores each counter as
--- a maxMap state keyed by window_start. Two copies of a window carry the same value, max keeps
--- one, and the total is arraySum over the windows: `arraySum(maxMapMerge(<c>_by_window).2)`.
+-- a maxMap state keyed by (window_start, shard). Two copies of a window carry the same value, max
+-- keeps one, and the total is arraySum over the windows (and over the shards a cache group is
+-- spread over, see ARCHITECTURE.md): `arraySum(maxMapMerge(<c>_by_window).2)`.
 -- The views efficiency_hourly_v / efficiency_daily_v give finished numbers (README: queries).
 -- A window belongs to the hour/day its window_start falls in.
 --
@@ -19,13 +20,13 @@ CREATE TABLE IF NOT EXISTS {database}.efficiency_hourly
     tier LowCardinality(String),
     sample_rate SimpleAggregateFunction(max, Float64),
     partitions SimpleAggregateFunction(max, UInt32),
-    requests_by_window AggregateFunction(maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    hits_by_window AggregateFunction(maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    bytes_requested_by_window AggregateFunction(maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    bytes_hit_by_window AggregateFunction(maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    bytes_filled_by_window AggregateFunction(maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    evictions_by_window AggregateFunction(maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    bytes_evicted_by_window AggregateFunction(maxMap, Array(DateTime('UTC')), Array(UInt64))
+    requests_by_window AggregateFunction(maxMap, Array(Tuple(DateTime('UTC'), UInt16)), Array(UInt64)),
+    hits_by_window AggregateFunction(maxMap, Array(Tuple(DateTime('UTC'), UInt16)), Array(UInt64)),
+    bytes_requested_by_window AggregateFunction(maxMap, Array(Tuple(DateTime('UTC'), UInt16)), Array(UInt64)),
+    bytes_hit_by_window AggregateFunction(maxMap, Array(Tuple(DateTime('UTC'), UInt16)), Array(UInt64)),
+    bytes_filled_by_window AggregateFunction(maxMap, Array(Tuple(DateTime('UTC'), UInt16)), Array(UInt64)),
+    evictions_by_window AggregateFunction(maxMap, Array(Tuple(DateTime('UTC'), UInt16)), Array(UInt64)),
+    bytes_evicted_by_window AggregateFunction(maxMap, Array(Tuple(DateTime('UTC'), UInt16)), Array(UInt64))
 )
 ENGINE = AggregatingMergeTree
 PARTITION BY toYYYYMM(hour)
@@ -40,13 +41,13 @@ SELECT
     tier,
     max(sample_rate) AS sample_rate,
     max(partitions) AS partitions,
-    maxMapState([window_start], [requests]) AS requests_by_window,
-    maxMapState([window_start], [hits]) AS hits_by_window,
-    maxMapState([window_start], [bytes_requested]) AS bytes_requested_by_window,
-    maxMapState([window_start], [bytes_hit]) AS bytes_hit_by_window,
-    maxMapState([window_start], [bytes_filled]) AS bytes_filled_by_window,
-    maxMapState([window_start], [evictions]) AS evictions_by_window,
-    maxMapState([window_start], [bytes_evicted]) AS bytes_evicted_by_window
+    maxMapState([(window_start, shard)], [requests]) AS requests_by_window,
+    maxMapState([(window_start, shard)], [hits]) AS hits_by_window,
+    maxMapState([(window_start, shard)], [bytes_requested]) AS bytes_requested_by_window,
+    maxMapState([(window_start, shard)], [bytes_hit]) AS bytes_hit_by_window,
+    maxMapState([(window_start, shard)], [bytes_filled]) AS bytes_filled_by_window,
+    maxMapState([(window_start, shard)], [evictions]) AS evictions_by_window,
+    maxMapState([(window_start, shard)], [bytes_evicted]) AS bytes_evicted_by_window
 FROM {database}.efficiency
 GROUP BY hour, cache_group, policy, size_bytes, tier;
 
@@ -60,7 +61,7 @@ SELECT
     tier,
     max(sample_rate) AS sample_rate,
     max(partitions) AS partitions,
-    length(maxMapMerge(requests_by_window).1) AS windows,
+    length(arrayDistinct(arrayMap(k -> k.1, maxMapMerge(requests_by_window).1))) AS windows,
     arraySum(maxMapMerge(requests_by_window).2) AS requests,
     arraySum(maxMapMerge(hits_by_window).2) AS hits,
     arraySum(maxMapMerge(bytes_requested_by_window).2) AS bytes_requested,
@@ -82,13 +83,13 @@ CREATE TABLE IF NOT EXISTS {database}.efficiency_daily
     tier LowCardinality(String),
     sample_rate SimpleAggregateFunction(max, Float64),
     partitions SimpleAggregateFunction(max, UInt32),
-    requests_by_window AggregateFunction(maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    hits_by_window AggregateFunction(maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    bytes_requested_by_window AggregateFunction(maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    bytes_hit_by_window AggregateFunction(maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    bytes_filled_by_window AggregateFunction(maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    evictions_by_window AggregateFunction(maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    bytes_evicted_by_window AggregateFunction(maxMap, Array(DateTime('UTC')), Array(UInt64))
+    requests_by_window AggregateFunction(maxMap, Array(Tuple(DateTime('UTC'), UInt16)), Array(UInt64)),
+    hits_by_window AggregateFunction(maxMap, Array(Tuple(DateTime('UTC'), UInt16)), Array(UInt64)),
+    bytes_requested_by_window AggregateFunction(maxMap, Array(Tuple(DateTime('UTC'), UInt16)), Array(UInt64)),
+    bytes_hit_by_window AggregateFunction(maxMap, Array(Tuple(DateTime('UTC'), UInt16)), Array(UInt64)),
+    bytes_filled_by_window AggregateFunction(maxMap, Array(Tuple(DateTime('UTC'), UInt16)), Array(UInt64)),
+    evictions_by_window AggregateFunction(maxMap, Array(Tuple(DateTime('UTC'), UInt16)), Array(UInt64)),
+    bytes_evicted_by_window AggregateFunction(maxMap, Array(Tuple(DateTime('UTC'), UInt16)), Array(UInt64))
 )
 ENGINE = AggregatingMergeTree
 PARTITION BY toYYYYMM(day)
@@ -103,13 +104,13 @@ SELECT
     tier,
     max(sample_rate) AS sample_rate,
     max(partitions) AS partitions,
-    maxMapState([window_start], [requests]) AS requests_by_window,
-    maxMapState([window_start], [hits]) AS hits_by_window,
-    maxMapState([window_start], [bytes_requested]) AS bytes_requested_by_window,
-    maxMapState([window_start], [bytes_hit]) AS bytes_hit_by_window,
-    maxMapState([window_start], [bytes_filled]) AS bytes_filled_by_window,
-    maxMapState([window_start], [evictions]) AS evictions_by_window,
-    maxMapState([window_start], [bytes_evicted]) AS bytes_evicted_by_window
+    maxMapState([(window_start, shard)], [requests]) AS requests_by_window,
+    maxMapState([(window_start, shard)], [hits]) AS hits_by_window,
+    maxMapState([(window_start, shard)], [bytes_requested]) AS bytes_requested_by_window,
+    maxMapState([(window_start, shard)], [bytes_hit]) AS bytes_hit_by_window,
+    maxMapState([(window_start, shard)], [bytes_filled]) AS bytes_filled_by_window,
+    maxMapState([(window_start, shard)], [evictions]) AS evictions_by_window,
+    maxMapState([(window_start, shard)], [bytes_evicted]) AS bytes_evicted_by_window
 FROM {database}.efficiency
 GROUP BY day, cache_group, policy, size_bytes, tier;
 
@@ -123,7 +124,7 @@ SELECT
     tier,
     max(sample_rate) AS sample_rate,
     max(partitions) AS partitions,
-    length(maxMapMerge(requests_by_window).1) AS windows,
+    length(arrayDistinct(arrayMap(k -> k.1, maxMapMerge(requests_by_window).1))) AS windows,
     arraySum(maxMapMerge(requests_by_window).2) AS requests,
     arraySum(maxMapMerge(hits_by_window).2) AS hits,
     arraySum(maxMapMerge(bytes_requested_by_window).2) AS bytes_requested,

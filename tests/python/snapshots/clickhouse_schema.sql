@@ -34,6 +34,7 @@ CREATE TABLE {database}.efficiency
     `tier` LowCardinality(String),
     `sample_rate` Float64,
     `partitions` UInt32,
+    `shard` UInt16 DEFAULT 0,
     `requests` UInt64,
     `hits` UInt64,
     `bytes_requested` UInt64,
@@ -44,7 +45,7 @@ CREATE TABLE {database}.efficiency
 )
 ENGINE = ReplacingMergeTree
 PARTITION BY toYYYYMM(window_start)
-ORDER BY (cache_group, policy, size_bytes, tier, window_start)
+ORDER BY (cache_group, policy, size_bytes, tier, window_start, shard)
 SETTINGS index_granularity = 8192;
 
 CREATE TABLE {database}.efficiency_daily
@@ -56,13 +57,27 @@ CREATE TABLE {database}.efficiency_daily
     `tier` LowCardinality(String),
     `sample_rate` SimpleAggregateFunction(max, Float64),
     `partitions` SimpleAggregateFunction(max, UInt32),
-    `requests_by_window` AggregateFunction(1, maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    `hits_by_window` AggregateFunction(1, maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    `bytes_requested_by_window` AggregateFunction(1, maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    `bytes_hit_by_window` AggregateFunction(1, maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    `bytes_filled_by_window` AggregateFunction(1, maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    `evictions_by_window` AggregateFunction(1, maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    `bytes_evicted_by_window` AggregateFunction(1, maxMap, Array(DateTime('UTC')), Array(UInt64))
+    `requests_by_window` AggregateFunction(1, maxMap, Array(Tuple(
+        DateTime('UTC'),
+        UInt16)), Array(UInt64)),
+    `hits_by_window` AggregateFunction(1, maxMap, Array(Tuple(
+        DateTime('UTC'),
+        UInt16)), Array(UInt64)),
+    `bytes_requested_by_window` AggregateFunction(1, maxMap, Array(Tuple(
+        DateTime('UTC'),
+        UInt16)), Array(UInt64)),
+    `bytes_hit_by_window` AggregateFunction(1, maxMap, Array(Tuple(
+        DateTime('UTC'),
+        UInt16)), Array(UInt64)),
+    `bytes_filled_by_window` AggregateFunction(1, maxMap, Array(Tuple(
+        DateTime('UTC'),
+        UInt16)), Array(UInt64)),
+    `evictions_by_window` AggregateFunction(1, maxMap, Array(Tuple(
+        DateTime('UTC'),
+        UInt16)), Array(UInt64)),
+    `bytes_evicted_by_window` AggregateFunction(1, maxMap, Array(Tuple(
+        DateTime('UTC'),
+        UInt16)), Array(UInt64))
 )
 ENGINE = AggregatingMergeTree
 PARTITION BY toYYYYMM(day)
@@ -78,13 +93,27 @@ CREATE MATERIALIZED VIEW {database}.efficiency_daily_mv TO {database}.efficiency
     `tier` LowCardinality(String),
     `sample_rate` Float64,
     `partitions` UInt32,
-    `requests_by_window` AggregateFunction(1, maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    `hits_by_window` AggregateFunction(1, maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    `bytes_requested_by_window` AggregateFunction(1, maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    `bytes_hit_by_window` AggregateFunction(1, maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    `bytes_filled_by_window` AggregateFunction(1, maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    `evictions_by_window` AggregateFunction(1, maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    `bytes_evicted_by_window` AggregateFunction(1, maxMap, Array(DateTime('UTC')), Array(UInt64))
+    `requests_by_window` AggregateFunction(1, maxMap, Array(Tuple(
+        DateTime('UTC'),
+        UInt16)), Array(UInt64)),
+    `hits_by_window` AggregateFunction(1, maxMap, Array(Tuple(
+        DateTime('UTC'),
+        UInt16)), Array(UInt64)),
+    `bytes_requested_by_window` AggregateFunction(1, maxMap, Array(Tuple(
+        DateTime('UTC'),
+        UInt16)), Array(UInt64)),
+    `bytes_hit_by_window` AggregateFunction(1, maxMap, Array(Tuple(
+        DateTime('UTC'),
+        UInt16)), Array(UInt64)),
+    `bytes_filled_by_window` AggregateFunction(1, maxMap, Array(Tuple(
+        DateTime('UTC'),
+        UInt16)), Array(UInt64)),
+    `evictions_by_window` AggregateFunction(1, maxMap, Array(Tuple(
+        DateTime('UTC'),
+        UInt16)), Array(UInt64)),
+    `bytes_evicted_by_window` AggregateFunction(1, maxMap, Array(Tuple(
+        DateTime('UTC'),
+        UInt16)), Array(UInt64))
 )
 AS SELECT
     toStartOfDay(window_start) AS day,
@@ -94,13 +123,13 @@ AS SELECT
     tier,
     max(sample_rate) AS sample_rate,
     max(partitions) AS partitions,
-    maxMapState([window_start], [requests]) AS requests_by_window,
-    maxMapState([window_start], [hits]) AS hits_by_window,
-    maxMapState([window_start], [bytes_requested]) AS bytes_requested_by_window,
-    maxMapState([window_start], [bytes_hit]) AS bytes_hit_by_window,
-    maxMapState([window_start], [bytes_filled]) AS bytes_filled_by_window,
-    maxMapState([window_start], [evictions]) AS evictions_by_window,
-    maxMapState([window_start], [bytes_evicted]) AS bytes_evicted_by_window
+    maxMapState([(window_start, shard)], [requests]) AS requests_by_window,
+    maxMapState([(window_start, shard)], [hits]) AS hits_by_window,
+    maxMapState([(window_start, shard)], [bytes_requested]) AS bytes_requested_by_window,
+    maxMapState([(window_start, shard)], [bytes_hit]) AS bytes_hit_by_window,
+    maxMapState([(window_start, shard)], [bytes_filled]) AS bytes_filled_by_window,
+    maxMapState([(window_start, shard)], [evictions]) AS evictions_by_window,
+    maxMapState([(window_start, shard)], [bytes_evicted]) AS bytes_evicted_by_window
 FROM {database}.efficiency
 GROUP BY
     day,
@@ -137,7 +166,7 @@ AS SELECT
     tier,
     max(sample_rate) AS sample_rate,
     max(partitions) AS partitions,
-    length((maxMapMerge(requests_by_window)).1) AS windows,
+    length(arrayDistinct(arrayMap(k -> (k.1), (maxMapMerge(requests_by_window)).1))) AS windows,
     arraySum((maxMapMerge(requests_by_window)).2) AS requests,
     arraySum((maxMapMerge(hits_by_window)).2) AS hits,
     arraySum((maxMapMerge(bytes_requested_by_window)).2) AS bytes_requested,
@@ -164,13 +193,27 @@ CREATE TABLE {database}.efficiency_hourly
     `tier` LowCardinality(String),
     `sample_rate` SimpleAggregateFunction(max, Float64),
     `partitions` SimpleAggregateFunction(max, UInt32),
-    `requests_by_window` AggregateFunction(1, maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    `hits_by_window` AggregateFunction(1, maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    `bytes_requested_by_window` AggregateFunction(1, maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    `bytes_hit_by_window` AggregateFunction(1, maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    `bytes_filled_by_window` AggregateFunction(1, maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    `evictions_by_window` AggregateFunction(1, maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    `bytes_evicted_by_window` AggregateFunction(1, maxMap, Array(DateTime('UTC')), Array(UInt64))
+    `requests_by_window` AggregateFunction(1, maxMap, Array(Tuple(
+        DateTime('UTC'),
+        UInt16)), Array(UInt64)),
+    `hits_by_window` AggregateFunction(1, maxMap, Array(Tuple(
+        DateTime('UTC'),
+        UInt16)), Array(UInt64)),
+    `bytes_requested_by_window` AggregateFunction(1, maxMap, Array(Tuple(
+        DateTime('UTC'),
+        UInt16)), Array(UInt64)),
+    `bytes_hit_by_window` AggregateFunction(1, maxMap, Array(Tuple(
+        DateTime('UTC'),
+        UInt16)), Array(UInt64)),
+    `bytes_filled_by_window` AggregateFunction(1, maxMap, Array(Tuple(
+        DateTime('UTC'),
+        UInt16)), Array(UInt64)),
+    `evictions_by_window` AggregateFunction(1, maxMap, Array(Tuple(
+        DateTime('UTC'),
+        UInt16)), Array(UInt64)),
+    `bytes_evicted_by_window` AggregateFunction(1, maxMap, Array(Tuple(
+        DateTime('UTC'),
+        UInt16)), Array(UInt64))
 )
 ENGINE = AggregatingMergeTree
 PARTITION BY toYYYYMM(hour)
@@ -186,13 +229,27 @@ CREATE MATERIALIZED VIEW {database}.efficiency_hourly_mv TO {database}.efficienc
     `tier` LowCardinality(String),
     `sample_rate` Float64,
     `partitions` UInt32,
-    `requests_by_window` AggregateFunction(1, maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    `hits_by_window` AggregateFunction(1, maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    `bytes_requested_by_window` AggregateFunction(1, maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    `bytes_hit_by_window` AggregateFunction(1, maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    `bytes_filled_by_window` AggregateFunction(1, maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    `evictions_by_window` AggregateFunction(1, maxMap, Array(DateTime('UTC')), Array(UInt64)),
-    `bytes_evicted_by_window` AggregateFunction(1, maxMap, Array(DateTime('UTC')), Array(UInt64))
+    `requests_by_window` AggregateFunction(1, maxMap, Array(Tuple(
+        DateTime('UTC'),
+        UInt16)), Array(UInt64)),
+    `hits_by_window` AggregateFunction(1, maxMap, Array(Tuple(
+        DateTime('UTC'),
+        UInt16)), Array(UInt64)),
+    `bytes_requested_by_window` AggregateFunction(1, maxMap, Array(Tuple(
+        DateTime('UTC'),
+        UInt16)), Array(UInt64)),
+    `bytes_hit_by_window` AggregateFunction(1, maxMap, Array(Tuple(
+        DateTime('UTC'),
+        UInt16)), Array(UInt64)),
+    `bytes_filled_by_window` AggregateFunction(1, maxMap, Array(Tuple(
+        DateTime('UTC'),
+        UInt16)), Array(UInt64)),
+    `evictions_by_window` AggregateFunction(1, maxMap, Array(Tuple(
+        DateTime('UTC'),
+        UInt16)), Array(UInt64)),
+    `bytes_evicted_by_window` AggregateFunction(1, maxMap, Array(Tuple(
+        DateTime('UTC'),
+        UInt16)), Array(UInt64))
 )
 AS SELECT
     toStartOfHour(window_start) AS hour,
@@ -202,13 +259,13 @@ AS SELECT
     tier,
     max(sample_rate) AS sample_rate,
     max(partitions) AS partitions,
-    maxMapState([window_start], [requests]) AS requests_by_window,
-    maxMapState([window_start], [hits]) AS hits_by_window,
-    maxMapState([window_start], [bytes_requested]) AS bytes_requested_by_window,
-    maxMapState([window_start], [bytes_hit]) AS bytes_hit_by_window,
-    maxMapState([window_start], [bytes_filled]) AS bytes_filled_by_window,
-    maxMapState([window_start], [evictions]) AS evictions_by_window,
-    maxMapState([window_start], [bytes_evicted]) AS bytes_evicted_by_window
+    maxMapState([(window_start, shard)], [requests]) AS requests_by_window,
+    maxMapState([(window_start, shard)], [hits]) AS hits_by_window,
+    maxMapState([(window_start, shard)], [bytes_requested]) AS bytes_requested_by_window,
+    maxMapState([(window_start, shard)], [bytes_hit]) AS bytes_hit_by_window,
+    maxMapState([(window_start, shard)], [bytes_filled]) AS bytes_filled_by_window,
+    maxMapState([(window_start, shard)], [evictions]) AS evictions_by_window,
+    maxMapState([(window_start, shard)], [bytes_evicted]) AS bytes_evicted_by_window
 FROM {database}.efficiency
 GROUP BY
     hour,
@@ -245,7 +302,7 @@ AS SELECT
     tier,
     max(sample_rate) AS sample_rate,
     max(partitions) AS partitions,
-    length((maxMapMerge(requests_by_window)).1) AS windows,
+    length(arrayDistinct(arrayMap(k -> (k.1), (maxMapMerge(requests_by_window)).1))) AS windows,
     arraySum((maxMapMerge(requests_by_window)).2) AS requests,
     arraySum((maxMapMerge(hits_by_window)).2) AS hits,
     arraySum((maxMapMerge(bytes_requested_by_window)).2) AS bytes_requested,
@@ -273,11 +330,12 @@ CREATE TABLE {database}.mrc
     `hits` Float64,
     `bytes_requested` Float64,
     `bytes_hit` Float64,
-    `sample_rate` Float64
+    `sample_rate` Float64,
+    `shard` UInt16 DEFAULT 0
 )
 ENGINE = ReplacingMergeTree
 PARTITION BY toYYYYMM(window_start)
-ORDER BY (cache_group, tier, window_start, capacity_bytes)
+ORDER BY (cache_group, tier, window_start, capacity_bytes, shard)
 SETTINGS index_granularity = 8192;
 
 CREATE TABLE {database}.observed
@@ -290,11 +348,12 @@ CREATE TABLE {database}.observed
     `bytes_read` UInt64,
     `hit_bytes` UInt64,
     `miss_bytes` UInt64,
-    `bypass_bytes` UInt64
+    `bypass_bytes` UInt64,
+    `shard` UInt16 DEFAULT 0
 )
 ENGINE = ReplacingMergeTree
 PARTITION BY toYYYYMM(window_start)
-ORDER BY (cache_group, window_start, server, tier)
+ORDER BY (cache_group, window_start, server, tier, shard)
 SETTINGS index_granularity = 8192;
 
 CREATE TABLE {database}.pipeline_health

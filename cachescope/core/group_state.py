@@ -1,0 +1,65 @@
+"""What a runner keeps per cache group: the processor and the rows it emitted but has not written.
+
+Flink holds one of these in keyed state (pickled: the compiled bank goes through its own
+versioned snapshot), the embedded replay holds one per group in a dict. Both call the same three
+methods, so the order "process, queue rows, write" is written once.
+"""
+
+from __future__ import annotations
+
+import time
+
+from cachescope.core.columns import EventColumns
+from cachescope.core.config import PipelineConfig
+from cachescope.core.health import health_rows
+from cachescope.core.outbox import Outbox
+from cachescope.core.processor import GroupProcessor
+from cachescope.store import tables
+
+
+class GroupState:
+    def __init__(self, processor: GroupProcessor, outbox: Outbox | None = None, keep_events: bool = True):
+        self.processor = processor
+        self.outbox = outbox if outbox is not None else Outbox()
+        self.keep_events = keep_events  # also write the raw events (access_events) for what-if replays
+
+    @classmethod
+    def new(cls, cache_group: str, config: PipelineConfig, shard: int = 0, keep_events: bool = True) -> "GroupState":
+        return cls(GroupProcessor(cache_group, config, shard), keep_events=keep_events)
+
+    def process(self, events: EventColumns) -> EventColumns | None:
+        """Feed one batch; queue the raw events and every closed window. Returns the late events."""
+        emitted = self.processor.process(events)
+        if self.keep_events:
+            self.outbox.add(tables.ACCESS_EVENTS, events.access_event_rows())
+        self.outbox.add_emitted(emitted)
+        return emitted.late
+
+    def finish(self) -> None:
+        """End of a bounded input: close every open window."""
+        self.outbox.add_emitted(self.processor.flush())
+
+    def write(self, store, component: str) -> int:
+        """Write the queued rows (idempotent tables: a repeat after a crash changes nothing)."""
+        n = len(self.outbox)
+        if not n:
+            return 0
+        for table, columns in self.outbox.drain().items():
+            store.insert(table, columns)
+        p = self.processor
+        store.insert(tables.PIPELINE_HEALTH, health_rows(component, p.cache_group, {
+            "rows_written": n, "events_in": p.events_in, "late_events": p.late_total,
+            # how far event time trails the wall clock: the lag a dashboard alerts on
+            "event_time_lag_s": 0.0 if p.events_in == 0 else max(0.0, time.time() - p.max_ts / 1e6)}))
+        return n
+
+    def __reduce__(self):
+        p = self.processor
+        return (_restore, (p.cache_group, p.shard, p.config.model_dump_json(), p.snapshot(), self.outbox,
+                           self.keep_events))
+
+
+def _restore(cache_group: str, shard: int, config_json: str, snapshot: bytes, outbox: Outbox,
+             keep_events: bool) -> GroupState:
+    config = PipelineConfig.model_validate_json(config_json)
+    return GroupState(GroupProcessor.restore(cache_group, config, snapshot, shard), outbox, keep_events)

@@ -1,0 +1,219 @@
+"""The PyFlink job end to end on the real servers: generated logs → shipper → Kafka → Flink
+(MiniCluster, process mode) → ClickHouse, compared row for row with the processing core run
+directly on the same events; and a SIGKILL mid-stream with a restart from the last checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cachescope.config import load_config
+from cachescope.core import EventColumns
+from cachescope.core.group_state import GroupState
+from cachescope.core.shards import shard_of
+from cachescope.store import ClickHouseStore, migrations
+from ingest.shipper import Shipper
+from services import topic_items, unique_name
+
+pytestmark = pytest.mark.services
+REPO = Path(__file__).resolve().parents[2]
+JOB = REPO / "flink-jobs" / "shadow_caches.py"
+KEYS = {
+    "efficiency": ["cache_group", "policy", "size_bytes", "tier", "window_start", "shard"],
+    "mrc": ["cache_group", "tier", "window_start", "capacity_bytes", "shard"],
+    "observed": ["cache_group", "window_start", "server", "tier", "shard"],
+    "access_events": ["cache_group", "ts", "seq", "source"],
+}
+
+
+# --------------------------------------------------------------------------- helpers
+
+def generate(path: Path, events: int, seed: int = 7) -> list[str]:
+    subprocess.run([str(Path(sys.executable).parent / "cachescope"), "generate", "--out", str(path),
+                    "-f", "xrootd-gstream", "-n", str(events), "--days", "0.25", "--seed", str(seed)],
+                   check=True, capture_output=True)
+    return path.read_text().splitlines(keepends=True)
+
+
+def ship(log: Path, bootstrap: str, topic: str) -> None:
+    sh = Shipper("xrootd-gstream", str(log), f"kafka://{bootstrap}/{topic}", config=load_config(),
+                 shipper_id=topic, batch_events=500)
+    try:
+        sh.run()
+    finally:
+        sh.close()
+
+
+def start_job(tmp: Path, kafka, clickhouse, topic: str, database: str, *extra: str) -> subprocess.Popen:
+    log = open(tmp / f"job-{time.monotonic_ns()}.log", "w")
+    # its own session: SIGKILL reaches the JVM (MiniCluster) and the Python workers with it
+    return subprocess.Popen(
+        [sys.executable, str(JOB), "--bootstrap", kafka.bootstrap, "--topic", topic,
+         "--late-topic", topic + ".late", "--reject-topic", topic + ".job-rejects",
+         "--consumer-group", topic, "--clickhouse", f"{clickhouse.url.rsplit('/', 1)[0]}/{database}",
+         "--checkpoint-dir", str(tmp / "checkpoints"), "--restart-attempts", "0", "--flush-seconds", "0.5", *extra],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO)
+
+
+def kill(job: subprocess.Popen) -> None:
+    try:
+        os.killpg(job.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    job.wait()
+
+
+def job_log(tmp: Path) -> str:
+    return "\n".join(p.read_text()[-4000:] for p in sorted(tmp.glob("job-*.log")))
+
+
+def wait_for(what: str, cond, job: subprocess.Popen, tmp: Path, timeout: float = 600) -> None:
+    """Poll until cond() holds; a job that died or a hang fails with the job's log (not a speed limit)."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if job.poll() is not None:
+            pytest.fail(f"job exited with {job.returncode} while waiting for {what}:\n{job_log(tmp)}")
+        if time.monotonic() > deadline:
+            kill(job)
+            pytest.fail(f"no {what} after {timeout:.0f} s:\n{job_log(tmp)}")
+        time.sleep(0.2)
+
+
+def expected(events: list[dict], config, finish: bool) -> dict[str, pd.DataFrame]:
+    """What the core computes directly: each cache group's (or shard's) events in Kafka order."""
+    cols = EventColumns.from_events(events)
+    out: dict[str, list] = {}
+    for group in sorted(set(cols.cache_group)):
+        mine = cols.take(np.flatnonzero(cols.cache_group == group))
+        which = shard_of(mine.file_id, config.shards)
+        for k in range(config.shards):
+            st = GroupState.new(group, config, k)
+            st.process(mine.take(np.flatnonzero(which == k)))
+            if finish:
+                st.finish()
+            for table, columns in st.outbox.drain().items():
+                out.setdefault(table, []).append(pd.DataFrame(columns))
+    return {t: normalise(t, pd.concat(parts, ignore_index=True)) for t, parts in out.items()}
+
+
+def normalise(table: str, df: pd.DataFrame) -> pd.DataFrame:
+    df = df.copy()
+    for c in df.columns:
+        if c.startswith("observed_"):  # Nullable(UInt64): None where no real cache reported
+            df[c] = df[c].map(lambda v: -1 if v is None or v != v else int(v)).astype("int64")
+        elif c in ("ts", "window_start", "window_end"):
+            df[c] = pd.to_datetime(df[c], utc=True).dt.as_unit("us").astype("int64")
+        elif df[c].dtype.kind in "uif":
+            df[c] = df[c].astype("float64" if df[c].dtype.kind == "f" else "int64")
+        else:
+            df[c] = df[c].map(lambda v: None if v is None or (isinstance(v, float) and np.isnan(v)) else v).astype(object)
+    return df.sort_values(KEYS[table]).reset_index(drop=True)
+
+
+def stored(store: ClickHouseStore, table: str, columns: list[str]) -> pd.DataFrame:
+    rows = store.query(f"SELECT {', '.join(columns)} FROM {table} FINAL")
+    return normalise(table, pd.DataFrame(list(rows), columns=columns))
+
+
+def assert_store_equals(store: ClickHouseStore, want: dict[str, pd.DataFrame]) -> None:
+    for table, df in want.items():
+        got = stored(store, table, list(df.columns))
+        assert len(got) == len(df), f"{table}: {len(got)} rows stored, the core made {len(df)}"
+        pd.testing.assert_frame_equal(got, df, check_dtype=False, obj=table)
+
+
+def row_count(store: ClickHouseStore, table: str) -> int:
+    return int(store.query(f"SELECT count() FROM {table} FINAL").scalar())
+
+
+@pytest.fixture
+def database(clickhouse, request):
+    name = unique_name(request, "flink")
+    store = ClickHouseStore(clickhouse.url, database=name)
+    migrations.migrate(store, events_ttl_days=0)  # generated logs are from 2024: keep them
+    yield store
+    store.command(f"DROP DATABASE IF EXISTS {name}")
+    store.close()
+
+
+# --------------------------------------------------------------------------- tests
+
+def test_job_writes_what_the_core_computes_with_a_group_spread_over_two_shards(kafka, clickhouse, database,
+                                                                               kafka_topic, tmp_path):
+    log = tmp_path / "gstream.log"
+    generate(log, 12_000)
+    ship(log, kafka.bootstrap, kafka_topic)
+    from kafka import KafkaProducer
+
+    with KafkaProducer(bootstrap_servers=kafka.bootstrap) as p:  # a message no shipper would write
+        p.send(kafka_topic, b'{"cache_group": "x", "events": 7}').get(timeout=30)
+    events = [e for e in topic_items(kafka.bootstrap, kafka_topic) if "file_id" in e]
+    assert len(events) > 5000
+    cfg = tmp_path / "site.yaml"
+    cfg.write_text("pipeline:\n  shards: 2\n")
+    job = start_job(tmp_path, kafka, clickhouse, kafka_topic, database.database, "--bounded",
+                    "--parallelism", "2", "--config", str(cfg))
+    try:
+        assert job.wait(timeout=900) == 0, job_log(tmp_path)
+    finally:
+        kill(job)
+    want = expected(events, load_config(cfg).pipeline, finish=True)
+    assert set(want) == {"access_events", "efficiency", "mrc", "observed"}
+    assert set(want["efficiency"]["shard"]) == {0, 1}
+    assert_store_equals(database, want)
+    rejects = topic_items(kafka.bootstrap, kafka_topic + ".job-rejects")
+    assert len(rejects) == 1 and "bad message" in rejects[0]["reason"]
+    health = dict(database.query("SELECT metric, max(value) FROM pipeline_health GROUP BY metric"))
+    assert health["late_events"] == 0 and health["rows_written"] > 0
+
+
+def test_sigkill_mid_stream_and_restore_from_checkpoint_changes_nothing(kafka, clickhouse, database,
+                                                                         kafka_topic, tmp_path):
+    lines = generate(tmp_path / "all.log", 16_000, seed=11)
+    head = next(i for i in range(len(lines) // 2, len(lines)) if '"file_close"' in lines[i])
+    log = tmp_path / "gstream.log"
+    log.write_text("".join(lines[:head]))
+    ship(log, kafka.bootstrap, kafka_topic)
+    first = len(topic_items(kafka.bootstrap, kafka_topic))
+    ckpt = tmp_path / "checkpoints"
+
+    def checkpoints(after: float = 0.0) -> list[Path]:
+        done = [m.parent for m in ckpt.glob("*/chk-*/_metadata") if m.stat().st_mtime > after]
+        return sorted(done, key=lambda p: p.stat().st_mtime)
+
+    job = start_job(tmp_path, kafka, clickhouse, kafka_topic, database.database, "--checkpoint-interval", "20s")
+    try:
+        wait_for("first half written", lambda: row_count(database, "access_events") == first, job, tmp_path)
+        t = time.time()
+        wait_for("a checkpoint holding the first half", lambda: checkpoints(after=t), job, tmp_path)
+        # the second half arrives; the job dies as soon as it has written some of it, before the
+        # next checkpoint: the restart replays those messages and writes their rows again
+        with log.open("a") as f:
+            f.write("".join(lines[head:]))
+        ship(log, kafka.bootstrap, kafka_topic)
+        wait_for("part of the second half written", lambda: row_count(database, "access_events") > first,
+                 job, tmp_path)
+    finally:
+        kill(job)
+    events = topic_items(kafka.bootstrap, kafka_topic)
+    assert row_count(database, "access_events") < len(events) or not checkpoints(after=t)[1:], \
+        "the job finished the stream before the kill: nothing was replayed"
+    last = checkpoints()[-1]
+    job = start_job(tmp_path, kafka, clickhouse, kafka_topic, database.database, "--restore", str(last))
+    try:
+        want = expected(events, load_config().pipeline, finish=False)  # unbounded: open windows stay open
+        counts = {t: len(df) for t, df in want.items()}
+        wait_for("every row of the stream", lambda: all(row_count(database, t) >= n for t, n in counts.items()),
+                 job, tmp_path)
+    finally:
+        kill(job)
+    assert_store_equals(database, want)
