@@ -1,7 +1,7 @@
 """AccessEvent: the one record every part of cachescope exchanges (one per file access).
 
 Parsers in `ingest/formats/` produce it, Kafka carries it as JSON, the processing core reads it
-as numpy columns (`to_columns`), ClickHouse stores it. The published JSON Schema
+as numpy columns (`cachescope.core.EventColumns.from_events`), ClickHouse stores it. The published JSON Schema
 (`schemas/access_event.schema.json`) is generated from this model: `python -m cachescope.events
 --write` rewrites it and a test fails when it is out of date.
 
@@ -29,12 +29,10 @@ Decisions written into the contract:
 from __future__ import annotations
 
 import sys
-from operator import attrgetter
 from pathlib import Path
-from typing import Annotated, Any, Iterable, Literal, NamedTuple, Sequence
+from typing import Annotated, Any, Iterable, Literal, Sequence
 
 import msgspec
-import numpy as np
 import xxhash
 
 U64_MAX = 2**64 - 1
@@ -134,55 +132,6 @@ def decode_batch(data: bytes | str) -> list[AccessEvent]:
             if value is not None and value > U64_MAX:
                 raise msgspec.ValidationError(f"{name} = {value} does not fit in 64 bits (seq {ev.seq})")
     return events
-
-
-# ---------------------------------------------------------------------------------------------
-# numpy columns for the processing core
-
-
-class EventColumns(NamedTuple):
-    file_id: np.ndarray  # uint64
-    file_size: np.ndarray  # uint64
-    bytes_read: np.ndarray  # uint64
-    op: np.ndarray  # uint8: 0 read, 1 write, 2 delete
-    ts: np.ndarray  # int64, UTC microseconds
-    tier: np.ndarray  # uint16 index into `tiers`
-    tiers: tuple[str, ...]
-
-
-_get_file_id = attrgetter("file_id")
-_get_file_size = attrgetter("file_size")
-_get_bytes_read = attrgetter("bytes_read")
-_get_op = attrgetter("op")
-_get_ts = attrgetter("ts")
-_get_tier = attrgetter("tier")
-
-
-def to_columns(events: Sequence[AccessEvent], tiers: dict[str, int] | None = None) -> EventColumns:
-    """Columns of a batch of events.
-
-    `tiers` maps tier name -> code and is extended in place with new names, so a caller keeping
-    one dict across batches gets stable codes; the returned `tiers` tuple lists names by code.
-    """
-    n = len(events)
-    tier_codes = {} if tiers is None else tiers
-    file_id = np.fromiter(map(_get_file_id, events), dtype=np.uint64, count=n)
-    file_size = np.fromiter(map(_get_file_size, events), dtype=np.uint64, count=n)
-    bytes_read = np.fromiter(map(_get_bytes_read, events), dtype=np.uint64, count=n)
-    op = np.fromiter(map(OP_CODES.__getitem__, map(_get_op, events)), dtype=np.uint8, count=n)
-    ts = np.fromiter(map(_get_ts, events), dtype=np.int64, count=n)
-
-    def code(name: str) -> int:
-        c = tier_codes.get(name)
-        if c is None:
-            c = tier_codes[name] = len(tier_codes)
-        return c
-
-    tier = np.fromiter(map(code, map(_get_tier, events)), dtype=np.uint16, count=n)
-    names = [""] * len(tier_codes)
-    for name, c in tier_codes.items():
-        names[c] = name
-    return EventColumns(file_id, file_size, bytes_read, op, ts, tier, tuple(names))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -21,7 +21,8 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from cachescope.config import load_config  # noqa: E402
-from cachescope.events import encode_lines, to_columns  # noqa: E402
+from cachescope.core.columns import EventColumns  # noqa: E402
+from cachescope.events import encode_lines  # noqa: E402
 from cachescope.tiers import TierClassifier  # noqa: E402
 from ingest.generate import RENDERERS, make_workload, render  # noqa: E402
 from ingest.pipeline import LineParser  # noqa: E402
@@ -76,8 +77,8 @@ def main() -> int:
     # the processing core's view: events -> numpy columns
     events = LineParser("csv", config=config, classifier=classifier, on_reject=lambda r: None).parse_all(
         ["timestamp,obj_id,obj_size,tier,path,bytes_read"] + [line for _, _, _, line in render("csv", w)])
-    best = min(_time(lambda: to_columns(events)) for _ in range(args.repeat))
-    print(f"# to_columns: {len(events) / best:,.0f} events/s ({len(events)} events)")
+    best = min(_time(lambda: EventColumns.from_events(events)) for _ in range(args.repeat))
+    print(f"# EventColumns.from_events: {len(events) / best:,.0f} events/s ({len(events)} events)")
     return 0
 
 

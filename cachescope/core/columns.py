@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from operator import attrgetter
 from typing import Iterable, Mapping
 
 import numpy as np
+
+from cachescope.events import AccessEvent
 
 OPS = {"read": 0, "write": 1, "delete": 2}
 OP_NAMES = np.array(["read", "write", "delete"], dtype=object)
@@ -44,25 +47,29 @@ class EventColumns:
         return cls.from_events([])
 
     @classmethod
-    def from_events(cls, events: Iterable[Mapping]) -> "EventColumns":
-        """From AccessEvent dicts (the JSON form of the contract)."""
+    def from_events(cls, events: Iterable[Mapping] | Iterable[AccessEvent]) -> "EventColumns":
+        """From AccessEvents: structs (from a parser) or dicts (their JSON form, from Kafka)."""
         ev = list(events)
+        if ev and isinstance(ev[0], AccessEvent):
+            def get(name, default=None):
+                return map(attrgetter(name), ev)
+        else:
+            def get(name, default=None):
+                return (e.get(name, default) for e in ev)
 
         def col(name, dtype, default=None):
-            return np.fromiter((e.get(name, default) for e in ev), dtype=dtype, count=len(ev))
+            return np.fromiter(get(name, default), dtype=dtype, count=len(ev))
 
         def observed(name):
-            return np.fromiter(
-                (NO_OBSERVATION if (v := e.get(name)) is None else v for e in ev), dtype=np.int64, count=len(ev)
-            )
+            return np.fromiter((NO_OBSERVATION if v is None else v for v in get(name)), dtype=np.int64, count=len(ev))
 
         def text(name):
             a = np.empty(len(ev), dtype=object)
-            a[:] = [e.get(name) or "" for e in ev]
+            a[:] = [v or "" for v in get(name)]
             return a
 
         try:
-            op = np.fromiter((OPS[e.get("op", "read")] for e in ev), dtype=np.uint8, count=len(ev))
+            op = np.fromiter(map(OPS.__getitem__, get("op", "read")), dtype=np.uint8, count=len(ev))
         except KeyError as e:
             raise ValueError(f"op {e.args[0]!r} is not read, write or delete") from None
         return cls(

@@ -1,3 +1,4 @@
+import dataclasses
 import json
 
 import jsonschema
@@ -15,8 +16,8 @@ from cachescope.events import (
     file_id_of,
     schema,
     schema_text,
-    to_columns,
 )
+from cachescope.core.columns import EventColumns
 
 
 def _event(**kw):
@@ -80,21 +81,22 @@ def test_file_id_is_xxh3_of_path():
     assert file_id_of(p) != file_id_of(p + "x")
 
 
-def test_to_columns_dtypes_values_and_stable_tier_codes():
+def test_columns_from_structs_and_from_json_dicts_agree():
     events = [
         _event(file_id=U64_MAX, file_size=6 * 2**30, bytes_read=6 * 2**30, op="read", ts=5, tier="HITS"),
-        _event(file_id=1, file_size=10, bytes_read=10, op="write", ts=-3, tier="AOD"),
+        _event(file_id=1, file_size=10, bytes_read=10, op="write", ts=-3, tier="AOD", observed_hit_bytes=4),
         _event(file_id=2, file_size=0, bytes_read=0, op="delete", ts=7, tier="HITS"),
     ]
-    codes: dict[str, int] = {}
-    cols = to_columns(events, codes)
+    cols = EventColumns.from_events(events)
     assert cols.file_id.dtype == np.uint64 and cols.file_id[0] == np.uint64(U64_MAX)
     assert cols.file_size.dtype == np.uint64 and cols.file_size[0] == 6 * 2**30
     assert cols.bytes_read.dtype == np.uint64
     assert cols.op.dtype == np.uint8 and cols.op.tolist() == [0, 1, 2]
     assert cols.ts.dtype == np.int64 and cols.ts.tolist() == [5, -3, 7]
-    assert cols.tier.tolist() == [0, 1, 0] and cols.tiers == ("HITS", "AOD")
-    again = to_columns([_event(tier="AOD"), _event(tier="DAOD_PHYS")], codes)
-    assert again.tier.tolist() == [1, 2] and again.tiers == ("HITS", "AOD", "DAOD_PHYS")
-    empty = to_columns([])
-    assert len(empty.file_id) == 0 and empty.op.dtype == np.uint8
+    assert cols.tier.tolist() == ["HITS", "AOD", "HITS"]
+    assert cols.observed_hit_bytes.tolist() == [-1, 4, -1]
+    dicts = EventColumns.from_events(json.loads(encode_batch(events)))
+    for f in dataclasses.fields(EventColumns):
+        assert getattr(dicts, f.name).tolist() == getattr(cols, f.name).tolist(), f.name
+    empty = EventColumns.from_events([])
+    assert len(empty) == 0 and empty.op.dtype == np.uint8
