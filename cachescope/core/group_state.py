@@ -14,6 +14,7 @@ from cachescope.core.config import PipelineConfig
 from cachescope.core.health import health_rows
 from cachescope.core.outbox import Outbox
 from cachescope.core.processor import GroupProcessor
+from cachescope.core.shards import shard_key
 from cachescope.store import tables
 
 
@@ -39,19 +40,21 @@ class GroupState:
         """End of a bounded input: close every open window."""
         self.outbox.add_emitted(self.processor.flush())
 
-    def write(self, store, component: str) -> int:
-        """Write the queued rows (idempotent tables: a repeat after a crash changes nothing)."""
+    def write(self, store, component: str) -> dict[str, dict]:
+        """Write the queued rows (idempotent tables: a repeat after a crash changes nothing);
+        returns what was written, table by table."""
         n = len(self.outbox)
         if not n:
-            return 0
-        for table, columns in self.outbox.drain().items():
+            return {}
+        written = self.outbox.drain()
+        for table, columns in written.items():
             store.insert(table, columns)
         p = self.processor
-        store.insert(tables.PIPELINE_HEALTH, health_rows(component, p.cache_group, {
+        store.insert(tables.PIPELINE_HEALTH, health_rows(component, shard_key(p.cache_group, p.shard, p.config.shards), {
             "rows_written": n, "events_in": p.events_in, "late_events": p.late_total,
             # how far event time trails the wall clock: the lag a dashboard alerts on
             "event_time_lag_s": 0.0 if p.events_in == 0 else max(0.0, time.time() - p.max_ts / 1e6)}))
-        return n
+        return written
 
     def __reduce__(self):
         p = self.processor

@@ -119,6 +119,19 @@ class GroupProcessor:
         return out
 
     def _feed(self, ev: EventColumns, win: np.ndarray) -> None:
+        # the engine returns dense (windows, caches, tiers, fields) counters: a batch spanning
+        # thousands of sparse windows (a replay of old logs) goes in runs of about 64 windows
+        _, idx = np.unique(win, return_inverse=True)
+        run = np.maximum.accumulate(idx.reshape(-1)) // 64
+        cuts = np.flatnonzero(np.diff(run)) + 1
+        if len(cuts) == 0:
+            self._feed_run(ev, win)
+        else:
+            for part in np.split(np.arange(len(win)), cuts):
+                self._feed_run(ev.take(part), win[part])
+        self._observe(ev, win)
+
+    def _feed_run(self, ev: EventColumns, win: np.ndarray) -> None:
         tier = self.tiers.encode(ev.tier)
         starts, window_index = np.unique(win, return_inverse=True)
         window_index = window_index.astype(np.uint32).reshape(-1)
@@ -141,7 +154,6 @@ class GroupProcessor:
                 else:
                     acc[0][...] += hits[i]
                     acc[1][...] += requested[i]
-        self._observe(ev, win)
 
     def _observe(self, ev: EventColumns, win: np.ndarray) -> None:
         """The real cache's own numbers (XCache records) for the same windows."""
@@ -159,14 +171,15 @@ class GroupProcessor:
             "miss_bytes": np.maximum(ev.observed_miss_bytes[idx], 0),
             "bypass_bytes": np.maximum(ev.observed_bypass_bytes[idx], 0),
         })
-        for key, row in df.groupby(["window", "server", "tier"], sort=True)[list(OBSERVED_FIELDS)].sum().iterrows():
+        sums = df.groupby(["window", "server", "tier"], sort=True)[list(OBSERVED_FIELDS)].sum()
+        values = sums.to_numpy(dtype=np.int64)
+        for i, key in enumerate(sums.index.tolist()):
             k = (int(key[0]), str(key[1]), str(key[2]))
             acc = self.open_observed.get(k)
-            values = row.to_numpy(dtype=np.int64)
             if acc is None:
-                self.open_observed[k] = values
+                self.open_observed[k] = values[i].copy()
             else:
-                acc += values
+                acc += values[i]
 
     # ------------------------------------------------------------------ emission
 
@@ -186,23 +199,34 @@ class GroupProcessor:
             out.observed = self._observed_rows(done_obs)
 
     def _efficiency_rows(self, starts: list[int]) -> dict[str, np.ndarray]:
-        blocks = np.stack([self.open_eff.pop(s) for s in starts])  # (W, caches, tiers, fields)
-        active = (blocks[..., 0] > 0) | (blocks[..., FIELDS.index("evictions")] > 0)
-        w, c, t = np.nonzero(active)
-        start = np.asarray(starts, dtype=np.int64)[w]
+        # window by window: stacking every closed window's (caches, tiers, fields) block at once
+        # costs gigabytes when a replay closes a week of sparse windows
+        evictions = FIELDS.index("evictions")
+        wins, cs, ts, vals = [], [], [], []
+        for start in starts:
+            block = self.open_eff.pop(start)  # (caches, tiers, fields)
+            c, t = np.nonzero((block[..., 0] > 0) | (block[..., evictions] > 0))
+            wins.append(np.full(len(c), start, dtype=np.int64))
+            cs.append(c)
+            ts.append(t)
+            vals.append(block[c, t])
+        start = np.concatenate(wins)
+        c = np.concatenate(cs)
+        t = np.concatenate(ts)
+        values = np.concatenate(vals).astype(np.uint64, copy=False)
         rows = {
             "window_start": _us_to_datetime(start),
             "window_end": _us_to_datetime(start + self.window_us),
-            "cache_group": np.full(len(w), self.cache_group, dtype=object),
-            "policy": np.array([self.specs[i].policy for i in range(len(self.specs))], dtype=object)[c],
+            "cache_group": np.full(len(c), self.cache_group, dtype=object),
+            "policy": np.array([s.policy for s in self.specs], dtype=object)[c],
             "size_bytes": np.array([s.capacity for s in self.specs], dtype=np.uint64)[c],
             "tier": np.array(self.tiers.names + [""] * (self.config.n_tiers - len(self.tiers.names)), dtype=object)[t],
             "sample_rate": np.array([s.sample_rate for s in self.specs], dtype=np.float64)[c],
             "partitions": np.array([s.partitions for s in self.specs], dtype=np.uint32)[c],
         }
         for f, name in enumerate(FIELDS):
-            rows[name] = blocks[w, c, t, f].astype(np.uint64)
-        rows["shard"] = np.full(len(w), self.shard, dtype=np.uint16)
+            rows[name] = np.ascontiguousarray(values[:, f])
+        rows["shard"] = np.full(len(c), self.shard, dtype=np.uint16)
         return rows
 
     def _curve_rows(self, starts: list[int]) -> dict[str, np.ndarray]:

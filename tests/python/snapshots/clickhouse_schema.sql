@@ -57,27 +57,7 @@ CREATE TABLE {database}.efficiency_daily
     `tier` LowCardinality(String),
     `sample_rate` SimpleAggregateFunction(max, Float64),
     `partitions` SimpleAggregateFunction(max, UInt32),
-    `requests_by_window` AggregateFunction(1, maxMap, Array(Tuple(
-        DateTime('UTC'),
-        UInt16)), Array(UInt64)),
-    `hits_by_window` AggregateFunction(1, maxMap, Array(Tuple(
-        DateTime('UTC'),
-        UInt16)), Array(UInt64)),
-    `bytes_requested_by_window` AggregateFunction(1, maxMap, Array(Tuple(
-        DateTime('UTC'),
-        UInt16)), Array(UInt64)),
-    `bytes_hit_by_window` AggregateFunction(1, maxMap, Array(Tuple(
-        DateTime('UTC'),
-        UInt16)), Array(UInt64)),
-    `bytes_filled_by_window` AggregateFunction(1, maxMap, Array(Tuple(
-        DateTime('UTC'),
-        UInt16)), Array(UInt64)),
-    `evictions_by_window` AggregateFunction(1, maxMap, Array(Tuple(
-        DateTime('UTC'),
-        UInt16)), Array(UInt64)),
-    `bytes_evicted_by_window` AggregateFunction(1, maxMap, Array(Tuple(
-        DateTime('UTC'),
-        UInt16)), Array(UInt64))
+    `counters` AggregateFunction(1, maxMap, Array(UInt64), Array(UInt64), Array(UInt64), Array(UInt64), Array(UInt64), Array(UInt64), Array(UInt64), Array(UInt64))
 )
 ENGINE = AggregatingMergeTree
 PARTITION BY toYYYYMM(day)
@@ -91,46 +71,20 @@ CREATE MATERIALIZED VIEW {database}.efficiency_daily_mv TO {database}.efficiency
     `policy` LowCardinality(String),
     `size_bytes` UInt64,
     `tier` LowCardinality(String),
-    `sample_rate` Float64,
-    `partitions` UInt32,
-    `requests_by_window` AggregateFunction(1, maxMap, Array(Tuple(
-        DateTime('UTC'),
-        UInt16)), Array(UInt64)),
-    `hits_by_window` AggregateFunction(1, maxMap, Array(Tuple(
-        DateTime('UTC'),
-        UInt16)), Array(UInt64)),
-    `bytes_requested_by_window` AggregateFunction(1, maxMap, Array(Tuple(
-        DateTime('UTC'),
-        UInt16)), Array(UInt64)),
-    `bytes_hit_by_window` AggregateFunction(1, maxMap, Array(Tuple(
-        DateTime('UTC'),
-        UInt16)), Array(UInt64)),
-    `bytes_filled_by_window` AggregateFunction(1, maxMap, Array(Tuple(
-        DateTime('UTC'),
-        UInt16)), Array(UInt64)),
-    `evictions_by_window` AggregateFunction(1, maxMap, Array(Tuple(
-        DateTime('UTC'),
-        UInt16)), Array(UInt64)),
-    `bytes_evicted_by_window` AggregateFunction(1, maxMap, Array(Tuple(
-        DateTime('UTC'),
-        UInt16)), Array(UInt64))
+    `sample_rate` SimpleAggregateFunction(max, Float64),
+    `partitions` SimpleAggregateFunction(max, UInt32),
+    `counters` AggregateFunction(1, maxMap, Array(UInt64), Array(UInt64), Array(UInt64), Array(UInt64), Array(UInt64), Array(UInt64), Array(UInt64), Array(UInt64))
 )
 AS SELECT
-    toStartOfDay(window_start) AS day,
+    toStartOfDay(hour) AS day,
     cache_group,
     policy,
     size_bytes,
     tier,
     max(sample_rate) AS sample_rate,
     max(partitions) AS partitions,
-    maxMapState([(window_start, shard)], [requests]) AS requests_by_window,
-    maxMapState([(window_start, shard)], [hits]) AS hits_by_window,
-    maxMapState([(window_start, shard)], [bytes_requested]) AS bytes_requested_by_window,
-    maxMapState([(window_start, shard)], [bytes_hit]) AS bytes_hit_by_window,
-    maxMapState([(window_start, shard)], [bytes_filled]) AS bytes_filled_by_window,
-    maxMapState([(window_start, shard)], [evictions]) AS evictions_by_window,
-    maxMapState([(window_start, shard)], [bytes_evicted]) AS bytes_evicted_by_window
-FROM {database}.efficiency
+    maxMapMergeState(counters) AS counters
+FROM {database}.efficiency_hourly
 GROUP BY
     day,
     cache_group,
@@ -164,25 +118,37 @@ AS SELECT
     policy,
     size_bytes,
     tier,
-    max(sample_rate) AS sample_rate,
-    max(partitions) AS partitions,
-    length(arrayDistinct(arrayMap(k -> (k.1), (maxMapMerge(requests_by_window)).1))) AS windows,
-    arraySum((maxMapMerge(requests_by_window)).2) AS requests,
-    arraySum((maxMapMerge(hits_by_window)).2) AS hits,
-    arraySum((maxMapMerge(bytes_requested_by_window)).2) AS bytes_requested,
-    arraySum((maxMapMerge(bytes_hit_by_window)).2) AS bytes_hit,
-    arraySum((maxMapMerge(bytes_filled_by_window)).2) AS bytes_filled,
-    arraySum((maxMapMerge(evictions_by_window)).2) AS evictions,
-    arraySum((maxMapMerge(bytes_evicted_by_window)).2) AS bytes_evicted,
+    sample_rate,
+    partitions,
+    length(arrayDistinct(arrayMap(k -> intDiv(k, 65536), m.1))) AS windows,
+    arraySum(m.2) AS requests,
+    arraySum(m.3) AS hits,
+    arraySum(m.4) AS bytes_requested,
+    arraySum(m.5) AS bytes_hit,
+    arraySum(m.6) AS bytes_filled,
+    arraySum(m.7) AS evictions,
+    arraySum(m.8) AS bytes_evicted,
     if(requests = 0, nan, hits / requests) AS hit_ratio,
     if(bytes_requested = 0, nan, bytes_hit / bytes_requested) AS byte_hit_ratio
-FROM {database}.efficiency_daily
-GROUP BY
-    day,
-    cache_group,
-    policy,
-    size_bytes,
-    tier;
+FROM
+(
+    SELECT
+        day,
+        cache_group,
+        policy,
+        size_bytes,
+        tier,
+        max(sample_rate) AS sample_rate,
+        max(partitions) AS partitions,
+        maxMapMerge(counters) AS m
+    FROM {database}.efficiency_daily
+    GROUP BY
+        day,
+        cache_group,
+        policy,
+        size_bytes,
+        tier
+);
 
 CREATE TABLE {database}.efficiency_hourly
 (
@@ -193,27 +159,7 @@ CREATE TABLE {database}.efficiency_hourly
     `tier` LowCardinality(String),
     `sample_rate` SimpleAggregateFunction(max, Float64),
     `partitions` SimpleAggregateFunction(max, UInt32),
-    `requests_by_window` AggregateFunction(1, maxMap, Array(Tuple(
-        DateTime('UTC'),
-        UInt16)), Array(UInt64)),
-    `hits_by_window` AggregateFunction(1, maxMap, Array(Tuple(
-        DateTime('UTC'),
-        UInt16)), Array(UInt64)),
-    `bytes_requested_by_window` AggregateFunction(1, maxMap, Array(Tuple(
-        DateTime('UTC'),
-        UInt16)), Array(UInt64)),
-    `bytes_hit_by_window` AggregateFunction(1, maxMap, Array(Tuple(
-        DateTime('UTC'),
-        UInt16)), Array(UInt64)),
-    `bytes_filled_by_window` AggregateFunction(1, maxMap, Array(Tuple(
-        DateTime('UTC'),
-        UInt16)), Array(UInt64)),
-    `evictions_by_window` AggregateFunction(1, maxMap, Array(Tuple(
-        DateTime('UTC'),
-        UInt16)), Array(UInt64)),
-    `bytes_evicted_by_window` AggregateFunction(1, maxMap, Array(Tuple(
-        DateTime('UTC'),
-        UInt16)), Array(UInt64))
+    `counters` AggregateFunction(1, maxMap, Array(UInt64), Array(UInt64), Array(UInt64), Array(UInt64), Array(UInt64), Array(UInt64), Array(UInt64), Array(UInt64))
 )
 ENGINE = AggregatingMergeTree
 PARTITION BY toYYYYMM(hour)
@@ -229,27 +175,7 @@ CREATE MATERIALIZED VIEW {database}.efficiency_hourly_mv TO {database}.efficienc
     `tier` LowCardinality(String),
     `sample_rate` Float64,
     `partitions` UInt32,
-    `requests_by_window` AggregateFunction(1, maxMap, Array(Tuple(
-        DateTime('UTC'),
-        UInt16)), Array(UInt64)),
-    `hits_by_window` AggregateFunction(1, maxMap, Array(Tuple(
-        DateTime('UTC'),
-        UInt16)), Array(UInt64)),
-    `bytes_requested_by_window` AggregateFunction(1, maxMap, Array(Tuple(
-        DateTime('UTC'),
-        UInt16)), Array(UInt64)),
-    `bytes_hit_by_window` AggregateFunction(1, maxMap, Array(Tuple(
-        DateTime('UTC'),
-        UInt16)), Array(UInt64)),
-    `bytes_filled_by_window` AggregateFunction(1, maxMap, Array(Tuple(
-        DateTime('UTC'),
-        UInt16)), Array(UInt64)),
-    `evictions_by_window` AggregateFunction(1, maxMap, Array(Tuple(
-        DateTime('UTC'),
-        UInt16)), Array(UInt64)),
-    `bytes_evicted_by_window` AggregateFunction(1, maxMap, Array(Tuple(
-        DateTime('UTC'),
-        UInt16)), Array(UInt64))
+    `counters` AggregateFunction(1, maxMap, Array(UInt64), Array(UInt64), Array(UInt64), Array(UInt64), Array(UInt64), Array(UInt64), Array(UInt64), Array(UInt64))
 )
 AS SELECT
     toStartOfHour(window_start) AS hour,
@@ -259,13 +185,7 @@ AS SELECT
     tier,
     max(sample_rate) AS sample_rate,
     max(partitions) AS partitions,
-    maxMapState([(window_start, shard)], [requests]) AS requests_by_window,
-    maxMapState([(window_start, shard)], [hits]) AS hits_by_window,
-    maxMapState([(window_start, shard)], [bytes_requested]) AS bytes_requested_by_window,
-    maxMapState([(window_start, shard)], [bytes_hit]) AS bytes_hit_by_window,
-    maxMapState([(window_start, shard)], [bytes_filled]) AS bytes_filled_by_window,
-    maxMapState([(window_start, shard)], [evictions]) AS evictions_by_window,
-    maxMapState([(window_start, shard)], [bytes_evicted]) AS bytes_evicted_by_window
+    maxMapState([(toUInt64(toUnixTimestamp(window_start)) * 65536) + shard], [requests], [hits], [bytes_requested], [bytes_hit], [bytes_filled], [evictions], [bytes_evicted]) AS counters
 FROM {database}.efficiency
 GROUP BY
     hour,
@@ -300,25 +220,37 @@ AS SELECT
     policy,
     size_bytes,
     tier,
-    max(sample_rate) AS sample_rate,
-    max(partitions) AS partitions,
-    length(arrayDistinct(arrayMap(k -> (k.1), (maxMapMerge(requests_by_window)).1))) AS windows,
-    arraySum((maxMapMerge(requests_by_window)).2) AS requests,
-    arraySum((maxMapMerge(hits_by_window)).2) AS hits,
-    arraySum((maxMapMerge(bytes_requested_by_window)).2) AS bytes_requested,
-    arraySum((maxMapMerge(bytes_hit_by_window)).2) AS bytes_hit,
-    arraySum((maxMapMerge(bytes_filled_by_window)).2) AS bytes_filled,
-    arraySum((maxMapMerge(evictions_by_window)).2) AS evictions,
-    arraySum((maxMapMerge(bytes_evicted_by_window)).2) AS bytes_evicted,
+    sample_rate,
+    partitions,
+    length(arrayDistinct(arrayMap(k -> intDiv(k, 65536), m.1))) AS windows,
+    arraySum(m.2) AS requests,
+    arraySum(m.3) AS hits,
+    arraySum(m.4) AS bytes_requested,
+    arraySum(m.5) AS bytes_hit,
+    arraySum(m.6) AS bytes_filled,
+    arraySum(m.7) AS evictions,
+    arraySum(m.8) AS bytes_evicted,
     if(requests = 0, nan, hits / requests) AS hit_ratio,
     if(bytes_requested = 0, nan, bytes_hit / bytes_requested) AS byte_hit_ratio
-FROM {database}.efficiency_hourly
-GROUP BY
-    hour,
-    cache_group,
-    policy,
-    size_bytes,
-    tier;
+FROM
+(
+    SELECT
+        hour,
+        cache_group,
+        policy,
+        size_bytes,
+        tier,
+        max(sample_rate) AS sample_rate,
+        max(partitions) AS partitions,
+        maxMapMerge(counters) AS m
+    FROM {database}.efficiency_hourly
+    GROUP BY
+        hour,
+        cache_group,
+        policy,
+        size_bytes,
+        tier
+);
 
 CREATE TABLE {database}.mrc
 (
