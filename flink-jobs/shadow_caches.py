@@ -55,7 +55,7 @@ def make_function(config_json: str, clickhouse_url: str, database: str, flush_se
             _, group, shard, message = value
             try:
                 cols = EventColumns.from_events(decode_batch(message)[1])
-            except (ValueError, TypeError, KeyError) as e:  # never fail the job on one bad message
+            except (ValueError, TypeError, KeyError, OverflowError) as e:  # never fail the job on one bad message
                 yield reject_tag, orjson.dumps({"cache_group": group, "reason": f"bad message: {e}",
                                                 "message": message[:10000]}).decode()
                 return
@@ -101,7 +101,7 @@ def make_router(shards: int):
             import numpy as np
 
             events = decode_batch(message)[1]
-            which = shard_of(np.fromiter((e["file_id"] for e in events), dtype=np.uint64, count=len(events)), shards)
+            which = shard_of(np.fromiter((e.file_id for e in events), dtype=np.uint64, count=len(events)), shards)
             for k in np.unique(which).tolist():
                 sub = [events[i] for i in np.flatnonzero(which == k).tolist()]
                 yield shard_key(group, k, shards), group, k, encode_batch(group, sub).decode()

@@ -201,7 +201,7 @@ class Shipper:
         try:
             for group, evs in by_group.items():
                 self.producer.send(self.topic, key=group.encode(),
-                                   value=encode_batch(group, msgspec.to_builtins(evs)))
+                                   value=encode_batch(group, evs))
             for r in rejects:
                 doc = {"shipper": self.id, "format": self.fmt, "file": pos.path, **msgspec.to_builtins(r)}
                 self.producer.send(self.dead_letter, key=self.id.encode(), value=orjson.dumps(doc))

@@ -8,20 +8,34 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
+import msgspec
 import orjson
+
+from cachescope.events import AccessEvent
 
 _PREFIX = b'{"cache_group":'
 
 
 def encode_batch(cache_group: str, events: Iterable[Mapping]) -> bytes:
-    return _PREFIX + orjson.dumps(cache_group) + b',"events":' + orjson.dumps(list(events)) + b"}"
+    return _PREFIX + orjson.dumps(cache_group) + b',"events":' + msgspec.json.encode(list(events)) + b"}"
 
 
-def decode_batch(message: bytes | str) -> tuple[str, list[dict]]:
-    doc = orjson.loads(message)
-    if not isinstance(doc, dict) or not isinstance(doc.get("events"), list):
-        raise ValueError('message is not {"cache_group": …, "events": […]}')
-    return str(doc.get("cache_group", "")), doc["events"]
+class _Message(msgspec.Struct):
+    cache_group: str
+    events: list[AccessEvent]
+
+
+_decoder = msgspec.json.Decoder(_Message)
+
+
+def decode_batch(message: bytes | str) -> tuple[str, list[AccessEvent]]:
+    """The cache group and the events, validated against the contract (typed decoding: several
+    times faster than generic JSON into dicts)."""
+    try:
+        doc = _decoder.decode(message)
+    except msgspec.DecodeError as e:  # ValidationError included
+        raise ValueError(f'message is not {{"cache_group": …, "events": [AccessEvent, …]}}: {e}') from None
+    return doc.cache_group, doc.events
 
 
 def cache_group_of(message: bytes | str) -> str:

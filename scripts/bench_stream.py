@@ -1,0 +1,135 @@
+#!/usr/bin/env python
+"""Kafka → Flink job → ClickHouse throughput with the default 24 shadow caches (3 policies × 8 sizes).
+
+    .venv/bin/python scripts/bench_stream.py [--events 1000000] [--days 1] [--mode process|thread]
+
+Preloads the events topic with batched AccessEvent messages (1,000 events each, as the shippers
+write them) from the deterministic generator, then runs flink-jobs/shadow_caches.py bounded over
+it into a fresh ClickHouse database. The sustained rate is taken from the job's own health rows
+(events_in over wall time between its first and last writes), so JVM and Python start-up are
+reported apart. Starts Kafka and ClickHouse with scripts/services when they are not running and
+stops what it started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "python"))
+
+
+def service(name: str) -> tuple[dict[str, str], bool]:
+    from services import services_env
+
+    env = services_env(name)
+    if env is not None:
+        return env, False
+    subprocess.run([str(REPO / "scripts/services"), "start", name], check=True)
+    return services_env(name), True
+
+
+def preload(bootstrap: str, topic: str, events: int, days: float, per_message: int) -> int:
+    from kafka import KafkaProducer
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    from cachescope.config import load_config
+    from cachescope.core.messages import encode_batch
+    from cachescope.events import encode_batch as encode_events
+    from ingest.pipeline import LineParser
+
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "gstream.log"
+        subprocess.run([str(REPO / ".venv/bin/cachescope"), "generate", "--out", str(log), "-f", "xrootd-gstream",
+                        "-n", str(events), "--days", str(days)], check=True, capture_output=True)
+        parsed = LineParser("xrootd-gstream", config=load_config(), on_reject=lambda r: None).parse_all(
+            log.read_text().splitlines())
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=50, max_request_size=64 * 2**20,
+                             batch_size=2**20, compression_type=None)
+    import orjson
+
+    by_group: dict[str, list] = {}
+    for ev in parsed:
+        batch = by_group.setdefault(ev.cache_group, [])
+        batch.append(ev)
+        if len(batch) == per_message:
+            producer.send(topic, encode_batch(ev.cache_group, orjson.loads(encode_events(batch))))
+            by_group[ev.cache_group] = []
+    for group, batch in by_group.items():
+        if batch:
+            producer.send(topic, encode_batch(group, orjson.loads(encode_events(batch))))
+    producer.flush()
+    producer.close()
+    return len(parsed)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=1_000_000, help="generated accesses (reads are ~90%)")
+    ap.add_argument("--days", type=float, default=1.0)
+    ap.add_argument("--per-message", type=int, default=1000)
+    ap.add_argument("--mode", choices=("process", "thread"), default="process")
+    ap.add_argument("--shards", type=int, default=1, help="pipeline.shards (with --parallelism)")
+    ap.add_argument("--parallelism", type=int, default=1)
+    args = ap.parse_args()
+
+    kafka_env, started_kafka = service("kafka")
+    ch_env, started_ch = service("clickhouse")
+    try:
+        from cachescope.store import ClickHouseStore, migrations
+
+        topic = f"bench-{uuid.uuid4().hex[:8]}"
+        database = topic.replace("-", "_")
+        t0 = time.perf_counter()
+        n = preload(kafka_env["KAFKA_BOOTSTRAP"], topic, args.events, args.days, args.per_message)
+        print(f"# preloaded {n:,} events into {topic} in {time.perf_counter() - t0:.1f} s")
+        store = ClickHouseStore(ch_env["CLICKHOUSE_URL"], database=database)
+        migrations.migrate(store, events_ttl_days=0)
+        config = Path(tempfile.mkdtemp()) / "site.yaml"
+        config.write_text(f"pipeline:\n  shards: {args.shards}\n")
+        with tempfile.TemporaryDirectory() as ckpt:
+            cmd = [sys.executable, str(REPO / "flink-jobs/shadow_caches.py"), "--bootstrap", kafka_env["KAFKA_BOOTSTRAP"],
+                   "--topic", topic, "--consumer-group", topic, "--late-topic", topic + ".late",
+                   "--reject-topic", topic + ".rejects",
+                   "--clickhouse", ch_env["CLICKHOUSE_URL"].rsplit("/", 1)[0] + "/" + database,
+                   "--checkpoint-dir", ckpt, "--bounded", "--restart-attempts", "0", "--execution-mode", args.mode,
+                   "--parallelism", str(args.parallelism), "--config", str(config)]
+            t0 = time.perf_counter()
+            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            wall = time.perf_counter() - t0
+        (first, last, events_in), = store.query(
+            "SELECT min(t), max(t), sum(v) FROM (SELECT cache_group, max(ts) AS t, argMax(value, ts) AS v "
+            "FROM pipeline_health WHERE metric = 'events_in' GROUP BY cache_group)").rows
+        (first_write,) = store.query("SELECT min(ts) FROM pipeline_health").rows[0]
+        span = (last - first_write).total_seconds()
+        rows = {t: store.query(f"SELECT count() FROM {t}").scalar() for t in ("access_events", "efficiency", "mrc", "observed")}
+        print(f"# job: {args.mode} mode, parallelism {args.parallelism}, shards {args.shards}, 24 shadow caches "
+              f"(lru, arc, s3fifo × 1–200 TB), 1-min windows, hourly 64-point LRU curve, raw events kept")
+        print(f"events processed        {int(events_in):>12,}")
+        print(f"job wall time           {wall:>12.1f} s (start-up included)")
+        print(f"first to last write     {span:>12.1f} s")
+        print(f"sustained events/s      {events_in / span:>12,.0f}")
+        print(f"overall events/s        {events_in / wall:>12,.0f}")
+        print("rows written            " + ", ".join(f"{t} {c:,}" for t, c in rows.items()))
+        store.command(f"DROP DATABASE {database}")
+        store.close()
+    finally:
+        if started_kafka:
+            subprocess.run([str(REPO / "scripts/services"), "stop", "kafka"])
+        if started_ch:
+            subprocess.run([str(REPO / "scripts/services"), "stop", "clickhouse"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
