@@ -83,6 +83,7 @@ def main() -> int:
     ap.add_argument("--parallelism", type=int, default=1)
     args = ap.parse_args()
 
+    subprocess.run([str(REPO / "scripts/services"), "install", "flink-jars"], check=True)
     kafka_env, started_kafka = service("kafka")
     ch_env, started_ch = service("clickhouse")
     try:

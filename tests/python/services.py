@@ -86,6 +86,14 @@ def clickhouse():
         _stop("clickhouse")
 
 
+@pytest.fixture(scope="session")
+def flink_jars() -> None:
+    """The Flink job's Kafka connector jar (Maven Central, cached in .cache/flink-jars)."""
+    p = subprocess.run([str(SERVICES), "install", "flink-jars"], capture_output=True, text=True)
+    if p.returncode != 0:
+        pytest.fail(f"scripts/services install flink-jars failed:\n{p.stdout}\n{p.stderr}", pytrace=False)
+
+
 def unique_name(request, prefix: str) -> str:
     """A name no other test (or earlier run) uses: prefix, test name, random suffix."""
     base = re.sub(r"[^A-Za-z0-9_]", "_", request.node.name)[:40]

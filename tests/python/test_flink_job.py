@@ -136,7 +136,7 @@ def row_count(store: ClickHouseStore, table: str) -> int:
 
 
 @pytest.fixture
-def database(clickhouse, request):
+def database(clickhouse, flink_jars, request):
     name = unique_name(request, "flink")
     store = ClickHouseStore(clickhouse.url, database=name)
     migrations.migrate(store, events_ttl_days=0)  # generated logs are from 2024: keep them
