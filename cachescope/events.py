@@ -23,7 +23,9 @@ Decisions written into the contract:
 * `file_id` is xxh3-64 of the normalised `path` (`file_id_of`); the one exception is the `csv`
   simulator trace, whose own `obj_id` is kept so results match `cachescope simulate`.
 * `seq` increases by one per event of a parse run, in input order (rejected lines take no
-  number); a run can start at any offset so a long-lived source stays monotonic.
+  number); a run can start at any offset so a long-lived source stays monotonic. Events from a
+  Kafka topic (dCache's billing topic) take `partition << 48 | offset` of their record instead:
+  increasing per partition, with gaps.
 """
 
 from __future__ import annotations

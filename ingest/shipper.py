@@ -11,6 +11,10 @@ the position of the last committed transaction, so a line is neither lost nor se
 (consumers read with isolation.level=read_committed). The same position is mirrored to a local
 state file for operators; Kafka's copy wins when they disagree (a crash between commit and file
 write).
+
+`KafkaSink` is the transactional side both shippers share: this file shipper and the topic
+shipper of `ingest/kafka_source.py` (dCache's billing topic), which keeps its position as
+consumer-group offsets inside the same transaction instead of a state-topic record.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 from urllib.parse import urlparse
 
 import msgspec
@@ -43,6 +47,79 @@ def parse_kafka_url(url: str) -> tuple[str, str]:
     if u.scheme != "kafka" or not u.netloc or not topic:
         raise ValueError(f"{url!r} is not kafka://HOST:PORT/TOPIC")
     return u.netloc, topic
+
+
+def ensure_topics(bootstrap: str, topics: list) -> None:
+    """Create the `NewTopic`s that do not exist yet (another shipper may create them at once)."""
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import TopicAlreadyExistsError
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        existing = set(admin.list_topics())
+        missing = [t for t in topics if t.name not in existing]
+        if missing:
+            try:
+                admin.create_topics(missing)
+            except TopicAlreadyExistsError:
+                pass
+    finally:
+        admin.close()
+
+
+Location = dict  # where a rejected line was: {"file": path} or {"topic", "partition", "offset"}
+
+
+class KafkaSink:
+    """The events and dead-letter topics, written one transaction per batch.
+
+    `commit` sends a batch's events (one message per cache group, keyed by it: a cache group's
+    events stay in one partition, in order), its rejects, and whatever `mark` adds to the same
+    transaction (the shipper's read position), all or nothing.
+    """
+
+    def __init__(self, to: str, *, shipper_id: str, fmt: str, dead_letter_topic: str | None = None,
+                 extra_topics: Sequence = (), producer_config: dict | None = None):
+        from kafka import KafkaProducer
+        from kafka.admin import NewTopic
+
+        self.bootstrap, self.topic = parse_kafka_url(to)
+        self.dead_letter = dead_letter_topic or self.topic + ".rejects"
+        self.id, self.fmt = shipper_id, fmt
+        ensure_topics(self.bootstrap, [*extra_topics, NewTopic(self.topic, 1, 1), NewTopic(self.dead_letter, 1, 1)])
+        self.producer = KafkaProducer(
+            bootstrap_servers=self.bootstrap, transactional_id=f"cachescope-shipper-{self.id}",
+            enable_idempotence=True, acks="all", linger_ms=20, **(producer_config or {}))
+        # fences a previous incarnation of this shipper and aborts its open transaction
+        self.producer.init_transactions()
+
+    def commit(self, events: list, rejects: Sequence[tuple[Location, RejectRecord]],
+               mark: Callable[[object], None]) -> None:
+        """One transaction: events by cache group, rejects, then mark(producer). Raises (after
+        aborting) when the transaction fails: nothing of it is visible then."""
+        by_group: dict[str, list] = {}
+        for e in events:
+            by_group.setdefault(e.cache_group, []).append(e)
+        self.producer.begin_transaction()
+        try:
+            for group, evs in by_group.items():
+                self.producer.send(self.topic, key=group.encode(),
+                                   value=encode_batch(group, evs))
+            for where, r in rejects:
+                doc = {"shipper": self.id, "format": self.fmt, **where, **msgspec.to_builtins(r)}
+                self.producer.send(self.dead_letter, key=self.id.encode(), value=orjson.dumps(doc))
+            mark(self.producer)
+            self.producer.commit_transaction()
+        except Exception:
+            self.producer.abort_transaction()
+            raise
+        EVENTS_SENT.labels(self.id).inc(len(events))
+        BATCHES.labels(self.id).inc()
+        for _, r in rejects:
+            REJECTS.labels(self.id, r.reason.split(":")[0][:60]).inc()
+
+    def close(self) -> None:
+        self.producer.close()
 
 
 @dataclass
@@ -122,42 +199,20 @@ class Shipper:
                  shipper_id: str | None = None, state_file: str | None = None,
                  dead_letter_topic: str | None = None, state_topic: str = "cachescope.shipper-state",
                  batch_events: int = 1000, linger_seconds: float = 1.0, producer_config: dict | None = None):
-        from kafka import KafkaProducer
+        from kafka.admin import NewTopic
 
         self.fmt, self.source, self.config, self.site = fmt, source, config, site
-        self.bootstrap, self.topic = parse_kafka_url(to)
-        self.dead_letter = dead_letter_topic or self.topic + ".rejects"
         self.state_topic = state_topic
         self.id = shipper_id or f"{os.uname().nodename}:{os.path.abspath(source)}"
         self.state_file = Path(state_file) if state_file else None
         self.batch_events, self.linger = batch_events, linger_seconds
-        self._ensure_topics()
-        self.producer = KafkaProducer(
-            bootstrap_servers=self.bootstrap, transactional_id=f"cachescope-shipper-{self.id}",
-            enable_idempotence=True, acks="all", linger_ms=20, **(producer_config or {}))
-        # fences a previous incarnation of this shipper and aborts its open transaction
-        self.producer.init_transactions()
+        self.sink = KafkaSink(to, shipper_id=self.id, fmt=fmt, dead_letter_topic=dead_letter_topic,
+                              extra_topics=[NewTopic(state_topic, 1, 1, topic_configs={"cleanup.policy": "compact"})],
+                              producer_config=producer_config)
+        self.bootstrap, self.topic, self.dead_letter = self.sink.bootstrap, self.sink.topic, self.sink.dead_letter
         self.pos = self._load_position()
 
     # ---------------------------------------------------------------- state
-
-    def _ensure_topics(self) -> None:
-        from kafka.admin import KafkaAdminClient, NewTopic
-        from kafka.errors import TopicAlreadyExistsError
-
-        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
-        try:
-            existing = set(admin.list_topics())
-            wanted = [NewTopic(self.state_topic, 1, 1, topic_configs={"cleanup.policy": "compact"})]
-            wanted += [NewTopic(t, 1, 1) for t in (self.topic, self.dead_letter)]
-            missing = [t for t in wanted if t.name not in existing]
-            if missing:
-                try:
-                    admin.create_topics(missing)
-                except TopicAlreadyExistsError:
-                    pass
-        finally:
-            admin.close()
 
     def _load_position(self) -> Position:
         """The committed position from Kafka, or the state file, whichever is further."""
@@ -194,28 +249,11 @@ class Shipper:
 
     def _commit(self, events: list, rejects: list[RejectRecord], pos: Position) -> None:
         """One transaction: events by cache group, rejects, and the position after them."""
-        by_group: dict[str, list] = {}
-        for e in events:
-            by_group.setdefault(e.cache_group, []).append(e)
-        self.producer.begin_transaction()
-        try:
-            for group, evs in by_group.items():
-                self.producer.send(self.topic, key=group.encode(),
-                                   value=encode_batch(group, evs))
-            for r in rejects:
-                doc = {"shipper": self.id, "format": self.fmt, "file": pos.path, **msgspec.to_builtins(r)}
-                self.producer.send(self.dead_letter, key=self.id.encode(), value=orjson.dumps(doc))
-            self.producer.send(self.state_topic, key=self.id.encode(), value=pos.to_json())
-            self.producer.commit_transaction()
-        except Exception:
-            self.producer.abort_transaction()
-            raise
+        key = self.id.encode()
+        self.sink.commit(events, [({"file": pos.path}, r) for r in rejects],
+                         lambda producer: producer.send(self.state_topic, key=key, value=pos.to_json()))
         self.pos = pos
         self._save_local()
-        EVENTS_SENT.labels(self.id).inc(len(events))
-        BATCHES.labels(self.id).inc()
-        for r in rejects:
-            REJECTS.labels(self.id, r.reason.split(":")[0][:60]).inc()
 
     def run(self, follow: bool = False, poll_seconds: float = 0.5, stop: Callable[[], bool] = lambda: False,
             max_lines: int | None = None) -> Position:
@@ -256,4 +294,4 @@ class Shipper:
             follower.close()
 
     def close(self) -> None:
-        self.producer.close()
+        self.sink.close()
