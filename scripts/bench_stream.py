@@ -42,7 +42,6 @@ def preload(bootstrap: str, topic: str, events: int, days: float, per_message: i
 
     from cachescope.config import load_config
     from cachescope.core.messages import encode_batch
-    from cachescope.events import encode_batch as encode_events
     from ingest.pipeline import LineParser
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -56,18 +55,16 @@ def preload(bootstrap: str, topic: str, events: int, days: float, per_message: i
     admin.close()
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=50, max_request_size=64 * 2**20,
                              batch_size=2**20, compression_type=None)
-    import orjson
-
     by_group: dict[str, list] = {}
     for ev in parsed:
         batch = by_group.setdefault(ev.cache_group, [])
         batch.append(ev)
         if len(batch) == per_message:
-            producer.send(topic, encode_batch(ev.cache_group, orjson.loads(encode_events(batch))))
+            producer.send(topic, encode_batch(ev.cache_group, batch))
             by_group[ev.cache_group] = []
     for group, batch in by_group.items():
         if batch:
-            producer.send(topic, encode_batch(group, orjson.loads(encode_events(batch))))
+            producer.send(topic, encode_batch(group, batch))
     producer.flush()
     producer.close()
     return len(parsed)

@@ -121,19 +121,21 @@ class GroupProcessor:
     def _feed(self, ev: EventColumns, win: np.ndarray) -> None:
         # the engine returns dense (windows, caches, tiers, fields) counters: a batch spanning
         # thousands of sparse windows (a replay of old logs) goes in runs of about 64 windows
-        _, idx = np.unique(win, return_inverse=True)
-        run = np.maximum.accumulate(idx.reshape(-1)) // 64
-        cuts = np.flatnonzero(np.diff(run)) + 1
+        starts, idx = np.unique(win, return_inverse=True)
+        idx = idx.reshape(-1)
+        cuts = np.flatnonzero(np.diff(np.maximum.accumulate(idx) // 64)) + 1
         if len(cuts) == 0:
-            self._feed_run(ev, win)
+            self._feed_run(ev, win, starts, idx)
         else:
             for part in np.split(np.arange(len(win)), cuts):
                 self._feed_run(ev.take(part), win[part])
         self._observe(ev, win)
 
-    def _feed_run(self, ev: EventColumns, win: np.ndarray) -> None:
+    def _feed_run(self, ev: EventColumns, win: np.ndarray, starts: np.ndarray | None = None,
+                  window_index: np.ndarray | None = None) -> None:
         tier = self.tiers.encode(ev.tier)
-        starts, window_index = np.unique(win, return_inverse=True)
+        if starts is None:
+            starts, window_index = np.unique(win, return_inverse=True)
         window_index = window_index.astype(np.uint32).reshape(-1)
         counters = self.bank.feed(ev.file_id, ev.file_size, ev.bytes_read, tier, ev.op, window=window_index)
         for i, start in enumerate(starts.tolist()):

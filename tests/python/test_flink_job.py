@@ -19,7 +19,7 @@ import pytest
 from cachescope.config import load_config
 from cachescope.core import EventColumns
 from cachescope.core.group_state import GroupState
-from cachescope.core.shards import shard_of
+from cachescope.core.shards import split
 from cachescope.store import ClickHouseStore, migrations
 from ingest.shipper import Shipper
 from services import topic_items, unique_name
@@ -93,11 +93,9 @@ def expected(events: list[dict], config, finish: bool) -> dict[str, pd.DataFrame
     cols = EventColumns.from_events(events)
     out: dict[str, list] = {}
     for group in sorted(set(cols.cache_group)):
-        mine = cols.take(np.flatnonzero(cols.cache_group == group))
-        which = shard_of(mine.file_id, config.shards)
-        for k in range(config.shards):
+        for k, part in split(cols.take(np.flatnonzero(cols.cache_group == group)), config.shards):
             st = GroupState.new(group, config, k)
-            st.process(mine.take(np.flatnonzero(which == k)))
+            st.process(part)
             if finish:
                 st.finish()
             for table, columns in st.outbox.drain().items():
