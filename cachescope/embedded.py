@@ -23,6 +23,7 @@ from cachescope.config import CachescopeConfig
 from cachescope.core.columns import EventColumns
 from cachescope.core.group_state import GroupState
 from cachescope.core.shards import split
+from cachescope.core.writer import RowWriter
 from cachescope.events import AccessEvent
 from cachescope.store import Store, migrations, tables
 from ingest.pipeline import LineParser, RejectRecord, open_lines
@@ -117,12 +118,17 @@ def replay(
     totals = _Totals()
     summary = ReplaySummary(files=len(files))
 
+    def written(tables_written: dict[str, dict[str, np.ndarray]]) -> None:  # on the writer's thread
+        totals.add(tables_written)
+        for table, columns in tables_written.items():
+            summary.rows[table] = summary.rows.get(table, 0) + len(next(iter(columns.values())))
+
+    # inserts overlap parsing and the shadow caches of the next chunk
+    writer = RowWriter(store, background=True, max_queued=2, on_written=written)
+
     def write_all() -> None:
         for st in groups.values():
-            written = st.write(store, "embedded")
-            totals.add(written)
-            for table, columns in written.items():
-                summary.rows[table] = summary.rows.get(table, 0) + len(next(iter(columns.values())))
+            st.write(writer, "embedded")
 
     for chunk in _chunks(_merged_by_time(streams), batch_events):
         cols = EventColumns.from_events(chunk)
@@ -144,6 +150,7 @@ def replay(
     for st in groups.values():
         st.finish()
     write_all()
+    writer.close()
     for p in parsers:
         summary.lines += p.stats.lines
         summary.rejected += p.stats.rejected

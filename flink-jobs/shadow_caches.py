@@ -24,8 +24,8 @@ CONNECTOR_JAR = "flink-sql-connector-kafka-5.0.0-2.2.jar"
 END_OF_INPUT = 2**63 - 2  # event-time timer that only a finished bounded source reaches
 
 
-def make_function(config_json: str, clickhouse_url: str, database: str, flush_seconds: float, late_tag,
-                  reject_tag):
+def make_function(config_json: str, clickhouse_url: str, database: str, flush_seconds: float, flush_rows: int,
+                  late_tag, reject_tag):
     from pyflink.common import Types
     from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
     from pyflink.datastream.state import ValueStateDescriptor
@@ -35,39 +35,45 @@ def make_function(config_json: str, clickhouse_url: str, database: str, flush_se
     class ShadowCacheFunction(KeyedProcessFunction):
         def open(self, ctx: RuntimeContext):
             from cachescope.core import PipelineConfig
+            from cachescope.core.writer import RowWriter
             from cachescope.store import open_store
 
             self.config = PipelineConfig.model_validate_json(config_json)
             # thread mode converts PRIMITIVE_ARRAY(BYTE) element by element: pickled objects are ~500× cheaper
             self.state = ctx.get_state(ValueStateDescriptor("group", Types.PICKLED_BYTE_ARRAY()))
             self.store = open_store(clickhouse_url=clickhouse_url, database=database)
+            # inserts run beside the processing; rows stay in the keyed state until written
+            self.writer = RowWriter(self.store, background=True)
 
         def close(self):
+            self.writer.close()
             self.store.close()
 
         def process_element(self, value, ctx):
             import orjson
 
-            from cachescope.core import EventColumns
             from cachescope.core.group_state import GroupState
             from cachescope.core.messages import decode_batch
 
             _, group, shard, message = value
             try:
-                cols = EventColumns.from_events(decode_batch(message)[1])
+                _, cols = decode_batch(message)
             except (ValueError, TypeError, KeyError, OverflowError) as e:  # never fail the job on one bad message
                 yield reject_tag, orjson.dumps({"cache_group": group, "reason": f"bad message: {e}",
                                                 "message": message[:10000]}).decode()
                 return
+            self.writer.check()  # a failed background insert fails the job: it restarts from its checkpoint
             st = self.state.value()
             if st is None:
                 st = GroupState.new(group, self.config, shard)
                 ctx.timer_service().register_event_time_timer(END_OF_INPUT)
-            late = st.process(cols)
+            late = st.process(cols, message)
             if late is not None:
                 for i in range(len(late)):
                     yield late_tag, orjson.dumps({"cache_group": group, "ts": int(late.ts[i]), "seq": int(late.seq[i]),
                                                   "source": late.source[i], "path": late.path[i]}).decode()
+            if len(st.outbox) >= flush_rows:  # a busy key writes early: a small state to checkpoint
+                st.write(self.writer, "flink")
             # one timer per key and flush period: rows reach ClickHouse at most flush_seconds late
             now = ctx.timer_service().current_processing_time()
             ctx.timer_service().register_processing_time_timer(now - now % flush_ms + flush_ms)
@@ -78,7 +84,7 @@ def make_function(config_json: str, clickhouse_url: str, database: str, flush_se
             if st is not None:
                 if timestamp >= END_OF_INPUT:  # bounded input finished: close every window
                     st.finish()
-                st.write(self.store, "flink")
+                st.write(self.writer, "flink")
                 self.state.update(st)
             yield from ()  # PyFlink iterates what on_timer returns
 
@@ -90,21 +96,16 @@ def make_router(shards: int):
     spread over several shards is split here by file hash, one message per shard."""
 
     def route(message: str):
-        from cachescope.core.messages import cache_group_of, decode_batch, encode_batch
-        from cachescope.core.shards import shard_key, shard_of
+        from cachescope.core.messages import cache_group_of, decode_batch, encode_columns
+        from cachescope.core.shards import shard_key, split
 
         try:
             group = cache_group_of(message)
             if shards == 1:
                 yield group, group, 0, message
                 return
-            import numpy as np
-
-            events = decode_batch(message)[1]
-            which = shard_of(np.fromiter((e.file_id for e in events), dtype=np.uint64, count=len(events)), shards)
-            for k in np.unique(which).tolist():
-                sub = [events[i] for i in np.flatnonzero(which == k).tolist()]
-                yield shard_key(group, k, shards), group, k, encode_batch(group, sub).decode()
+            for k, part in split(decode_batch(message)[1], shards):
+                yield shard_key(group, k, shards), group, k, encode_columns(group, part).decode()
         except (ValueError, TypeError, KeyError, OverflowError):
             yield "", "", 0, message  # the processing function sends it to the reject topic with its reason
 
@@ -126,6 +127,12 @@ def kafka_sink(bootstrap: str, topic: str):
             # below the broker's transaction.max.timeout.ms (15 min by default)
             .set_property("transaction.timeout.ms", "600000")
             .build())
+
+
+def _millis(duration: str) -> int:
+    from cachescope.core.durations import parse_duration_us
+
+    return max(1, parse_duration_us(duration) // 1000)
 
 
 def default_jars() -> list[str]:
@@ -153,6 +160,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--parallelism", type=int, default=1)
     ap.add_argument("--execution-mode", choices=("process", "thread"), default="process")
     ap.add_argument("--flush-seconds", type=float, default=2.0, help="how often rows are written")
+    ap.add_argument("--flush-rows", type=int, default=20_000,
+                    help="a cache group writes as soon as this many rows (raw events included) wait")
+    ap.add_argument("--bundle-time", default="1s",
+                    help="PyFlink bundle length: keyed state is serialised once per bundle and at checkpoints")
     ap.add_argument("--restart-attempts", type=int, default=10,
                     help="restarts from the last checkpoint before the job fails (0: fail at once)")
     ap.add_argument("--jar", action="append", default=None, help="connector jar(s)")
@@ -174,6 +185,7 @@ def main(argv: list[str] | None = None) -> None:
     conf.set_string("python.client.executable", sys.executable)
     conf.set_string("python.execution-mode", args.execution_mode)
     conf.set_string("python.state.cache-size", "100000")
+    conf.set_string("python.fn-execution.bundle.time", str(_millis(args.bundle_time)))
     conf.set_string("execution.checkpointing.interval", args.checkpoint_interval)
     conf.set_string("execution.checkpointing.mode", "EXACTLY_ONCE")
     conf.set_string("execution.checkpointing.dir", ckpt)
@@ -211,7 +223,8 @@ def main(argv: list[str] | None = None) -> None:
                         output_type=Types.TUPLE([Types.STRING(), Types.STRING(), Types.INT(), Types.STRING()]))
               .name(f"cache group (and shard of {config.shards}) of message")
               .key_by(lambda t: t[0], key_type=Types.STRING())
-              .process(make_function(config.model_dump_json(), url, database, args.flush_seconds, late_tag, reject_tag),
+              .process(make_function(config.model_dump_json(), url, database, args.flush_seconds, args.flush_rows,
+                                     late_tag, reject_tag),
                        output_type=Types.STRING())
               .name("shadow caches → ClickHouse"))
     for tag, topic in ((late_tag, args.late_topic), (reject_tag, args.reject_topic)):

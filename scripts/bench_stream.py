@@ -56,16 +56,19 @@ def preload(bootstrap: str, topic: str, events: int, days: float, per_message: i
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=50, max_request_size=64 * 2**20,
                              batch_size=2**20, compression_type=None)
     by_group: dict[str, list] = {}
+    sent = []
     for ev in parsed:
         batch = by_group.setdefault(ev.cache_group, [])
         batch.append(ev)
         if len(batch) == per_message:
-            producer.send(topic, encode_batch(ev.cache_group, batch))
+            sent.append(producer.send(topic, encode_batch(ev.cache_group, batch)))
             by_group[ev.cache_group] = []
     for group, batch in by_group.items():
         if batch:
-            producer.send(topic, encode_batch(group, batch))
+            sent.append(producer.send(topic, encode_batch(group, batch)))
     producer.flush()
+    for f in sent:
+        f.get(timeout=60)  # a message the broker refused fails the benchmark, not its figures
     producer.close()
     return len(parsed)
 
@@ -73,8 +76,15 @@ def preload(bootstrap: str, topic: str, events: int, days: float, per_message: i
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=1_000_000, help="generated accesses (reads are ~90%)")
-    ap.add_argument("--days", type=float, default=1.0)
+    ap.add_argument("--event-rate", type=float, default=100_000,
+                    help="events per second of event time: a live stream at the target rate (default)")
+    ap.add_argument("--days", type=float, default=None,
+                    help="spread the events over this many days instead (a backlog replay: sparse windows, "
+                         "many more rows per event)")
     ap.add_argument("--per-message", type=int, default=1000)
+    ap.add_argument("--topic", default=None, help="reuse a topic an earlier run preloaded (kept with --keep-topic)")
+    ap.add_argument("--keep-topic", action="store_true")
+    ap.add_argument("--job-arg", action="append", default=[], help="extra argument for the job (repeatable)")
     ap.add_argument("--mode", choices=("process", "thread"), default="process")
     ap.add_argument("--shards", type=int, default=1, help="pipeline.shards (with --parallelism)")
     ap.add_argument("--parallelism", type=int, default=1)
@@ -86,22 +96,28 @@ def main() -> int:
     try:
         from cachescope.store import ClickHouseStore, migrations
 
-        topic = f"bench-{uuid.uuid4().hex[:8]}"
-        database = topic.replace("-", "_")
-        t0 = time.perf_counter()
-        n = preload(kafka_env["KAFKA_BOOTSTRAP"], topic, args.events, args.days, args.per_message)
-        print(f"# preloaded {n:,} events into {topic} in {time.perf_counter() - t0:.1f} s")
+        run = uuid.uuid4().hex[:8]
+        database = f"bench_{run}"
+        if args.topic:
+            topic = args.topic
+        else:
+            topic = f"bench-{run}"
+            t0 = time.perf_counter()
+            days = args.days if args.days is not None else args.events / args.event_rate / 86400
+            n = preload(kafka_env["KAFKA_BOOTSTRAP"], topic, args.events, days, args.per_message)
+            print(f"# preloaded {n:,} events ({days * 86400:,.0f} s of event time) into {topic} "
+                  f"in {time.perf_counter() - t0:.1f} s")
         store = ClickHouseStore(ch_env["CLICKHOUSE_URL"], database=database)
         migrations.migrate(store, events_ttl_days=0)
         config = Path(tempfile.mkdtemp()) / "site.yaml"
         config.write_text(f"pipeline:\n  shards: {args.shards}\n")
         with tempfile.TemporaryDirectory() as ckpt:
             cmd = [sys.executable, str(REPO / "flink-jobs/shadow_caches.py"), "--bootstrap", kafka_env["KAFKA_BOOTSTRAP"],
-                   "--topic", topic, "--consumer-group", topic, "--late-topic", topic + ".late",
+                   "--topic", topic, "--consumer-group", database, "--late-topic", topic + ".late",
                    "--reject-topic", topic + ".rejects",
                    "--clickhouse", ch_env["CLICKHOUSE_URL"].rsplit("/", 1)[0] + "/" + database,
                    "--checkpoint-dir", ckpt, "--bounded", "--restart-attempts", "0", "--execution-mode", args.mode,
-                   "--parallelism", str(args.parallelism), "--config", str(config)]
+                   "--parallelism", str(args.parallelism), "--config", str(config), *args.job_arg]
             t0 = time.perf_counter()
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             wall = time.perf_counter() - t0
@@ -121,6 +137,14 @@ def main() -> int:
         print("rows written            " + ", ".join(f"{t} {c:,}" for t, c in rows.items()))
         store.command(f"DROP DATABASE {database}")
         store.close()
+        if not (args.keep_topic or args.topic):
+            from kafka.admin import KafkaAdminClient
+
+            admin = KafkaAdminClient(bootstrap_servers=kafka_env["KAFKA_BOOTSTRAP"])
+            admin.delete_topics([topic, topic + ".late", topic + ".rejects"])
+            admin.close()
+        elif not args.topic:
+            print(f"# kept topic {topic}: rerun with --topic {topic}")
     finally:
         if started_kafka:
             subprocess.run([str(REPO / "scripts/services"), "stop", "kafka"])

@@ -18,7 +18,7 @@ def generate(
     out: Path = typer.Option(..., "--out", help="directory (one tree per format) or, for one format, a file"),
     fmt: str = typer.Option("all", "--format", "-f", help=f"all, or a comma list of: {', '.join(RENDERERS)}"),
     events: int = typer.Option(100_000, "--events", "-n", min=1, help="accesses (reads, writes, deletes) to draw"),
-    days: float = typer.Option(7.0, "--days", min=0.01, help="length of the period"),
+    days: float = typer.Option(7.0, "--days", min=1e-6, help="length of the period (fractions: 0.001 = 86 s)"),
     sites: int = typer.Option(2, "--sites", min=1, help="sites (alternately mostly-ATLAS and mostly-CMS)"),
     servers: int = typer.Option(4, "--servers", min=1, help="file servers (and XCache servers) per site"),
     seed: int = typer.Option(1, "--seed", help="random seed: same seed, same output"),

@@ -93,7 +93,7 @@ class EventColumns:
         )
 
     def access_event_rows(self) -> dict[str, np.ndarray]:
-        """Columns of the access_events table (observed_* as None where absent)."""
+        """Columns of the access_events table (observed_* masked where absent: NULL)."""
         rows = {
             "ts": self.ts.astype("datetime64[us]"),
             "site": self.site, "source": self.source, "server": self.server, "client": self.client,
@@ -103,9 +103,7 @@ class EventColumns:
         }
         for name in ("observed_hit_bytes", "observed_miss_bytes", "observed_bypass_bytes"):
             v = getattr(self, name)
-            col = np.empty(len(v), dtype=object)
-            col[:] = [None if x < 0 else x for x in v.tolist()]
-            rows[name] = col
+            rows[name] = np.ma.masked_array(v, mask=v < 0)  # NULL where no real cache reported
         return rows
 
     @classmethod

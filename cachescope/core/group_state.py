@@ -1,7 +1,7 @@
 """What a runner keeps per cache group: the processor and the rows it emitted but has not written.
 
 Flink holds one of these in keyed state (pickled: the compiled bank goes through its own
-versioned snapshot), the embedded replay holds one per group in a dict. Both call the same three
+versioned snapshot), the embedded replay holds one per group in a dict. Both call the same
 methods, so the order "process, queue rows, write" is written once.
 """
 
@@ -15,7 +15,7 @@ from cachescope.core.health import health_rows
 from cachescope.core.outbox import Outbox
 from cachescope.core.processor import GroupProcessor
 from cachescope.core.shards import shard_key
-from cachescope.store import tables
+from cachescope.core.writer import RowWriter
 
 
 class GroupState:
@@ -28,11 +28,12 @@ class GroupState:
     def new(cls, cache_group: str, config: PipelineConfig, shard: int = 0, keep_events: bool = True) -> "GroupState":
         return cls(GroupProcessor(cache_group, config, shard), keep_events=keep_events)
 
-    def process(self, events: EventColumns) -> EventColumns | None:
-        """Feed one batch; queue the raw events and every closed window. Returns the late events."""
+    def process(self, events: EventColumns, message: bytes | str | None = None) -> EventColumns | None:
+        """Feed one batch; queue the raw events and every closed window. Returns the late events.
+        `message`: the Kafka message the events came from (kept instead of them in checkpoints)."""
         emitted = self.processor.process(events)
         if self.keep_events:
-            self.outbox.add(tables.ACCESS_EVENTS, events.access_event_rows())
+            self.outbox.add_events(events, message)
         self.outbox.add_emitted(emitted)
         return emitted.late
 
@@ -40,21 +41,17 @@ class GroupState:
         """End of a bounded input: close every open window."""
         self.outbox.add_emitted(self.processor.flush())
 
-    def write(self, store, component: str) -> dict[str, dict]:
-        """Write the queued rows (idempotent tables: a repeat after a crash changes nothing);
-        returns what was written, table by table."""
-        n = len(self.outbox)
-        if not n:
-            return {}
-        written = self.outbox.drain()
-        for table, columns in written.items():
-            store.insert(table, columns)
+    def write(self, writer: RowWriter, component: str) -> None:
+        """Hand the queued rows to `writer` (idempotent tables: a repeat after a crash changes
+        nothing), with this group's health figures."""
+        batch = self.outbox.take()
+        if batch is None:
+            return
         p = self.processor
-        store.insert(tables.PIPELINE_HEALTH, health_rows(component, shard_key(p.cache_group, p.shard, p.config.shards), {
-            "rows_written": n, "events_in": p.events_in, "late_events": p.late_total,
+        writer.submit(batch, health_rows(component, shard_key(p.cache_group, p.shard, p.config.shards), {
+            "rows_written": batch.rows, "events_in": p.events_in, "late_events": p.late_total,
             # how far event time trails the wall clock: the lag a dashboard alerts on
             "event_time_lag_s": 0.0 if p.events_in == 0 else max(0.0, time.time() - p.max_ts / 1e6)}))
-        return written
 
     def __reduce__(self):
         p = self.processor

@@ -1,48 +1,146 @@
-"""The Kafka message of topic `cachescope.events`: many AccessEvents of one cache group.
+"""The Kafka message of topic `cachescope.events`: many AccessEvents of one cache group, by column.
 
-`{"cache_group": G, "events": [AccessEvent, …]}` as JSON, cache_group first so consumers can
-key a message without decoding all of it (PyFlink's KafkaSource hands over only the value).
+    {"cache_group": G, "columns": {"ts": [...], "site": [...], ..., "seq": [...]}}
+
+JSON with one list per AccessEvent field (every field, all lists of one length: event i is
+element i of each). cache_group comes first so a consumer can key a message without decoding
+it (PyFlink's KafkaSource hands over only the value). By column rather than as a list of event
+objects: field names are not repeated per event (276 instead of 463 bytes per event on
+g-stream records) and decoding goes straight into the numpy columns the core works on (0.8
+instead of 1.4 µs per event). Each element is validated against the AccessEvent contract.
 """
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Iterable, Mapping
 
 import msgspec
+import numpy as np
 import orjson
 
-from cachescope.events import AccessEvent
+from cachescope.core.columns import NO_OBSERVATION, OP_NAMES, OPS, EventColumns
+from cachescope.events import _U64, AccessEvent, Op
 
 _PREFIX = b'{"cache_group":'
+FIELDS = AccessEvent.__struct_fields__
+_TEXT = ("site", "source", "server", "client", "vo", "path", "tier", "cache_group")
+_OBSERVED = ("observed_hit_bytes", "observed_miss_bytes", "observed_bypass_bytes")
 
 
-def encode_batch(cache_group: str, events: Iterable[Mapping]) -> bytes:
-    return _PREFIX + orjson.dumps(cache_group) + b',"events":' + msgspec.json.encode(list(events)) + b"}"
+class _Columns(msgspec.Struct):
+    ts: list[int]
+    site: list[str]
+    source: list[str]
+    server: list[str]
+    client: list[str]
+    vo: list[str]
+    path: list[str]
+    file_id: list[_U64]
+    file_size: list[_U64]
+    bytes_read: list[_U64]
+    op: list[Op]
+    tier: list[str]
+    cache_group: list[str]
+    observed_hit_bytes: list[_U64 | None]
+    observed_miss_bytes: list[_U64 | None]
+    observed_bypass_bytes: list[_U64 | None]
+    seq: list[_U64]
+
+
+assert _Columns.__struct_fields__ == FIELDS, "message columns must follow the AccessEvent contract"
 
 
 class _Message(msgspec.Struct):
     cache_group: str
-    events: list[AccessEvent]
+    columns: _Columns
 
 
 _decoder = msgspec.json.Decoder(_Message)
+_encoder = msgspec.json.Encoder()
 
 
-def decode_batch(message: bytes | str) -> tuple[str, list[AccessEvent]]:
-    """The cache group and the events, validated against the contract (typed decoding: several
-    times faster than generic JSON into dicts)."""
+def _head(cache_group: str) -> bytes:
+    return _PREFIX + orjson.dumps(cache_group) + b',"columns":'
+
+
+def encode_batch(cache_group: str, events: Iterable[AccessEvent] | Iterable[Mapping]) -> bytes:
+    """Events (parser structs, or dicts of their JSON form) → one message."""
+    ev = list(events)
+    if ev and isinstance(ev[0], AccessEvent):
+        columns = {f: list(map(attrgetter(f), ev)) for f in FIELDS}
+    else:
+        columns = {f: [e.get(f) for e in ev] for f in FIELDS}
+    return _head(cache_group) + _encoder.encode(columns) + b"}"
+
+
+def encode_columns(cache_group: str, cols: EventColumns) -> bytes:
+    """EventColumns → one message (the router's re-encoding of a shard's part)."""
+    columns = {}
+    for f in FIELDS:
+        v = getattr(cols, f)
+        if f == "op":
+            columns[f] = OP_NAMES[v].tolist()
+        elif f in _OBSERVED:
+            columns[f] = [None if x < 0 else x for x in v.tolist()]
+        else:
+            columns[f] = v.tolist()
+    return _head(cache_group) + _encoder.encode(columns) + b"}"
+
+
+def _observed(name: str, values: list) -> np.ndarray:
+    """int64 with NO_OBSERVATION for null (byte counts stay far below 2⁶³)."""
+    try:
+        if None not in values:
+            return np.array(values, dtype=np.int64)
+        a = np.array(values, dtype=object)
+        a[a == None] = NO_OBSERVATION  # noqa: E711 - elementwise
+        return a.astype(np.int64)
+    except OverflowError:
+        raise ValueError(f"message column {name!r}: a value above 2⁶³-1 bytes") from None
+
+
+def decode_batch(message: bytes | str) -> tuple[str, EventColumns]:
+    """The cache group and its events as columns, validated against the contract."""
     try:
         doc = _decoder.decode(message)
     except msgspec.DecodeError as e:  # ValidationError included
-        raise ValueError(f'message is not {{"cache_group": …, "events": [AccessEvent, …]}}: {e}') from None
-    return doc.cache_group, doc.events
+        raise ValueError(f'message is not {{"cache_group": …, "columns": {{AccessEvent field: [values]}}}}: {e}') \
+            from None
+    c = doc.columns
+    n = len(c.ts)
+    for f in FIELDS:
+        if len(getattr(c, f)) != n:
+            raise ValueError(f"message column {f!r} has {len(getattr(c, f))} values, ts has {n}")
+
+    def text(values: list[str]) -> np.ndarray:
+        a = np.empty(n, dtype=object)
+        a[:] = values
+        return a
+
+    def number(name: str, dtype) -> np.ndarray:
+        try:
+            return np.array(getattr(c, name), dtype=dtype)
+        except OverflowError:
+            raise ValueError(f"message column {name!r}: a value does not fit {np.dtype(dtype).name}") from None
+
+    return doc.cache_group, EventColumns(
+        ts=number("ts", np.int64),
+        seq=number("seq", np.uint64),
+        file_id=number("file_id", np.uint64),
+        file_size=number("file_size", np.uint64),
+        bytes_read=number("bytes_read", np.uint64),
+        op=np.fromiter(map(OPS.__getitem__, c.op), dtype=np.uint8, count=n),
+        **{f: _observed(f, getattr(c, f)) for f in _OBSERVED},
+        **{f: text(getattr(c, f)) for f in _TEXT},
+    )
 
 
 def cache_group_of(message: bytes | str) -> str:
     """The cache group, read from the head of the message (full decode only as a fallback)."""
     raw = message.encode() if isinstance(message, str) else message
     if raw.startswith(_PREFIX):
-        end = raw.find(b'","events":', len(_PREFIX))
+        end = raw.find(b'","columns":', len(_PREFIX))
         if end > 0 and b"\\" not in raw[len(_PREFIX):end]:
             return raw[len(_PREFIX) + 1:end].decode()
     return decode_batch(raw)[0]

@@ -149,8 +149,11 @@ def topic_items(bootstrap: str, topic: str) -> list[dict]:
                 for recs in c.poll(timeout_ms=1000).values():
                     for r in recs:
                         doc = orjson.loads(r.value)
-                        batch = isinstance(doc, dict) and isinstance(doc.get("events"), list)
-                        items.extend(doc["events"] if batch else [doc])
+                        columns = doc.get("columns") if isinstance(doc, dict) else None
+                        if isinstance(columns, dict):  # a batch of events, by column
+                            items.extend(dict(zip(columns, row)) for row in zip(*columns.values()))
+                        else:
+                            items.append(doc)
         return items
     finally:
         c.close()

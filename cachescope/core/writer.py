@@ -1,0 +1,101 @@
+"""RowWriter: writes the batches GroupStates hand over, inline or on a background thread.
+
+In the background, ClickHouse's share of an insert (parsing, sorting, the rollup views: most of
+an insert's time is the server's) overlaps the processing of the next events. A batch counts
+as written only when the store accepted all of it; until then it stays in its GroupState's
+outbox (in flight), so a checkpoint taken meanwhile still holds it. A failed write is raised in
+the caller's thread at its next call: the job fails and restarts from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+
+import numpy as np
+
+from cachescope.core.outbox import Batch
+from cachescope.store import tables
+
+Written = Callable[[dict[str, dict[str, np.ndarray]]], None]
+_STOP = object()
+MAX_COALESCED = 64
+
+
+class RowWriter:
+    def __init__(self, store, background: bool = True, max_queued: int = 4, on_written: Written | None = None):
+        """`max_queued` batches may wait for the thread: beyond that submit() blocks, which is the
+        back-pressure that keeps a slow store from filling memory."""
+        self.store = store
+        self.on_written = on_written
+        self._error: BaseException | None = None
+        self._queue: queue.Queue | None = None
+        self._thread: threading.Thread | None = None
+        if background:
+            self._queue = queue.Queue(maxsize=max_queued)
+            self._thread = threading.Thread(target=self._run, name="cachescope-row-writer", daemon=True)
+            self._thread.start()
+
+    def submit(self, batch: Batch | None, health: dict[str, np.ndarray] | None = None) -> None:
+        self.check()
+        if batch is None:
+            return
+        if self._queue is None:
+            self._write(batch, health)
+        else:
+            self._queue.put((batch, health))
+
+    def wait(self) -> None:
+        """Return when everything submitted is written (raises a failed write's error)."""
+        if self._queue is not None:
+            self._queue.join()
+        self.check()
+
+    def check(self) -> None:
+        if self._error is not None:
+            raise RuntimeError(f"writing rows to the store failed: {self._error}") from self._error
+
+    def close(self) -> None:
+        """Write what is queued and stop the thread."""
+        if self._thread is not None:
+            self._queue.put(_STOP)
+            self._thread.join()
+            self._thread = None
+        self.check()
+
+    def _write(self, batch: Batch, health: dict[str, np.ndarray] | None) -> None:
+        self._write_all([(batch, health)])
+
+    def _write_all(self, items: list[tuple[Batch, dict[str, np.ndarray] | None]]) -> None:
+        """One insert per table for all the batches: fewer, larger parts for ClickHouse."""
+        written = Batch.merge([b for b, _ in items]).columns()
+        for table, columns in written.items():
+            self.store.insert(table, columns)
+        for b, _ in items:
+            b.done = True
+        health = [h for _, h in items if h is not None]
+        if health:
+            self.store.insert(tables.PIPELINE_HEALTH, {k: np.concatenate([h[k] for h in health]) for k in health[0]})
+        if self.on_written is not None:
+            self.on_written(written)
+
+    def _run(self) -> None:
+        stop = False
+        while not stop:
+            items = [self._queue.get()]
+            while len(items) < MAX_COALESCED:  # whatever else waits goes into the same inserts
+                try:
+                    items.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            stop = any(i is _STOP for i in items)
+            try:
+                work = [i for i in items if i is not _STOP]
+                if work and self._error is None:  # after a failure, nothing more: the job restarts from its checkpoint
+                    self._write_all(work)
+            except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+                self._error = e
+            finally:
+                for _ in items:
+                    self._queue.task_done()
