@@ -55,12 +55,18 @@ def make_function(config_json: str, clickhouse_url: str, database: str, flush_se
             from cachescope.core.group_state import GroupState
             from cachescope.core.messages import decode_batch
 
-            _, group, shard, message = value
+            if isinstance(value, bytes):  # keyed by its Kafka key in the JVM (see keyed_by_kafka_key)
+                group, shard, message = ctx.get_current_key(), 0, value
+            else:  # (key, cache group, shard, message) from the router
+                _, group, shard, message = value
             try:
-                _, cols = decode_batch(message)
+                named, cols = decode_batch(message)
+                if named != group:
+                    raise ValueError(f"message of cache group {named!r} carries the Kafka key {group!r} "
+                                     "(the shippers key each message by its cache group)")
             except (ValueError, TypeError, KeyError, OverflowError) as e:  # never fail the job on one bad message
                 yield reject_tag, orjson.dumps({"cache_group": group, "reason": f"bad message: {e}",
-                                                "message": message[:10000]}).decode()
+                                                "message": _text(message[:10000])}).decode()
                 return
             self.writer.check()  # a failed background insert fails the job: it restarts from its checkpoint
             st = self.state.value()
@@ -105,11 +111,58 @@ def make_router(shards: int):
                 yield group, group, 0, message
                 return
             for k, part in split(decode_batch(message)[1], shards):
-                yield shard_key(group, k, shards), group, k, encode_columns(group, part).decode()
+                sub = encode_columns(group, part)
+                yield shard_key(group, k, shards), group, k, sub if isinstance(message, bytes) else sub.decode()
         except (ValueError, TypeError, KeyError, OverflowError):
             yield "", "", 0, message  # the processing function sends it to the reject topic with its reason
 
     return route
+
+
+def keyed_by_kafka_key(env, args, message_type):
+    """Messages keyed by their Kafka record key (the shippers' cache group) without a Python hop.
+
+    PyFlink's KafkaSource exposes only the value, and a Python key selector would send every
+    message through Python twice. The Table API's Kafka connector reads the key too; keying on
+    it happens in the JVM, so a message reaches Python once, in the shadow-cache function (which
+    checks the key against the cache group inside the message)."""
+    from pyflink.common import Types, WatermarkStrategy
+    from pyflink.datastream.data_stream import KeyedStream
+    from pyflink.java_gateway import get_gateway
+    from pyflink.table import StreamTableEnvironment
+
+    def literal(v: str) -> str:
+        return "'" + v.replace("'", "''") + "'"
+
+    options = {
+        "connector": "kafka", "topic": args.topic, "properties.bootstrap.servers": args.bootstrap,
+        "properties.group.id": args.consumer_group,
+        # the shippers write in transactions: read only committed batches
+        "properties.isolation.level": "read_committed",
+        "scan.startup.mode": "earliest-offset",
+        "key.format": "raw", "key.fields": "kafka_key", "value.format": "raw", "value.fields-include": "EXCEPT_KEY",
+    }
+    if args.bounded:
+        options["scan.bounded.mode"] = "latest-offset"
+    t_env = StreamTableEnvironment.create(env)
+    t_env.execute_sql("CREATE TEMPORARY TABLE cachescope_events (kafka_key STRING, message BYTES) WITH ("
+                      + ", ".join(f"{literal(k)} = {literal(v)}" for k, v in options.items()) + ")")
+    # an unkeyed message is keyed by the cache group at its head (the message format puts it first)
+    rows = t_env.to_data_stream(t_env.sql_query(
+        "SELECT CASE WHEN kafka_key IS NULL OR kafka_key = '' THEN COALESCE(REGEXP_EXTRACT("
+        "SUBSTRING(CAST(message AS STRING) FROM 1 FOR 512), '^\\{\"cache_group\":\"([^\"\\\\]*)\"', 1), '') "
+        "ELSE kafka_key END AS kafka_key, message FROM cachescope_events"))
+    # Python operators take Row(key, value) as a RowTypeInfo (the table hands out ExternalTypeInfo)
+    j_rows = rows.assign_timestamps_and_watermarks(WatermarkStrategy.no_watermarks())._j_data_stream.returns(
+        Types.ROW_NAMED(["kafka_key", "message"], [Types.STRING(), message_type]).get_java_type_info())
+    # what DataStream.key_by does after its Python key selector: Row(key, value) keyed on field 0
+    j_keyed = j_rows.keyBy(get_gateway().jvm.KeyByKeySelector(),
+                                       Types.ROW([Types.STRING()]).get_java_type_info())
+    return KeyedStream(j_keyed, message_type, rows)
+
+
+def _text(message: bytes | str) -> str:
+    return message.decode("utf-8", "replace") if isinstance(message, bytes) else message
 
 
 def kafka_sink(bootstrap: str, topic: str):
@@ -170,7 +223,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
 
     from pyflink.common import Configuration, Types, WatermarkStrategy
-    from pyflink.common.serialization import SimpleStringSchema
+    from pyflink.common.serialization import ByteArraySchema, SimpleStringSchema
     from pyflink.datastream import OutputTag, StreamExecutionEnvironment
     from pyflink.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource
 
@@ -201,28 +254,40 @@ def main(argv: list[str] | None = None) -> None:
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(args.parallelism)
 
+    # Messages travel as bytes in process mode: a String would be re-encoded at every hop
+    # (Kafka → JVM → Python → shuffle → Python), which was most of the JVM's time. Thread mode
+    # converts byte arrays element by element, so there they stay strings.
+    if args.execution_mode == "process":
+        value_schema, message_type = ByteArraySchema(), Types.PRIMITIVE_ARRAY(Types.BYTE())
+    else:
+        value_schema, message_type = SimpleStringSchema(), Types.STRING()
     builder = (KafkaSource.builder()
                .set_bootstrap_servers(args.bootstrap)
                .set_topics(args.topic)
                .set_group_id(args.consumer_group)
                .set_starting_offsets(KafkaOffsetsInitializer.earliest())
-               .set_value_only_deserializer(SimpleStringSchema())
+               .set_value_only_deserializer(value_schema)
                # the shippers write in transactions: read only committed batches
                .set_property("isolation.level", "read_committed"))
     if args.bounded:
         builder = builder.set_bounded(KafkaOffsetsInitializer.latest())
-    # event time is the core's business (per cache group, from the events themselves)
-    messages = env.from_source(builder.build(), WatermarkStrategy.no_watermarks(), "kafka: " + args.topic)
+    # event time is the core's business (per cache group, from the events themselves): no watermarks
+
+    if config.shards == 1 and args.execution_mode == "process":
+        keyed = keyed_by_kafka_key(env, args, message_type)
+    else:
+        keyed = (env.from_source(builder.build(), WatermarkStrategy.no_watermarks(), "kafka: " + args.topic,
+                                 type_info=message_type)
+                 .flat_map(make_router(config.shards),
+                           output_type=Types.TUPLE([Types.STRING(), Types.STRING(), Types.INT(), message_type]))
+                 .name(f"cache group (and shard of {config.shards}) of message")
+                 .key_by(lambda t: t[0], key_type=Types.STRING()))
 
     late_tag = OutputTag("late-events", Types.STRING())
     reject_tag = OutputTag("rejected-messages", Types.STRING())
     url = args.clickhouse
     database = args.database or (url.rstrip("/").rsplit("/", 1)[-1] if url.count("/") > 2 else "default")
-    shadow = (messages
-              .flat_map(make_router(config.shards),
-                        output_type=Types.TUPLE([Types.STRING(), Types.STRING(), Types.INT(), Types.STRING()]))
-              .name(f"cache group (and shard of {config.shards}) of message")
-              .key_by(lambda t: t[0], key_type=Types.STRING())
+    shadow = (keyed
               .process(make_function(config.model_dump_json(), url, database, args.flush_seconds, args.flush_rows,
                                      late_tag, reject_tag),
                        output_type=Types.STRING())

@@ -61,11 +61,11 @@ def preload(bootstrap: str, topic: str, events: int, days: float, per_message: i
         batch = by_group.setdefault(ev.cache_group, [])
         batch.append(ev)
         if len(batch) == per_message:
-            sent.append(producer.send(topic, encode_batch(ev.cache_group, batch)))
+            sent.append(producer.send(topic, key=ev.cache_group.encode(), value=encode_batch(ev.cache_group, batch)))
             by_group[ev.cache_group] = []
     for group, batch in by_group.items():
         if batch:
-            sent.append(producer.send(topic, encode_batch(group, batch)))
+            sent.append(producer.send(topic, key=group.encode(), value=encode_batch(group, batch)))
     producer.flush()
     for f in sent:
         f.get(timeout=60)  # a message the broker refused fails the benchmark, not its figures
@@ -139,9 +139,14 @@ def main() -> int:
         store.close()
         if not (args.keep_topic or args.topic):
             from kafka.admin import KafkaAdminClient
+            from kafka.errors import UnknownTopicOrPartitionError
 
             admin = KafkaAdminClient(bootstrap_servers=kafka_env["KAFKA_BOOTSTRAP"])
-            admin.delete_topics([topic, topic + ".late", topic + ".rejects"])
+            for t in (topic, topic + ".late", topic + ".rejects"):
+                try:
+                    admin.delete_topics([t])
+                except UnknownTopicOrPartitionError:  # side topics exist once something was late or rejected
+                    pass
             admin.close()
         elif not args.topic:
             print(f"# kept topic {topic}: rerun with --topic {topic}")
