@@ -38,7 +38,7 @@ def record_seq(partition: int, offset: int) -> int:
 class TopicShipper:
     def __init__(self, fmt: str, source: str, to: str, *, config: CachescopeConfig, site: str = "",
                  group_id: str | None = None, shipper_id: str | None = None,
-                 dead_letter_topic: str | None = None, batch_events: int = 1000, linger_seconds: float = 1.0,
+                 dead_letter_topic: str | None = None, batch_events: int = 2500, linger_seconds: float = 1.0,
                  producer_config: dict | None = None, consumer_config: dict | None = None):
         from kafka import KafkaConsumer
 

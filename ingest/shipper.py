@@ -70,6 +70,18 @@ def ensure_topics(bootstrap: str, topics: list) -> None:
 Location = dict  # where a rejected line was: {"file": path} or {"topic", "partition", "offset"}
 
 
+#: below Kafka's default message.max.bytes (1 MB): a batch of long paths is split in halves
+MAX_MESSAGE_BYTES = 900_000
+
+
+def _messages(group: str, events: list) -> list[bytes]:
+    message = encode_batch(group, events)
+    if len(message) <= MAX_MESSAGE_BYTES or len(events) == 1:
+        return [message]
+    half = len(events) // 2
+    return _messages(group, events[:half]) + _messages(group, events[half:])
+
+
 class KafkaSink:
     """The events and dead-letter topics, written one transaction per batch.
 
@@ -103,8 +115,8 @@ class KafkaSink:
         self.producer.begin_transaction()
         try:
             for group, evs in by_group.items():
-                self.producer.send(self.topic, key=group.encode(),
-                                   value=encode_batch(group, evs))
+                for message in _messages(group, evs):
+                    self.producer.send(self.topic, key=group.encode(), value=message)
             for where, r in rejects:
                 doc = {"shipper": self.id, "format": self.fmt, **where, **msgspec.to_builtins(r)}
                 self.producer.send(self.dead_letter, key=self.id.encode(), value=orjson.dumps(doc))
@@ -198,7 +210,7 @@ class Shipper:
     def __init__(self, fmt: str, source: str, to: str, *, config: CachescopeConfig, site: str = "",
                  shipper_id: str | None = None, state_file: str | None = None,
                  dead_letter_topic: str | None = None, state_topic: str = "cachescope.shipper-state",
-                 batch_events: int = 1000, linger_seconds: float = 1.0, producer_config: dict | None = None):
+                 batch_events: int = 2500, linger_seconds: float = 1.0, producer_config: dict | None = None):
         from kafka.admin import NewTopic
 
         self.fmt, self.source, self.config, self.site = fmt, source, config, site

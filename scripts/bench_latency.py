@@ -4,8 +4,9 @@
     .venv/bin/python scripts/bench_latency.py [--rate 20000] [--minutes 4] [--job-arg=--flush-seconds --job-arg=1]
 
 A producer writes events stamped with the wall clock at a steady rate (batched messages of
-1,000 events, as the shippers write them) while the job runs unbounded with the live-latency
-windows (`max_out_of_orderness: 0s`, `allowed_lateness: 0s`; one-minute efficiency windows).
+2,500 events, as the shippers write them) while the job runs unbounded with the live-latency
+windows (`max_out_of_orderness: 0s`, `allowed_lateness: 0s`; efficiency windows of --window
+seconds, 10 by default so that a few minutes give enough windows for a p95).
 A poller reads ClickHouse every 200 ms and records when each row first became visible:
 
 - window latency: first visibility of a window's efficiency rows minus the window's end (the
@@ -34,7 +35,8 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 LIVE_CONFIG = """pipeline:
   windows:
-    efficiency: 1m
+    efficiency: {window}s
+    curve: {curve}s
     max_out_of_orderness: 0s
     allowed_lateness: 0s
 """
@@ -63,7 +65,7 @@ def produce(bootstrap: str, topic: str, pool, rate: float, seconds: float, stop:
     group = str(pool.cache_group[0])
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, max_request_size=16 * 2**20,
                              batch_size=2**20)
-    per_message, sent, t0 = 1000, 0, time.time()
+    per_message, sent, t0 = 2500, 0, time.time()  # as the shippers batch
     while not stop.is_set() and time.time() - t0 < seconds:
         due = int((time.time() - t0) * rate)
         while sent + per_message <= due:
@@ -83,6 +85,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rate", type=float, default=20_000, help="events per second produced")
     ap.add_argument("--minutes", type=float, default=4.0, help="how long the producer runs")
+    ap.add_argument("--window", type=int, default=10, help="efficiency window in seconds (short: many windows "
+                                                           "to take percentiles over)")
     ap.add_argument("--job-arg", action="append", default=[], help="extra argument for the job (repeatable)")
     args = ap.parse_args()
 
@@ -107,7 +111,7 @@ def main() -> int:
         migrations.migrate(store, events_ttl_days=0)
         pool = event_pool(200_000)
         tmp = Path(tempfile.mkdtemp())
-        (tmp / "site.yaml").write_text(LIVE_CONFIG)
+        (tmp / "site.yaml").write_text(LIVE_CONFIG.format(window=args.window, curve=args.window * 6))
         cmd = [sys.executable, str(REPO / "flink-jobs/shadow_caches.py"), "--bootstrap", bootstrap,
                "--topic", topic, "--consumer-group", database, "--late-topic", topic + ".late",
                "--reject-topic", topic + ".rejects",
@@ -138,12 +142,12 @@ def main() -> int:
             time.sleep(0.2)
         stop.set()
         producer.join()
-        window_us = 60_000_000
+        window_us = args.window * 1_000_000
         first_window = (int(t_start * 1e6) // window_us + 1) * window_us  # the first whole window
         lat = sorted(t - (w + window_us) / 1e6 for w, t in first_seen.items() if w >= first_window)
         rows = store.query("SELECT count() FROM access_events").scalar()
         print(f"# {produced[0]:,} events produced at {args.rate:,.0f}/s for {args.minutes:g} min, one cache group, "
-              f"24 shadow caches, 1-min windows, out-of-orderness 0 s, lateness 0 s; job args {args.job_arg}")
+              f"24 shadow caches, {args.window}-s windows, out-of-orderness 0 s, lateness 0 s; job args {args.job_arg}")
         print(f"events in access_events   {rows:,}")
         if lat:
             print(f"window latency (row visible − window end) over {len(lat)} windows: "

@@ -3,7 +3,7 @@
 
     .venv/bin/python scripts/bench_stream.py [--events 1000000] [--days 1] [--mode process|thread]
 
-Preloads the events topic with batched AccessEvent messages (1,000 events each, as the shippers
+Preloads the events topic with batched AccessEvent messages (2,500 events each, as the shippers
 write them) from the deterministic generator, then runs flink-jobs/shadow_caches.py bounded over
 it into a fresh ClickHouse database. The sustained rate is taken from the job's own health rows
 (events_in over wall time between its first and last writes), so JVM and Python start-up are
@@ -81,7 +81,7 @@ def main() -> int:
     ap.add_argument("--days", type=float, default=None,
                     help="spread the events over this many days instead (a backlog replay: sparse windows, "
                          "many more rows per event)")
-    ap.add_argument("--per-message", type=int, default=1000)
+    ap.add_argument("--per-message", type=int, default=2500, help="events per message (the shippers' --batch)")
     ap.add_argument("--topic", default=None, help="reuse a topic an earlier run preloaded (kept with --keep-topic)")
     ap.add_argument("--keep-topic", action="store_true")
     ap.add_argument("--job-arg", action="append", default=[], help="extra argument for the job (repeatable)")

@@ -95,7 +95,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--days", type=float, default=1.0)
-    ap.add_argument("--per-message", type=int, default=1000)
+    ap.add_argument("--per-message", type=int, default=2500, help="events per message (the shippers' --batch)")
     ap.add_argument("--bundle-seconds", type=float, default=1.0, help="PyFlink's python.fn-execution.bundle.time")
     ap.add_argument("--flush-seconds", type=float, default=2.0)
     ap.add_argument("--flush-rows", type=int, default=20_000)

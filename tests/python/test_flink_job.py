@@ -215,3 +215,41 @@ def test_sigkill_mid_stream_and_restore_from_checkpoint_changes_nothing(kafka, c
     finally:
         kill(job)
     assert_store_equals(database, want)
+
+
+def test_messages_are_keyed_by_their_kafka_key_or_their_head_and_a_wrong_key_is_rejected(
+        kafka, clickhouse, database, kafka_topic, tmp_path):
+    """One shard per group: the job keys messages in the JVM by their Kafka key (what the shippers
+    write); an unkeyed message is keyed by the cache group at its head; a message whose key is not
+    its cache group goes to the reject topic with the reason, and nothing else changes."""
+    import msgspec
+    from kafka import KafkaProducer
+
+    from cachescope.core.messages import encode_batch
+    from ingest.pipeline import LineParser
+
+    log = tmp_path / "gstream.log"
+    generate(log, 6_000)
+    ship(log, kafka.bootstrap, kafka_topic)
+    shipped = topic_items(kafka.bootstrap, kafka_topic)
+    extra = LineParser("xrootd-gstream", config=load_config(), on_reject=lambda r: None).parse_all(
+        generate(tmp_path / "extra.log", 400, seed=3))
+    unkeyed = [msgspec.structs.replace(e, cache_group="solo", seq=i) for i, e in enumerate(extra[:150])]
+    wrong = [msgspec.structs.replace(e, cache_group="solo-2", seq=i) for i, e in enumerate(extra[150:300])]
+    with KafkaProducer(bootstrap_servers=kafka.bootstrap) as p:
+        p.send(kafka_topic, encode_batch("solo", unkeyed)).get(timeout=30)
+        p.send(kafka_topic, key=b"someone-else", value=encode_batch("solo-2", wrong)).get(timeout=30)
+        p.send(kafka_topic, key=b"x", value=b'{"cache_group": "x", "columns": 7}').get(timeout=30)
+    job = start_job(tmp_path, kafka, clickhouse, kafka_topic, database.database, "--bounded")
+    try:
+        assert job.wait(timeout=900) == 0, job_log(tmp_path)
+    finally:
+        kill(job)
+    as_dicts = [{f: getattr(e, f) for f in e.__struct_fields__} for e in unkeyed]
+    want = expected(shipped + as_dicts, load_config().pipeline, finish=True)
+    assert "solo" in set(want["efficiency"]["cache_group"])
+    assert_store_equals(database, want)
+    rejects = {r["cache_group"]: r["reason"] for r in topic_items(kafka.bootstrap, kafka_topic + ".job-rejects")}
+    assert set(rejects) == {"someone-else", "x"}
+    assert "carries the Kafka key 'someone-else'" in rejects["someone-else"]
+    assert "bad message" in rejects["x"]

@@ -91,3 +91,14 @@ def test_not_json_at_all():
         decode_batch(b"\x00garbage")
     with pytest.raises(ValueError):
         cache_group_of(b"{}")
+
+
+def test_shipper_splits_a_batch_that_would_exceed_kafkas_message_size():
+    from ingest.shipper import MAX_MESSAGE_BYTES, _messages
+
+    events = [_event(i, path="/atlas/" + "x" * 2000 + str(i)) for i in range(1200)]
+    messages = _messages("MWT2", events)
+    assert len(messages) > 1 and all(len(m) <= MAX_MESSAGE_BYTES for m in messages)
+    back = EventColumns.concat([decode_batch(m)[1] for m in messages])
+    assert_columns_equal(back, EventColumns.from_events(events))  # every event once, in order
+    assert _messages("MWT2", events[:10]) == [encode_batch("MWT2", events[:10])]
