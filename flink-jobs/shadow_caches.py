@@ -212,7 +212,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--database", default=None)
     ap.add_argument("--config", default=None, help="pipeline YAML (policies × sizes, windows, curve)")
     ap.add_argument("--checkpoint-dir", required=True, help="checkpoints (file:// path locally, s3:// in production)")
-    ap.add_argument("--checkpoint-interval", default="5s")
+    ap.add_argument("--checkpoint-interval", default="30s",
+                    help="also how often late/rejected records become visible (transactional side outputs)")
     ap.add_argument("--restore", default=None, help="checkpoint or savepoint path to resume from")
     ap.add_argument("--bounded", action="store_true", help="stop at the offsets that are the latest at start")
     ap.add_argument("--parallelism", type=int, default=1)

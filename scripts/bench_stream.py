@@ -22,6 +22,8 @@ import time
 import uuid
 from pathlib import Path
 
+import numpy as np
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "python"))
 
@@ -36,12 +38,15 @@ def service(name: str) -> tuple[dict[str, str], bool]:
     return services_env(name), True
 
 
-def preload(bootstrap: str, topic: str, events: int, days: float, per_message: int) -> int:
+def preload(bootstrap: str, topic: str, events: int, days: float, per_message: int, repeat: int = 1) -> int:
+    """Generated g-stream accesses, parsed as the shippers parse them, `repeat` times one after
+    the other in event time (the same accesses a period later: new seq, shifted ts)."""
     from kafka import KafkaProducer
     from kafka.admin import KafkaAdminClient, NewTopic
 
     from cachescope.config import load_config
-    from cachescope.core.messages import encode_batch
+    from cachescope.core.columns import EventColumns
+    from cachescope.core.messages import encode_columns
     from ingest.pipeline import LineParser
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -55,22 +60,28 @@ def preload(bootstrap: str, topic: str, events: int, days: float, per_message: i
     admin.close()
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=50, max_request_size=64 * 2**20,
                              batch_size=2**20, compression_type=None)
-    by_group: dict[str, list] = {}
+    cols = EventColumns.from_events(parsed)
+    groups = sorted(set(cols.cache_group.tolist()))
+    span = int(cols.ts.max() - cols.ts.min()) + 1
     sent = []
-    for ev in parsed:
-        batch = by_group.setdefault(ev.cache_group, [])
-        batch.append(ev)
-        if len(batch) == per_message:
-            sent.append(producer.send(topic, key=ev.cache_group.encode(), value=encode_batch(ev.cache_group, batch)))
-            by_group[ev.cache_group] = []
-    for group, batch in by_group.items():
-        if batch:
-            sent.append(producer.send(topic, key=group.encode(), value=encode_batch(group, batch)))
+    for r in range(repeat):
+        # message by message in arrival order, one group at a time per message as the shippers do
+        for start in range(0, len(cols), per_message * len(groups)):
+            chunk = cols.take(np.arange(start, min(start + per_message * len(groups), len(cols))))
+            chunk.ts = chunk.ts + r * span
+            chunk.seq = chunk.seq + np.uint64(r * len(cols))
+            for g in groups:
+                part = chunk.take(np.flatnonzero(chunk.cache_group == g))
+                for a in range(0, len(part), per_message):
+                    sub = part.take(np.arange(a, min(a + per_message, len(part))))
+                    sent.append(producer.send(topic, key=g.encode(), value=encode_columns(g, sub)))
+                    if len(sent) % 100 == 0:  # kafka-python's sender thread needs the GIL to keep up
+                        producer.flush()
     producer.flush()
     for f in sent:
         f.get(timeout=60)  # a message the broker refused fails the benchmark, not its figures
     producer.close()
-    return len(parsed)
+    return len(parsed) * repeat
 
 
 def main() -> int:
@@ -82,6 +93,9 @@ def main() -> int:
                     help="spread the events over this many days instead (a backlog replay: sparse windows, "
                          "many more rows per event)")
     ap.add_argument("--per-message", type=int, default=2500, help="events per message (the shippers' --batch)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="send the generated accesses this many times, each a period later (long runs, "
+                         "several checkpoints, without generating more)")
     ap.add_argument("--topic", default=None, help="reuse a topic an earlier run preloaded (kept with --keep-topic)")
     ap.add_argument("--keep-topic", action="store_true")
     ap.add_argument("--job-arg", action="append", default=[], help="extra argument for the job (repeatable)")
@@ -104,8 +118,8 @@ def main() -> int:
             topic = f"bench-{run}"
             t0 = time.perf_counter()
             days = args.days if args.days is not None else args.events / args.event_rate / 86400
-            n = preload(kafka_env["KAFKA_BOOTSTRAP"], topic, args.events, days, args.per_message)
-            print(f"# preloaded {n:,} events ({days * 86400:,.0f} s of event time) into {topic} "
+            n = preload(kafka_env["KAFKA_BOOTSTRAP"], topic, args.events, days, args.per_message, args.repeat)
+            print(f"# preloaded {n:,} events ({args.repeat} × {days * 86400:,.0f} s of event time) into {topic} "
                   f"in {time.perf_counter() - t0:.1f} s")
         store = ClickHouseStore(ch_env["CLICKHOUSE_URL"], database=database)
         migrations.migrate(store, events_ttl_days=0)

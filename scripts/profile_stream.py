@@ -96,9 +96,9 @@ def main() -> int:
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--days", type=float, default=1.0)
     ap.add_argument("--per-message", type=int, default=2500, help="events per message (the shippers' --batch)")
-    ap.add_argument("--bundle-seconds", type=float, default=1.0, help="PyFlink's python.fn-execution.bundle.time")
+    ap.add_argument("--bundle-seconds", type=float, default=5.0, help="PyFlink's python.fn-execution.bundle.time")
     ap.add_argument("--flush-seconds", type=float, default=2.0)
-    ap.add_argument("--flush-rows", type=int, default=20_000)
+    ap.add_argument("--flush-rows", type=int, default=100_000)
     ap.add_argument("--inline-writes", action="store_true", help="write in the processing thread (as before)")
     ap.add_argument("--cprofile", default=None, help="also write a cProfile dump here")
     args = ap.parse_args()
@@ -110,7 +110,9 @@ def main() -> int:
         from cachescope.store import ClickHouseStore, migrations
 
         msgs = messages(args.events, args.days, args.per_message)
-        n = sum(m.count(b'"file_id"') for m in msgs)
+        from cachescope.core.messages import decode_batch
+
+        n = sum(len(decode_batch(m)[1]) for m in msgs)
         database = f"profile_{uuid.uuid4().hex[:8]}"
         store = ClickHouseStore(ch_env["CLICKHOUSE_URL"], database=database)
         migrations.migrate(store, events_ttl_days=0)
