@@ -104,6 +104,11 @@ class Outbox:
         self.add(tables.MRC, emitted.mrc)
         self.add(tables.OBSERVED, emitted.observed)
 
+    @property
+    def has_windows(self) -> bool:
+        """Closed windows wait (rows other than raw events)."""
+        return any(t != tables.ACCESS_EVENTS for t in self.pending)
+
     def take(self) -> Batch | None:
         """Everything pending as one batch, in flight until its `done` is set."""
         self.in_flight = [b for b in self.in_flight if not b.done]

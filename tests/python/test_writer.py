@@ -1,0 +1,110 @@
+"""Outbox and RowWriter: rows handed to a writer stay in the state until the store accepted them."""
+
+from __future__ import annotations
+
+import pickle
+import threading
+
+import numpy as np
+import pytest
+
+from cachescope.core.columns import EventColumns
+from cachescope.core.messages import encode_batch
+from cachescope.core.outbox import Outbox
+from cachescope.core.writer import RowWriter
+from cachescope.store import StoreError, migrations, tables
+from test_messages import _event
+
+
+class HeldStore:
+    """The real embedded store, whose inserts can be held (to look at the state mid-write) or
+    made to fail as a lost server would."""
+
+    def __init__(self, store):
+        self.store = store
+        self.hold = threading.Event()
+        self.hold.set()
+        self.fail = False
+
+    def insert(self, table, columns):
+        self.hold.wait()
+        if self.fail:
+            raise StoreError("server went away")
+        return self.store.insert(table, columns)
+
+    def count(self, table: str) -> int:
+        return self.store.query(f"SELECT count() FROM {table}").scalar()
+
+
+@pytest.fixture
+def held(embedded_store):
+    migrations.migrate(embedded_store, events_ttl_days=0)
+    return HeldStore(embedded_store)
+
+
+def _outbox_with_events(n: int = 10) -> tuple[Outbox, bytes]:
+    events = [_event(i) for i in range(n)]
+    message = encode_batch("MWT2", events)
+    box = Outbox()
+    box.add_events(EventColumns.from_events(events), message)
+    box.add(tables.EFFICIENCY, {"requests": np.arange(3, dtype=np.uint64)})
+    return box, message
+
+
+def test_rows_in_flight_are_checkpointed_until_confirmed(held):
+    box, _ = _outbox_with_events()
+    assert box.has_windows and len(box) == 13
+    store = held
+    store.hold.clear()  # the insert is under way
+    writer = RowWriter(store, background=True)
+    writer.submit(box.take())
+    assert len(box) == 0 and box.unconfirmed == 13
+    restored = pickle.loads(pickle.dumps(box))  # a checkpoint taken now still has every row
+    assert len(restored) == 13 and restored.has_windows
+    store.hold.set()
+    writer.wait()
+    assert box.unconfirmed == 0
+    assert (store.count(tables.ACCESS_EVENTS), store.count(tables.EFFICIENCY)) == (10, 3)
+    assert len(pickle.loads(pickle.dumps(box))) == 0  # written: gone from later checkpoints
+    writer.close()
+
+
+def test_raw_events_are_checkpointed_as_their_message_and_come_back_equal():
+    box, message = _outbox_with_events()
+    data = pickle.dumps(box)
+    assert message in data  # the message itself, not a dozen pickled object columns
+    again = pickle.loads(data).take().columns()[tables.ACCESS_EVENTS]
+    want = box.take().columns()[tables.ACCESS_EVENTS]
+    for k in want:
+        assert np.ma.getdata(again[k]).tolist() == np.ma.getdata(want[k]).tolist(), k
+
+
+def test_a_failed_write_is_raised_in_the_callers_thread_and_the_rows_stay(held):
+    box, _ = _outbox_with_events()
+    store = held
+    store.fail = True
+    writer = RowWriter(store, background=True)
+    writer.submit(box.take())
+    with pytest.raises(RuntimeError, match="server went away"):
+        writer.wait()
+    assert box.unconfirmed == 13 and len(pickle.loads(pickle.dumps(box))) == 13
+    with pytest.raises(RuntimeError):
+        writer.submit(None)  # every later call fails too: the job restarts from its checkpoint
+    with pytest.raises(RuntimeError):
+        writer.close()
+
+
+def test_queued_batches_of_several_groups_go_in_one_insert_per_table(held):
+    store = held
+    store.hold.clear()
+    calls = []
+    writer = RowWriter(store, background=True, on_written=lambda w: calls.append({t: len(next(iter(c.values())))
+                                                                                  for t, c in w.items()}))
+    boxes = [_outbox_with_events(5)[0] for _ in range(4)]
+    for b in boxes:
+        writer.submit(b.take())
+    store.hold.set()
+    writer.close()
+    assert sum(c.get(tables.ACCESS_EVENTS, 0) for c in calls) == 20 and len(calls) < 4  # coalesced
+    assert all(b.unconfirmed == 0 for b in boxes)
+    assert store.count(tables.ACCESS_EVENTS) == 20
