@@ -101,9 +101,12 @@ def make_function(config_json: str, clickhouse_url: str, database: str, flush_se
         def on_timer(self, timestamp, ctx):
             st = self.state.value()
             if st is not None:
-                if timestamp >= END_OF_INPUT:  # bounded input finished: close every window
+                end = timestamp >= END_OF_INPUT
+                if end:  # bounded input finished: close every window
                     st.finish()
                 st.write(self.writer, "flink")
+                if end:  # written before the job ends: its Python worker may stop without close()
+                    self.writer.wait()
                 self.state.update(st)
             yield from ()  # PyFlink iterates what on_timer returns
 
