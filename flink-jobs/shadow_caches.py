@@ -278,21 +278,20 @@ def main(argv: list[str] | None = None) -> None:
         value_schema, message_type = ByteArraySchema(), Types.PRIMITIVE_ARRAY(Types.BYTE())
     else:
         value_schema, message_type = SimpleStringSchema(), Types.STRING()
-    builder = (KafkaSource.builder()
-               .set_bootstrap_servers(args.bootstrap)
-               .set_topics(args.topic)
-               .set_group_id(args.consumer_group)
-               .set_starting_offsets(KafkaOffsetsInitializer.earliest())
-               .set_value_only_deserializer(value_schema)
-               # the shippers write in transactions: read only committed batches
-               .set_property("isolation.level", "read_committed"))
-    if args.bounded:
-        builder = builder.set_bounded(KafkaOffsetsInitializer.latest())
     # event time is the core's business (per cache group, from the events themselves): no watermarks
-
     if config.shards == 1 and args.execution_mode == "process":
         keyed = keyed_by_kafka_key(env, args, message_type)
     else:
+        builder = (KafkaSource.builder()
+                   .set_bootstrap_servers(args.bootstrap)
+                   .set_topics(args.topic)
+                   .set_group_id(args.consumer_group)
+                   .set_starting_offsets(KafkaOffsetsInitializer.earliest())
+                   .set_value_only_deserializer(value_schema)
+                   # the shippers write in transactions: read only committed batches
+                   .set_property("isolation.level", "read_committed"))
+        if args.bounded:
+            builder = builder.set_bounded(KafkaOffsetsInitializer.latest())
         keyed = (env.from_source(builder.build(), WatermarkStrategy.no_watermarks(), "kafka: " + args.topic,
                                  type_info=message_type)
                  .flat_map(make_router(config.shards),

@@ -44,17 +44,11 @@ LIVE_CONFIG = """pipeline:
 
 def event_pool(n: int):
     """Realistic accesses (paths, sizes, tiers, one cache group) to re-stamp with the clock."""
-    from cachescope.config import load_config
-    from cachescope.core.columns import EventColumns
-    from ingest.pipeline import LineParser
+    from bench_stream import parsed_accesses
 
-    with tempfile.TemporaryDirectory() as tmp:
-        log = Path(tmp) / "gstream.log"
-        subprocess.run([str(REPO / ".venv/bin/cachescope"), "generate", "--out", str(log), "-f", "xrootd-gstream",
-                        "-n", str(n), "--days", "0.01", "--sites", "1"], check=True, capture_output=True)
-        parsed = LineParser("xrootd-gstream", config=load_config(), on_reject=lambda r: None).parse_all(
-            log.read_text().splitlines())
-    return EventColumns.from_events(parsed)
+    from cachescope.core.columns import EventColumns
+
+    return EventColumns.from_events(parsed_accesses(n, 0.01, sites=1))
 
 
 def produce(bootstrap: str, topic: str, pool, rate: float, seconds: float, stop: threading.Event) -> int:

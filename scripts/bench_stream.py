@@ -14,7 +14,6 @@ stops what it started.
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
@@ -38,23 +37,29 @@ def service(name: str) -> tuple[dict[str, str], bool]:
     return services_env(name), True
 
 
+def parsed_accesses(events: int, days: float, sites: int = 2) -> list:
+    """Generated XCache g-stream accesses, parsed as the shippers parse them (AccessEvent structs)."""
+    from cachescope.config import load_config
+    from ingest.pipeline import LineParser
+
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "gstream.log"
+        subprocess.run([str(REPO / ".venv/bin/cachescope"), "generate", "--out", str(log), "-f", "xrootd-gstream",
+                        "-n", str(events), "--days", str(days), "--sites", str(sites)], check=True, capture_output=True)
+        return LineParser("xrootd-gstream", config=load_config(), on_reject=lambda r: None).parse_all(
+            log.read_text().splitlines())
+
+
 def preload(bootstrap: str, topic: str, events: int, days: float, per_message: int, repeat: int = 1) -> int:
     """Generated g-stream accesses, parsed as the shippers parse them, `repeat` times one after
     the other in event time (the same accesses a period later: new seq, shifted ts)."""
     from kafka import KafkaProducer
     from kafka.admin import KafkaAdminClient, NewTopic
 
-    from cachescope.config import load_config
     from cachescope.core.columns import EventColumns
     from cachescope.core.messages import encode_columns
-    from ingest.pipeline import LineParser
 
-    with tempfile.TemporaryDirectory() as tmp:
-        log = Path(tmp) / "gstream.log"
-        subprocess.run([str(REPO / ".venv/bin/cachescope"), "generate", "--out", str(log), "-f", "xrootd-gstream",
-                        "-n", str(events), "--days", str(days)], check=True, capture_output=True)
-        parsed = LineParser("xrootd-gstream", config=load_config(), on_reject=lambda r: None).parse_all(
-            log.read_text().splitlines())
+    parsed = parsed_accesses(events, days)
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
     admin.close()

@@ -16,7 +16,6 @@ import argparse
 import pickle
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections import defaultdict
@@ -28,16 +27,11 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 
 def messages(events: int, days: float, per_message: int) -> list[bytes]:
-    from cachescope.config import load_config
-    from cachescope.core.messages import encode_batch
-    from ingest.pipeline import LineParser
+    from bench_stream import parsed_accesses
 
-    with tempfile.TemporaryDirectory() as tmp:
-        log = Path(tmp) / "gstream.log"
-        subprocess.run([str(REPO / ".venv/bin/cachescope"), "generate", "--out", str(log), "-f", "xrootd-gstream",
-                        "-n", str(events), "--days", str(days)], check=True, capture_output=True)
-        parsed = LineParser("xrootd-gstream", config=load_config(), on_reject=lambda r: None).parse_all(
-            log.read_text().splitlines())
+    from cachescope.core.messages import encode_batch
+
+    parsed = parsed_accesses(events, days)
     out, by_group = [], defaultdict(list)
     for ev in parsed:
         batch = by_group[ev.cache_group]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
 import orjson
 import pytest
 from hypothesis import given, settings
