@@ -32,7 +32,7 @@ from prometheus_client import Counter
 
 from cachescope.config import CachescopeConfig
 from cachescope.core.messages import encode_batch
-from ingest.pipeline import LineParser, RejectRecord
+from ingest.pipeline import LineParser, RejectRecord, file_origin
 
 LINES_READ = Counter("cachescope_shipper_lines_read", "log lines read", ["shipper"])
 EVENTS_SENT = Counter("cachescope_shipper_events_sent", "events committed to Kafka", ["shipper"])
@@ -273,7 +273,7 @@ class Shipper:
         follower = FileFollower(self.source, Position(**asdict(self.pos)))
         rejects: list[RejectRecord] = []
         parser = LineParser(self.fmt, config=self.config, site=self.site, source_name=self.source,
-                            seq_start=self.pos.seq, on_reject=rejects.append)
+                            seq_start=self.pos.seq, origin=file_origin(self.source), on_reject=rejects.append)
         shipped = 0
         try:
             while True:
