@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 
 import msgspec
 import numpy as np
+import xxhash
 import pandas as pd
 
 from cachescope.core.columns import NO_OBSERVATION, EventColumns
@@ -30,6 +31,12 @@ STATE_VERSION = 2  # 2: hour and day windows in the state
 ROLLUPS = {"hourly": 3_600_000_000, "daily": 86_400_000_000}
 _NEG_INF = np.iinfo(np.int64).min // 2
 OBSERVED_FIELDS = ("accesses", "bytes_read", "hit_bytes", "miss_bytes", "bypass_bytes")
+
+
+def run_id(origin: str, seq: int) -> int:
+    """The id of a processing run: xxh3-64 of its first event's identity (never 0, the id of rows
+    written before runs were recorded)."""
+    return xxhash.xxh3_64_intdigest(f"{origin}\x00{seq}".encode("utf-8", "surrogatepass")) or 1
 
 
 def _us_to_datetime(us: np.ndarray) -> np.ndarray:
@@ -81,6 +88,8 @@ class GroupProcessor:
         self.open_observed: dict[tuple[int, str, str], np.ndarray] = {}
         self.events_in = 0
         self.late_total = 0
+        #: the processing run: set from the first event a cold state sees, kept in snapshots
+        self.run = 0
 
     def _share(self, capacity: int) -> int:
         """This shard's part of a capacity: as the bank splits a partitioned cache, so that the
@@ -99,6 +108,8 @@ class GroupProcessor:
         n = len(ev)
         if n == 0:
             return Emitted()
+        if self.run == 0:
+            self.run = run_id(str(ev.origin[0]), int(ev.seq[0]))
         self.events_in += n
         ts = ev.ts.astype(np.int64, copy=False)
         # watermark each event saw: from everything before it (running max, batch-independent)
@@ -253,6 +264,7 @@ class GroupProcessor:
         for f, name in enumerate(FIELDS):
             rows[name] = np.ascontiguousarray(values[:, f])
         rows["shard"] = np.full(len(c), self.shard, dtype=np.uint16)
+        rows["run"] = np.full(len(c), self.run, dtype=np.uint64)
         return rows
 
     def _curve_rows(self, starts: list[int]) -> dict[str, np.ndarray]:
@@ -281,6 +293,7 @@ class GroupProcessor:
             "bytes_hit": hits[:, 1],
             "sample_rate": np.full(len(k), self.curve.sample_rate, dtype=np.float64),
             "shard": np.full(len(k), self.shard, dtype=np.uint16),
+            "run": np.full(len(k), self.run, dtype=np.uint64),
         }
 
     def _observed_rows(self, keys: list[tuple[int, str, str]]) -> dict[str, np.ndarray]:
@@ -294,6 +307,7 @@ class GroupProcessor:
         for i, name in enumerate(OBSERVED_FIELDS):
             rows[name] = values[:, i].astype(np.uint64)
         rows["shard"] = np.full(len(keys), self.shard, dtype=np.uint16)
+        rows["run"] = np.full(len(keys), self.run, dtype=np.uint64)
         return rows
 
     # ------------------------------------------------------------------ state
@@ -312,6 +326,7 @@ class GroupProcessor:
             "max_ts": self.max_ts,
             "events_in": self.events_in,
             "late_total": self.late_total,
+            "run": self.run,
             "eff": [(s, a.tobytes()) for s, a in sorted(self.open_eff.items())],
             "eff_shape": list(self.bank.totals().shape),
             "rollups": {name: [(s, a.tobytes()) for s, a in sorted(w.items())] for name, w in self.open_rollup.items()},
@@ -334,6 +349,7 @@ class GroupProcessor:
             p.curve = LruCurve.restore(state["curve"])
         p.tiers = TierCodes(config.n_tiers, state["tiers"])
         p.max_ts, p.events_in, p.late_total = state["max_ts"], state["events_in"], state["late_total"]
+        p.run = state["run"]
         shape = tuple(state["eff_shape"])
         p.open_eff = {s: np.frombuffer(b, dtype=np.uint64).reshape(shape).copy() for s, b in state["eff"]}
         p.open_rollup = {name: {s: np.frombuffer(b, dtype=np.uint64).reshape(shape).copy() for s, b in state["rollups"][name]}

@@ -60,8 +60,11 @@ class EmbeddedStore(Store):
         # chDB's own Arrow output: Python values as the server backend gives them (UInt64 above
         # 2⁶³, tz-aware UTC datetimes, None, lists); the ClickHouse types from DESCRIBE
         table = self._run(sql, params, fmt="ArrowTable")
-        described = self._run(f"DESCRIBE TABLE ({sql})", params, fmt="ArrowTable").to_pydict()
-        names, types = described["name"], described["type"]
+        try:
+            described = self._run(f"DESCRIBE TABLE ({sql})", params, fmt="ArrowTable").to_pydict()
+            names, types = described["name"], described["type"]
+        except StoreError:  # SHOW, EXPLAIN …: not a subquery; Arrow's own types then
+            names, types = table.column_names, [str(t) for t in table.schema.types]
         if table.num_rows == 0:
             return QueryResult(list(names), list(types), [])
         cols = [_python_values(table.column(i).to_pylist(), t) for i, t in enumerate(types)]
