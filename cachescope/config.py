@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 
+from cachescope.core.alerts import AlertRule, load_rules, merge_rules  # noqa: E402
 from cachescope.core.config import PipelineConfig  # noqa: E402
 
 class _Section(BaseModel):
@@ -112,6 +113,27 @@ class IngestConfig(_Section):
     http_access: HttpAccessConfig = Field(default_factory=HttpAccessConfig)
 
 
+class WebhookConfig(_Section):
+    url: str = Field(..., pattern=r"^https?://", description="Alertmanager-compatible receiver (POST /api/v2/alerts)")
+    timeout_s: float = Field(5.0, gt=0)
+    retries: int = Field(5, ge=0, description="attempts after the first, with doubling back-off")
+    max_queued: int = Field(1000, ge=1, description="alerts waiting beyond this are dropped (and counted), never blocking")
+
+
+class AlertsConfig(_Section):
+    """Alert rules the pipeline evaluates as windows close (cachescope/core/alerts.py)."""
+
+    defaults: bool = Field(True, description="start from the shipped rules (cachescope/core/alert_rules.yaml)")
+    rules_files: list[Path] = Field(default_factory=list, description="site YAMLs of `rules:`, applied in order")
+    rules: list[AlertRule] = Field(default_factory=list, description="inline rules; a name redefines a default")
+    webhook: WebhookConfig | None = None
+
+    def resolved(self) -> list[AlertRule]:
+        lists = [load_rules()] if self.defaults else []
+        lists += [load_rules(p) for p in self.rules_files]
+        return merge_rules(*lists, self.rules)
+
+
 _yaml_file: contextvars.ContextVar[Path | None] = contextvars.ContextVar("cachescope_yaml_file", default=None)
 
 
@@ -141,6 +163,7 @@ class CachescopeConfig(BaseSettings):
     ingest: IngestConfig = Field(default_factory=IngestConfig)
     #: the shadow caches, windows and curve every cache group runs (cachescope.core)
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
+    alerts: AlertsConfig = Field(default_factory=AlertsConfig)
 
     @classmethod
     def settings_customise_sources(
@@ -170,4 +193,10 @@ def load_config(path: str | Path | None = None, **overrides: Any) -> CachescopeC
     if path is not None:
         base = Path(path).resolve().parent
         config.tiers.rules_files = [p if p.is_absolute() else base / p for p in config.tiers.rules_files]
+        config.alerts.rules_files = [p if p.is_absolute() else base / p for p in config.alerts.rules_files]
+    # the core evaluates the rules: they travel with the pipeline configuration (Flink state too),
+    # checked against the configured shadow caches here
+    config.pipeline = PipelineConfig.model_validate({**config.pipeline.model_dump(by_alias=True),
+                                                     "alert_rules": [r.model_dump(by_alias=True)
+                                                                     for r in config.alerts.resolved()]})
     return config

@@ -215,6 +215,46 @@ PIPELINE_HEALTH = NamedQuery(
     "what each component reports about itself (lag, late events, rejects and skips by reason)",
 )
 
+ALERTS = NamedQuery(
+    "alerts",
+    "SELECT ts, rule, cache_group, toString(state) AS state, severity, kind, metric, policy, size_bytes, value, "
+    "threshold, reference, starts_at, summary, fingerprint "
+    f"FROM {tables.ALERTS} FINAL "
+    "WHERE ts >= {start:DateTime64(6)} AND ts < {end:DateTime64(6)} AND "
+    + _any_of("toString(state)", "states") + " AND " + _any_of("cache_group", "cache_groups") + " "
+    "ORDER BY ts, cache_group, rule",
+    "alert transitions (firing, resolved) the pipeline wrote, with the numbers that caused them",
+)
+
+ALERT_SPANS = NamedQuery(
+    "alert_spans",
+    "SELECT cache_group, rule, any(severity) AS severity, starts_at, minIf(ts, state = 'firing') AS fired_at, "
+    "maxIf(ts, state = 'resolved') AS resolved_at, countIf(state = 'resolved') = 0 AS open, "
+    "argMaxIf(summary, ts, state = 'firing') AS summary "
+    f"FROM {tables.ALERTS} FINAL "
+    "WHERE ts >= {start:DateTime64(6)} AND starts_at < {end:DateTime64(6)} AND "
+    + _any_of("cache_group", "cache_groups") + " "
+    "GROUP BY cache_group, rule, starts_at ORDER BY starts_at, cache_group, rule",
+    "one row per alert (cache group, rule, start): when it fired, when it resolved (open: not yet)",
+)
+
+ALERTS_FIRING_SERIES = NamedQuery(
+    "alerts_firing_series",
+    "SELECT time, count() AS firing FROM ("
+    "SELECT cache_group, rule, starts_at, minIf(ts, state = 'firing') AS fired, "
+    "if(countIf(state = 'resolved') = 0, toDateTime64('2200-01-01 00:00:00', 3, 'UTC'), maxIf(ts, state = 'resolved')) "
+    "AS resolved "
+    f"FROM {tables.ALERTS} FINAL WHERE " + _any_of("cache_group", "cache_groups") + " "
+    "GROUP BY cache_group, rule, starts_at) AS a "
+    "ARRAY JOIN arrayMap(i -> toStartOfInterval(toDateTime({start:DateTime64(6)}), "
+    "toIntervalSecond({step_s:UInt32})) + toIntervalSecond(i * {step_s:UInt32}), "
+    "range(toUInt32(intDiv(dateDiff('second', toDateTime({start:DateTime64(6)}), "
+    "toDateTime({end:DateTime64(6)})), {step_s:UInt32}) + 1))) AS time "
+    "WHERE fired <= time + toIntervalSecond({step_s:UInt32}) AND resolved > time "
+    "GROUP BY time ORDER BY time",
+    "how many alerts were firing in each time bucket",
+)
+
 
 # ---------------------------------------------------------------------------------------------
 # one function per question
@@ -320,7 +360,21 @@ def pipeline_health(store: "Store", start: dt.datetime, end: dt.datetime, step_s
                                metrics=[str(m) for m in metrics])
 
 
+def alerts(store: "Store", start: dt.datetime, end: dt.datetime, state: str | None = None, *,
+           cache_groups: Sequence[str] = ()) -> "pd.DataFrame":
+    """Alert transitions with ts in [start, end); `state`: 'firing' or 'resolved' (None: both)."""
+    if state not in (None, "firing", "resolved"):
+        raise ValueError(f"alert state {state!r}: firing or resolved")
+    return ALERTS.run(store, start=_utc(start), end=_utc(end), states=[] if state is None else [state],
+                      **_lists(cache_groups=cache_groups))
+
+
+def alert_spans(store: "Store", start: dt.datetime, end: dt.datetime, *,
+                cache_groups: Sequence[str] = ()) -> "pd.DataFrame":
+    return ALERT_SPANS.run(store, start=_utc(start), end=_utc(end), **_lists(cache_groups=cache_groups))
+
+
 #: every named query, for tests and the dashboards generator
 ALL: tuple[NamedQuery, ...] = (*EFFICIENCY_SERIES.values(), *EFFICIENCY_TOTALS.values(), MRC, OBSERVED_SERIES,
                                OBSERVED_SERVERS, WHATIF_ACCESSES, ACCESS_COUNT, CACHE_GROUPS, LIVE_CONFIGS, TIME_SPAN,
-                               PIPELINE_HEALTH)
+                               PIPELINE_HEALTH, ALERTS, ALERT_SPANS, ALERTS_FIRING_SERIES)

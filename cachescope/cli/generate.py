@@ -25,6 +25,10 @@ def generate(
     start: str = typer.Option("2024-01-01", "--start", help="UTC start date (ISO 8601)"),
     cache_fraction: float = typer.Option(0.2, "--xcache-fraction", min=0.0,
                                          help="XCache size as a fraction of each cache's working set (observed bytes)"),
+    scenario: str = typer.Option("", "--scenario",
+                                 help="an incident on the last day: hit-drop (a campaign floods the working set "
+                                      "for 4 h) or xcache-misconfigured (the first site's XCache keeps nothing "
+                                      "for 8 h); needs --days 2 or more"),
 ) -> None:
     """Write a deterministic synthetic workload (ATLAS-like and CMS-like) in real log formats.
 
@@ -55,6 +59,19 @@ def generate(
     except ValueError as exc:
         typer.echo(f"cachescope generate: {exc}", err=True)
         raise typer.Exit(2) from None
+    incident = None
+    if scenario:
+        from ingest.scenarios import SCENARIOS, apply
+
+        if scenario not in SCENARIOS:
+            typer.echo(f"cachescope generate: unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}", err=True)
+            raise typer.Exit(2)
+        try:
+            kwargs = {"cache_fraction": cache_fraction} if scenario == "xcache-misconfigured" else {}
+            workload, incident = apply(scenario, workload, **kwargs)
+        except ValueError as exc:
+            typer.echo(f"cachescope generate: --scenario {scenario}: {exc}", err=True)
+            raise typer.Exit(2) from None
     if cache_fraction != 0.2:
         workload.observed(cache_fraction)
     for name in names:
@@ -63,5 +80,7 @@ def generate(
         where = files[0] if single else out / name
         per_site = " (per site)" if name in PER_SITE and not single else ""
         print(f"{name}: {len(files)} file(s) in {where}{per_site}, {time.perf_counter() - t1:.1f}s", file=sys.stderr)
+    if incident is not None:
+        print(f"scenario {incident.describe()}", file=sys.stderr)
     print(f"generated {events} accesses over {days:g} days at {sites} site(s) in {time.perf_counter() - t0:.1f}s",
           file=sys.stderr)

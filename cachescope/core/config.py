@@ -10,6 +10,7 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from cachescope.core.alerts import AlertRule
 from cachescope.core.durations import parse_duration_us
 from cachescope.simulation import POLICIES, CacheSpec, log_grid
 from cachescope.units import parse_size, parse_size_spec
@@ -111,3 +112,13 @@ class PipelineConfig(_Strict):
     shards: int = Field(1, ge=1, le=1024)
     #: tier codes per cache group; names beyond it are counted as OTHER
     n_tiers: int = Field(64, ge=2, le=256)
+    #: the alert rules every cache group evaluates as its windows close; filled from the site
+    #: configuration's `alerts:` section (shipped defaults + site rules), empty when built bare
+    alert_rules: list[AlertRule] = []
+
+    @model_validator(mode="after")
+    def _rules_fit(self) -> "PipelineConfig":
+        from cachescope.core.alerts import AlertEvaluator
+
+        AlertEvaluator("*", self.alert_rules, self.shadow.specs(), self.windows.us("efficiency"))
+        return self

@@ -105,6 +105,7 @@ class Outbox:
             self.add(tables.EFFICIENCY_ROLLUPS[name], rows)
         self.add(tables.MRC, emitted.mrc)
         self.add(tables.OBSERVED, emitted.observed)
+        self.add(tables.ALERTS, emitted.alerts)
 
     @property
     def has_windows(self) -> bool:

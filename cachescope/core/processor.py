@@ -20,6 +20,7 @@ import numpy as np
 import xxhash
 import pandas as pd
 
+from cachescope.core.alerts import AlertEvaluator
 from cachescope.core.columns import NO_OBSERVATION, EventColumns
 from cachescope.core.config import PipelineConfig
 from cachescope.core.tier_codes import TierCodes
@@ -52,11 +53,13 @@ class Emitted:
     rollups: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
     mrc: dict[str, np.ndarray] | None = None
     observed: dict[str, np.ndarray] | None = None
+    #: alert rows (firing / resolved) of the windows that closed
+    alerts: dict[str, np.ndarray] | None = None
     late: EventColumns | None = None
     health: dict[str, float] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.rollups) or any(x is not None for x in (self.efficiency, self.mrc, self.observed, self.late))
+        return bool(self.rollups) or any(x is not None for x in (self.efficiency, self.mrc, self.observed, self.alerts, self.late))
 
 
 class GroupProcessor:
@@ -90,6 +93,10 @@ class GroupProcessor:
         self.late_total = 0
         #: the processing run: set from the first event a cold state sees, kept in snapshots
         self.run = 0
+        # alert rules see the group's own numbers; a group spread over shards is judged by shard 0
+        # (its sub-caches hold a hash sample of the files: the same efficiencies, estimated)
+        self.alerts = AlertEvaluator(cache_group, config.alert_rules if shard == 0 else [], self.specs,
+                                     self.window_us, shard)
 
     def _share(self, capacity: int) -> int:
         """This shard's part of a capacity: as the bank splits a partitioned cache, so that the
@@ -121,6 +128,11 @@ class GroupProcessor:
         if late.any():
             out.late = ev.take(np.flatnonzero(late))
             self.late_total += len(out.late)
+            if self.alerts:  # counted in the (open) window of the watermark each late event met
+                wm = seen_max[late] - self.ooo_us
+                lw, n_late = np.unique(wm - wm % self.window_us, return_counts=True)
+                for w_start, k in zip(lw.tolist(), n_late.tolist()):
+                    self.alerts.add_window(int(w_start), late=int(k))
             ev = ev.take(np.flatnonzero(~late))
             win = win[~late]
         if len(ev):
@@ -211,6 +223,12 @@ class GroupProcessor:
             return closed_before is None or start + length <= closed_before
 
         done = sorted(s for s in self.open_eff if closed(s, self.window_us))
+        if self.alerts:
+            for start in done:  # requests, hits, bytes_requested, bytes_hit per cache, all tiers
+                self.alerts.add_window(start, counters=self.open_eff[start][:, :, :4].sum(axis=1).astype(np.int64))
+            for k in self.open_observed:
+                if closed(k[0], self.window_us):
+                    self.alerts.add_window(k[0], observed=self.open_observed[k][2:5])
         if done:
             for start in done:  # a closed window's counters join its hour and day
                 for name, length in ROLLUPS.items():
@@ -233,6 +251,8 @@ class GroupProcessor:
         done_obs = sorted(k for k in self.open_observed if closed(k[0], self.window_us))
         if done_obs:
             out.observed = self._observed_rows(done_obs)
+        if self.alerts:
+            out.alerts = self.alerts.advance(closed_before)
 
     def _efficiency_rows(self, open_windows: dict[int, np.ndarray], starts: list[int],
                          length_us: int) -> dict[str, np.ndarray]:
@@ -332,6 +352,7 @@ class GroupProcessor:
             "rollups": {name: [(s, a.tobytes()) for s, a in sorted(w.items())] for name, w in self.open_rollup.items()},
             "curve_open": [(s, h.tobytes(), r.tobytes()) for s, (h, r) in sorted(self.open_curve.items())],
             "obs": [(list(k), v.tolist()) for k, v in sorted(self.open_observed.items())],
+            "alerts": self.alerts.snapshot() if self.alerts else None,
         }
         return msgspec.msgpack.encode(state)
 
@@ -362,4 +383,5 @@ class GroupProcessor:
                 for s, h, r in state["curve_open"]
             }
         p.open_observed = {tuple(k): np.asarray(v, dtype=np.int64) for k, v in state["obs"]}
+        p.alerts.restore(state.get("alerts"))
         return p

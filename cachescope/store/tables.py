@@ -15,7 +15,8 @@ EFFICIENCY_ROLLUPS = {"hourly": EFFICIENCY_HOURLY, "daily": EFFICIENCY_DAILY}
 MRC = "mrc"
 OBSERVED = "observed"
 PIPELINE_HEALTH = "pipeline_health"
+ALERTS = "alerts"  # firing / resolved transitions of the alert rules, written by the core
 SCHEMA_MIGRATIONS = "schema_migrations"
 
 #: tables a component writes rows into
-DATA_TABLES = (ACCESS_EVENTS, EFFICIENCY, EFFICIENCY_HOURLY, EFFICIENCY_DAILY, MRC, OBSERVED, PIPELINE_HEALTH)
+DATA_TABLES = (ACCESS_EVENTS, EFFICIENCY, EFFICIENCY_HOURLY, EFFICIENCY_DAILY, MRC, OBSERVED, PIPELINE_HEALTH, ALERTS)
