@@ -74,11 +74,13 @@ class AlertRule(BaseModel):
     #: no verdict on fewer read accesses than this in the period (a quiet night is not a drop)
     min_requests: int = Field(100, ge=0)
     over: str = "1h"
+    #: no verdict before the group's stream is this old: the shadow caches start cold
+    warmup: str = "2h"
     for_: str = Field("15m", alias="for")
     cache_groups: list[str] = Field(default_factory=lambda: ["*"], description="globs on the cache group")
     summary: Optional[str] = None
 
-    @field_validator("over", "for_")
+    @field_validator("over", "for_", "warmup")
     @classmethod
     def _duration(cls, v: str) -> str:
         if parse_duration_us(v) < 0:
@@ -148,6 +150,7 @@ class _Bound:
         self.rule = rule
         self.over_windows = max(1, -(-parse_duration_us(rule.over) // window_us))
         self.for_us = parse_duration_us(rule.for_)
+        self.warmup_us = parse_duration_us(rule.warmup)
         self.cache = -1
         self.policy, self.size = "", 0
         if rule.kind in ("below", "drop", "real_below_shadow") and (rule.source == "shadow" or rule.kind == "real_below_shadow"):
@@ -183,9 +186,11 @@ class AlertEvaluator:
         #: hour start → counters (caches × 4), for drop baselines
         self.hourly: dict[int, np.ndarray] = {}
         self.next_window: int | None = None  # the first window not evaluated yet
+        self.first_window: int | None = None  # the first window of the stream (warm-up)
         #: rule name → [pending since (µs) or None, firing since (µs) or None]
         self.state: dict[str, list] = {b.rule.name: [None, None] for b in self.bound}
         self._pending: dict[int, list] = {}  # closed windows' inputs not yet evaluated
+        self._memo: dict[tuple[int, int], tuple] = {}
 
     def __bool__(self) -> bool:
         return bool(self.bound)
@@ -217,6 +222,7 @@ class AlertEvaluator:
             if not self._pending:
                 return None
             self.next_window = min(self._pending)
+            self.first_window = self.next_window
         rows: list[tuple] = []
         w = self.window_us
         while self.next_window + w <= closed_before:
@@ -248,6 +254,9 @@ class AlertEvaluator:
     # -- evaluation ---------------------------------------------------------------------------
 
     def _sum(self, end: int, windows: int) -> tuple[np.ndarray, np.ndarray, int]:
+        got = self._memo.get((end, windows))  # rules of one period share the sums
+        if got is not None:
+            return got
         first = end - windows * self.window_us
         c = np.zeros((self.n_caches, _C), np.int64)
         o = np.zeros(3, np.int64)
@@ -257,11 +266,14 @@ class AlertEvaluator:
                 c += cs
                 o += obs
                 late += lt
+        self._memo = {(end, windows): (c, o, late)} if len(self._memo) > 8 else {**self._memo, (end, windows): (c, o, late)}
         return c, o, late
 
     def _value(self, b: _Bound, end: int) -> tuple[float, float, int, str] | None:
         """(value, reference, requests, text) of a rule at a window end, None when no verdict."""
         r = b.rule
+        if self.first_window is not None and end - self.first_window < b.warmup_us and r.kind != "stalled":
+            return None
         c, o, late = self._sum(end, b.over_windows)
         reads = int(c[:, 0].max()) if self.n_caches else 0  # every cache sees every read
         col = (1, 0) if r.metric == "hit" else (3, 2)
@@ -404,6 +416,7 @@ class AlertEvaluator:
     def snapshot(self) -> dict:
         return {
             "next": self.next_window,
+            "first": self.first_window,
             "recent": [(s, c.tobytes(), o.tolist(), lt) for s, (c, o, lt) in sorted(self.recent.items())],
             "hourly": [(s, c.tobytes()) for s, c in sorted(self.hourly.items())],
             "pending": [(s, v[0].tobytes(), v[1].tolist(), int(v[2])) for s, v in sorted(self._pending.items())],
@@ -419,6 +432,7 @@ class AlertEvaluator:
             return np.frombuffer(b, dtype=np.int64).reshape(shape).copy()
 
         self.next_window = data["next"]
+        self.first_window = data.get("first")
         self.recent = {s: (arr(c), np.asarray(o, np.int64), lt) for s, c, o, lt in data["recent"]}
         self.hourly = {s: arr(c) for s, c in data["hourly"]}
         self._pending = {s: [arr(c), np.asarray(o, np.int64), lt] for s, c, o, lt in data["pending"]}

@@ -25,6 +25,30 @@ ORDER BY (cache_group, ts, origin, seq)
 TTL toDateTime(ts) + toIntervalDay(90)
 SETTINGS ttl_only_drop_parts = 1, index_granularity = 8192;
 
+CREATE TABLE {database}.alerts
+(
+    `ts` DateTime64(3, 'UTC'),
+    `rule` LowCardinality(String),
+    `cache_group` LowCardinality(String),
+    `state` Enum8('firing' = 1, 'resolved' = 2),
+    `severity` LowCardinality(String),
+    `kind` LowCardinality(String),
+    `metric` LowCardinality(String),
+    `policy` LowCardinality(String),
+    `size_bytes` UInt64,
+    `value` Float64,
+    `threshold` Float64,
+    `reference` Float64,
+    `starts_at` DateTime64(3, 'UTC'),
+    `summary` String,
+    `fingerprint` UInt64,
+    `shard` UInt16 DEFAULT 0
+)
+ENGINE = ReplacingMergeTree
+PARTITION BY toYYYYMM(starts_at)
+ORDER BY (cache_group, rule, starts_at, state, shard)
+SETTINGS index_granularity = 8192;
+
 CREATE TABLE {database}.efficiency
 (
     `window_start` DateTime('UTC'),

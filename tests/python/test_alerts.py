@@ -1,0 +1,239 @@
+"""Alert rules evaluated by the processing core: the evaluator on windows it is given, the
+processor's snapshot keeping alert state, the rules' configuration, and the two generator
+scenarios replayed through the real pipeline into the store, where the right alerts fire at the
+right windows and resolve."""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from synthetic import event_stream
+
+from cachescope import reads
+from cachescope.config import load_config
+from cachescope.core import GroupProcessor, PipelineConfig
+from cachescope.core.alerts import AlertEvaluator, AlertRule, load_rules
+from cachescope.runners.embedded import replay
+from cachescope.simulation import CacheSpec
+from ingest.generate import make_workload, write
+from ingest.scenarios import apply
+
+MIN = 60_000_000
+HOUR = 60 * MIN
+T0 = 1_700_000_000_000_000 - 1_700_000_000_000_000 % HOUR
+ALL_TIME = (dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc), dt.datetime(2100, 1, 1, tzinfo=dt.timezone.utc))
+
+
+def _evaluator(**rule) -> AlertEvaluator:
+    rule = {"name": "r", "warmup": "0s", "min_requests": 10, **rule}
+    specs = [CacheSpec("lru", 10**12), CacheSpec("lru", 10**13)]
+    return AlertEvaluator("G", [AlertRule.model_validate(rule)], specs, MIN)
+
+
+def _window(ev: AlertEvaluator, start: int, hit_ratio: float, reads: int = 100) -> None:
+    hits = int(reads * hit_ratio)
+    c = np.array([[reads, hits, reads * 10, hits * 10]] * 2, dtype=np.int64)
+    ev.add_window(start, counters=c)
+
+
+def _feed(ev: AlertEvaluator, ratios: list[float], start: int = T0) -> list[dict]:
+    rows = []
+    for i, r in enumerate(ratios):
+        _window(ev, start + i * MIN, r)
+        out = ev.advance(start + (i + 1) * MIN)
+        if out is not None:
+            rows += [dict(zip(out, vals)) for vals in zip(*out.values())]
+    return rows
+
+
+def test_below_fires_after_for_and_resolves_with_the_numbers_in_the_summary():
+    ev = _evaluator(kind="below", threshold=0.3, over="5m", **{"for": "3m"})
+    rows = _feed(ev, [0.6] * 10 + [0.1] * 15 + [0.6] * 15)
+    assert [r["state"] for r in rows] == ["firing", "resolved"]
+    fired, resolved = rows
+    # the 5-minute mean falls under 0.3 at the window ending T0+14m (3 low of 5 make exactly 0.3,
+    # not below; 4 low make 0.2): the condition holds from that window (T0+13m) on, and the rule
+    # needs 3 minutes of it
+    assert fired["starts_at"] == np.datetime64(T0 + 13 * MIN, "us")
+    assert fired["ts"] == np.datetime64(T0 + 16 * MIN, "us")
+    assert fired["value"] < 0.3 and fired["threshold"] == 0.3
+    assert "0.300" in fired["summary"] and f"{fired['value']:.3f}" in fired["summary"]
+    assert resolved["starts_at"] == fired["starts_at"] and resolved["value"] >= 0.3
+    assert resolved["ts"] > np.datetime64(T0 + 25 * MIN, "us")
+
+
+def test_a_short_dip_shorter_than_for_fires_nothing():
+    ev = _evaluator(kind="below", threshold=0.3, over="1m", **{"for": "5m"})
+    assert _feed(ev, [0.6] * 5 + [0.1] * 4 + [0.6] * 5) == []
+
+
+def test_drop_against_the_same_hours_of_previous_days():
+    ev = _evaluator(kind="drop", drop=0.5, over="1h", baseline_days=2, **{"for": "0s"})
+    day = [0.8] * (24 * 60)
+    today = [0.8] * (10 * 60) + [0.2] * 60 + [0.8] * (13 * 60)
+    rows = _feed(ev, day + day + today)
+    assert [r["state"] for r in rows] == ["firing", "resolved"]
+    t10 = T0 + (2 * 24 + 10) * HOUR
+    assert t10 < rows[0]["ts"].astype("int64") <= t10 + HOUR
+    assert rows[0]["reference"] == pytest.approx(0.8, abs=0.01)
+    assert t10 + HOUR < rows[1]["ts"].astype("int64") <= t10 + 2 * HOUR
+    assert "previous 2 day(s)" in rows[0]["summary"]
+
+
+def test_stalled_fires_on_a_gap_in_event_time():
+    ev = _evaluator(kind="stalled", over="30m", min_events=1, **{"for": "0s"})
+    rows = _feed(ev, [0.5] * 60)
+    assert rows == []
+    # nothing for 2 hours, then events again: the empty windows are evaluated when they close
+    _window(ev, T0 + 3 * HOUR, 0.5)
+    out = ev.advance(T0 + 3 * HOUR + MIN)
+    states = list(out["state"])
+    assert states == ["firing", "resolved"]
+    assert out["starts_at"][0] == np.datetime64(T0 + HOUR + 29 * MIN, "us")
+
+
+def _config(**rules) -> PipelineConfig:
+    return PipelineConfig.model_validate({
+        "shadow": {"policies": ["lru"], "sizes": ["50GB", "500GB"]},
+        "windows": {"efficiency": "1m", "max_out_of_orderness": "1m", "allowed_lateness": "0s"},
+        "curve": {"enabled": False},
+        "alert_rules": [
+            {"name": "low", "kind": "below", "metric": "hit", "threshold": 0.62, "over": "5m", "for": "2m",
+             "min_requests": 10, "warmup": "10m", "size": "50GB"},
+            {"name": "real", "kind": "real_below_shadow", "margin": 0.42, "over": "10m", "for": "0s",
+             "min_requests": 10, "warmup": "0s"},
+        ],
+    })
+
+
+def _alert_rows(emitted) -> list[tuple]:
+    out = []
+    for e in emitted:
+        if e.alerts is not None:
+            out += list(zip(*(e.alerts[k].tolist() for k in ("ts", "rule", "state", "starts_at", "value"))))
+    return out
+
+
+def test_alert_state_survives_a_snapshot_and_restore():
+    cfg = _config()
+    ev = event_stream(n=20_000, jitter_us=0)
+    cuts = range(0, len(ev), 1500)
+
+    def batches(p, lo, hi):
+        return [p.process(ev.take(np.arange(a, min(a + 1500, hi)))) for a in cuts if lo <= a < hi]
+
+    p = GroupProcessor("site-A", cfg)
+    whole = _alert_rows(batches(p, 0, len(ev)) + [p.flush()])
+    assert {r[2] for r in whole} == {"firing", "resolved"}  # the stream makes both rules change state
+
+    half = 9000
+    p1 = GroupProcessor("site-A", cfg)
+    first = batches(p1, 0, half)
+    p2 = GroupProcessor.restore("site-A", cfg, p1.snapshot())
+    split = _alert_rows(first + batches(p2, half, len(ev)) + [p2.flush()])
+    assert split == whole
+
+
+def test_rules_naming_a_cache_that_does_not_run_are_refused():
+    with pytest.raises(ValueError, match="no lru shadow cache of 7TB"):
+        PipelineConfig.model_validate({"shadow": {"policies": ["lru"], "sizes": ["1TB"]},
+                                       "alert_rules": [{"name": "x", "kind": "below", "size": "7TB"}]})
+    with pytest.raises(ValueError, match="runs no 'arc' shadow cache"):
+        PipelineConfig.model_validate({"shadow": {"policies": ["lru"], "sizes": ["1TB"]},
+                                       "alert_rules": [{"name": "x", "kind": "below", "policy": "arc"}]})
+
+
+def test_site_rules_extend_and_override_the_shipped_defaults(tmp_path):
+    defaults = load_rules()
+    assert {r.kind for r in defaults} >= {"below", "drop", "stalled", "late"}
+    (tmp_path / "more.yaml").write_text(yaml.safe_dump({"rules": [
+        {"name": "hit-efficiency-low", "kind": "below", "threshold": 0.2, "severity": "critical"}]}))
+    (tmp_path / "site.yaml").write_text(yaml.safe_dump({"alerts": {"rules_files": ["more.yaml"], "rules": [
+        {"name": "stall", "kind": "stalled", "over": "10m"}]}}))
+    cfg = load_config(tmp_path / "site.yaml")
+    rules = {r.name: r for r in cfg.pipeline.alert_rules}
+    assert rules["hit-efficiency-low"].threshold == 0.2 and rules["hit-efficiency-low"].severity == "critical"
+    assert "stall" in rules and len(rules) == len(defaults) + 1
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump({"alerts": {"rules": [{"name": "x", "kind": "sideways"}]}}))
+    with pytest.raises(ValueError, match="kind"):
+        load_config(tmp_path / "bad.yaml")
+
+
+# ---------------------------------------------------------------------------------------------
+# the scenarios, replayed through the real pipeline
+
+def _replay_scenario(tmp_path, store, scenario: str, site_yaml: dict):
+    w = make_workload(60_000, days=3, sites=1, servers=4, seed=3)
+    w, incident = apply(scenario, w)
+    files = write("xrootd-gstream", w, tmp_path / "logs", single_file=False)
+    (tmp_path / "site.yaml").write_text(yaml.safe_dump({"site": incident.site, **site_yaml(incident)}))
+    config = load_config(tmp_path / "site.yaml")
+    summary = replay(files, "xrootd-gstream", config=config, store=store)
+    assert summary.rows.get("alerts", 0) > 0
+    df = reads.alerts(store, *ALL_TIME)
+    return incident, df
+
+
+def _us(t) -> int:
+    return int(t.timestamp() * 1_000_000)
+
+
+def _check_fired_in_incident(df, rule: str, incident, over_us: int, for_us: int, resolve_within_us: int) -> None:
+    mine = df[df.rule == rule].sort_values("ts")
+    assert list(mine.state) == ["firing", "resolved"], mine[["ts", "state", "summary"]]
+    fired, resolved = mine.iloc[0], mine.iloc[1]
+    # the condition starts once the incident weighs in the rule's period, and fires `for` later
+    assert incident.start_us <= _us(fired.starts_at) < incident.start_us + over_us
+    assert _us(fired.ts) - _us(fired.starts_at) == for_us
+    assert _us(fired.ts) <= incident.start_us + over_us + for_us + 60_000_000
+    assert incident.end_us <= _us(resolved.ts) <= incident.end_us + resolve_within_us
+    assert fired.cache_group == incident.site and resolved.starts_at == fired.starts_at
+
+
+def test_hit_drop_scenario_fires_the_drop_alert_during_the_campaign_and_resolves(tmp_path, store):
+    def site(incident):
+        return {"pipeline": {"shadow": {"policies": ["lru"], "sizes": ["5TB", "20TB"]}, "curve": {"points": 8}},
+                "alerts": {"defaults": False, "rules": [
+                    {"name": "hit-drop", "kind": "drop", "metric": "hit", "drop": 0.3, "over": "1h", "for": "15m",
+                     "min_requests": 100, "policy": "lru", "size": "20TB", "severity": "critical"}]}}
+
+    incident, df = _replay_scenario(tmp_path, store, "hit-drop", site)
+    _check_fired_in_incident(df, "hit-drop", incident, HOUR, 15 * MIN, 2 * HOUR)
+    fired = df[df.state == "firing"].iloc[0]
+    assert fired.value < 0.7 * fired.reference and fired.severity == "critical"
+    assert f"{fired.value:.3f}" in fired.summary and f"{fired.reference:.3f}" in fired.summary
+
+
+def test_xcache_misconfigured_scenario_fires_real_below_shadow_and_resolves(tmp_path, store):
+    def site(incident):
+        size = f"{incident.xcache_bytes // 10**9}GB"
+        return {"pipeline": {"shadow": {"policies": ["lru", "xcache"], "sizes": ["5TB", size]}, "curve": {"points": 8}},
+                "alerts": {"defaults": False, "rules": [
+                    {"name": "xcache-below-shadow", "kind": "real_below_shadow", "policy": "xcache", "size": size,
+                     "margin": 0.5, "over": "2h", "for": "30m", "min_requests": 100},
+                    {"name": "hit-drop", "kind": "drop", "metric": "hit", "drop": 0.3, "over": "1h", "for": "15m",
+                     "min_requests": 100, "policy": "xcache", "size": size}]}}
+
+    incident, df = _replay_scenario(tmp_path, store, "xcache-misconfigured", site)
+    _check_fired_in_incident(df, "xcache-below-shadow", incident, 2 * HOUR, 30 * MIN, 3 * HOUR)
+    # the shadow caches saw the same accesses as always: no drop of theirs
+    assert (df.rule == "hit-drop").sum() == 0
+    fired = df[(df.rule == "xcache-below-shadow") & (df.state == "firing")].iloc[0]
+    assert fired.reference - fired.value > 0.5
+
+
+def test_generate_scenario_needs_two_days_and_a_known_name(tmp_path):
+    base = [str(Path(sys.executable).parent / "cachescope"), "generate", "--out", str(tmp_path / "o"), "--format", "csv",
+            "--events", "20000"]
+    p = subprocess.run([*base, "--days", "1", "--scenario", "hit-drop"], capture_output=True, text=True)
+    assert p.returncode == 2 and "at least 2 days" in p.stderr and "Traceback" not in p.stderr
+    p = subprocess.run([*base, "--days", "2", "--scenario", "meteor"], capture_output=True, text=True)
+    assert p.returncode == 2 and "unknown scenario" in p.stderr
+    p = subprocess.run([*base, "--days", "2", "--scenario", "hit-drop"], capture_output=True, text=True)
+    assert p.returncode == 0 and "scenario hit-drop at" in p.stderr
