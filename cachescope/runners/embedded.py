@@ -116,8 +116,17 @@ def replay(
     totals = _Totals()
     summary = ReplaySummary(files=len(files))
 
+    hook = config.alerts.webhook
+    webhook = None
+    if hook is not None:
+        from cachescope.core.webhook import AlertWebhook
+
+        webhook = AlertWebhook(hook.url, hook.timeout_s, hook.retries, hook.max_queued)
+
     def written(tables_written: dict[str, dict[str, np.ndarray]]) -> None:  # on the writer's thread
         totals.add(tables_written)
+        if webhook is not None:  # alerts go out once the store has them; never blocks
+            webhook.send(tables_written.get(tables.ALERTS))
         for table, columns in tables_written.items():
             summary.rows[table] = summary.rows.get(table, 0) + len(next(iter(columns.values())))
 
@@ -149,6 +158,8 @@ def replay(
         st.finish()
     write_all()
     writer.close()
+    if webhook is not None:
+        webhook.close()
     for p in parsers:
         summary.lines += p.stats.lines
         summary.rejected += p.stats.rejected

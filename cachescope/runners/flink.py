@@ -29,7 +29,7 @@ MIN_WRITE_GAP_MS = 1000
 
 
 def make_function(config_json: str, clickhouse_url: str, database: str, flush_seconds: float, flush_rows: int,
-                  late_tag, reject_tag):
+                  late_tag, reject_tag, webhook_json: str = ""):
     from pyflink.common import Types
     from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
     from pyflink.datastream.state import ValueStateDescriptor
@@ -46,13 +46,29 @@ def make_function(config_json: str, clickhouse_url: str, database: str, flush_se
             # thread mode converts PRIMITIVE_ARRAY(BYTE) element by element: pickled objects are ~500× cheaper
             self.state = ctx.get_state(ValueStateDescriptor("group", Types.PICKLED_BYTE_ARRAY()))
             self.store = open_store(clickhouse_url=clickhouse_url, database=database)
+            self.webhook = None
+            if webhook_json:  # alert rows go to the receiver once written, from a thread of its own
+                import orjson
+
+                from cachescope.core.webhook import AlertWebhook
+                from cachescope.store import tables
+
+                hook = orjson.loads(webhook_json)
+                self.webhook = AlertWebhook(hook["url"], hook["timeout_s"], hook["retries"], hook["max_queued"])
+
+                def written(t, webhook=self.webhook, alerts=tables.ALERTS):
+                    webhook.send(t.get(alerts))
+            else:
+                written = None
             # inserts run beside the processing; rows stay in the keyed state until written
-            self.writer = RowWriter(self.store, background=True)
+            self.writer = RowWriter(self.store, background=True, on_written=written)
             self.timers: dict[str, int] = {}  # key → flush timer last registered (a restart re-registers)
             self.written_at: dict[str, int] = {}  # key → processing time of its last write
 
         def close(self):
             self.writer.close()
+            if self.webhook is not None:
+                self.webhook.close()
             self.store.close()
 
         def process_element(self, value, ctx):
@@ -249,7 +265,9 @@ def main(argv: list[str] | None = None) -> None:
     from pyflink.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource
 
     from cachescope.config import load_config
-    config = load_config(args.config).pipeline
+    site_config = load_config(args.config)
+    config = site_config.pipeline
+    webhook_json = site_config.alerts.webhook.model_dump_json() if site_config.alerts.webhook else ""
     jars = args.jar or default_jars()
     ckpt = args.checkpoint_dir if "://" in args.checkpoint_dir else Path(args.checkpoint_dir).resolve().as_uri()
 
@@ -309,7 +327,7 @@ def main(argv: list[str] | None = None) -> None:
     database = args.database or (url.rstrip("/").rsplit("/", 1)[-1] if url.count("/") > 2 else "default")
     shadow = (keyed
               .process(make_function(config.model_dump_json(), url, database, args.flush_seconds, args.flush_rows,
-                                     late_tag, reject_tag),
+                                     late_tag, reject_tag, webhook_json),
                        output_type=Types.STRING())
               .name("shadow caches → ClickHouse"))
     for tag, topic in ((late_tag, args.late_topic), (reject_tag, args.reject_topic)):

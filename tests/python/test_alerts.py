@@ -6,6 +6,7 @@ right windows and resolve."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ from cachescope import reads
 from cachescope.config import load_config
 from cachescope.core import GroupProcessor, PipelineConfig
 from cachescope.core.alerts import AlertEvaluator, AlertRule, load_rules
+from cachescope.core.webhook import AlertWebhook
 from cachescope.runners.embedded import replay
 from cachescope.simulation import CacheSpec
 from ingest.generate import make_workload, write
@@ -168,6 +170,64 @@ def test_site_rules_extend_and_override_the_shipped_defaults(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # the scenarios, replayed through the real pipeline
 
+class _Receiver:
+    """An Alertmanager stand-in on 127.0.0.1: records the alerts posted; answers 503 to the first
+    `fail` requests (the webhook must retry)."""
+
+    def __init__(self, fail: int = 1):
+        import http.server
+        import threading
+
+        received, state = [], {"fail": fail, "requests": 0}
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - http.server's name
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                state["requests"] += 1
+                if state["fail"] > 0:
+                    state["fail"] -= 1
+                    self.send_response(503)
+                else:
+                    received.extend(json.loads(body))
+                    self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/api/v2/alerts"
+        self.received, self.state = received, state
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver():
+    r = _Receiver(fail=1)
+    yield r
+    r.close()
+
+
+def test_webhook_never_blocks_and_drops_beyond_its_queue():
+    ev = _evaluator(kind="below", threshold=0.3, over="1m", **{"for": "0s"})
+    rows = []
+    for i in range(10):  # alternating: a firing and a resolved row per two windows
+        _window(ev, T0 + i * MIN, 0.1 if i % 2 == 0 else 0.9)
+        out = ev.advance(T0 + (i + 1) * MIN)
+        rows.append(out)
+    hook = AlertWebhook("http://127.0.0.1:9/nothing-listens", timeout_s=0.5, retries=0, max_queued=2)
+    for out in rows:
+        hook.send(out)
+    assert hook.dropped >= 10 - 3  # two wait, one may be posting
+    hook.close(wait_s=5)
+    assert hook.sent == 0 and hook.failed >= 1
+
+
 def _replay_scenario(tmp_path, store, scenario: str, site_yaml: dict):
     w = make_workload(60_000, days=3, sites=1, servers=4, seed=3)
     w, incident = apply(scenario, w)
@@ -196,10 +256,10 @@ def _check_fired_in_incident(df, rule: str, incident, over_us: int, for_us: int,
     assert fired.cache_group == incident.site and resolved.starts_at == fired.starts_at
 
 
-def test_hit_drop_scenario_fires_the_drop_alert_during_the_campaign_and_resolves(tmp_path, store):
+def test_hit_drop_scenario_fires_the_drop_alert_during_the_campaign_and_resolves(tmp_path, store, receiver):
     def site(incident):
         return {"pipeline": {"shadow": {"policies": ["lru"], "sizes": ["5TB", "20TB"]}, "curve": {"points": 8}},
-                "alerts": {"defaults": False, "rules": [
+                "alerts": {"defaults": False, "webhook": {"url": receiver.url}, "rules": [
                     {"name": "hit-drop", "kind": "drop", "metric": "hit", "drop": 0.3, "over": "1h", "for": "15m",
                      "min_requests": 100, "policy": "lru", "size": "20TB", "severity": "critical"}]}}
 
@@ -208,6 +268,13 @@ def test_hit_drop_scenario_fires_the_drop_alert_during_the_campaign_and_resolves
     fired = df[df.state == "firing"].iloc[0]
     assert fired.value < 0.7 * fired.reference and fired.severity == "critical"
     assert f"{fired.value:.3f}" in fired.summary and f"{fired.reference:.3f}" in fired.summary
+    # the webhook got both, in Alertmanager's format, after a 503 it retried
+    assert receiver.state["requests"] >= 2
+    got = sorted(receiver.received, key=lambda a: "endsAt" in a)
+    assert [a["labels"]["alertname"] for a in got] == ["hit-drop", "hit-drop"]
+    assert "endsAt" not in got[0] and got[1]["endsAt"].startswith(incident.end.strftime("%Y-%m-%dT"))
+    assert got[0]["startsAt"] == got[1]["startsAt"] == fired.starts_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert got[0]["labels"]["severity"] == "critical" and got[0]["annotations"]["summary"] == fired.summary
 
 
 def test_xcache_misconfigured_scenario_fires_real_below_shadow_and_resolves(tmp_path, store):
