@@ -255,6 +255,106 @@ ALERTS_FIRING_SERIES = NamedQuery(
     "how many alerts were firing in each time bucket",
 )
 
+_RANGE = "window_start >= {start:DateTime64(6)} AND window_start < {end:DateTime64(6)}"
+
+BEST_POLICY = NamedQuery(
+    "best_policy",
+    "SELECT cache_group, size_bytes, argMax(policy, hit_efficiency) AS best_policy, max(hit_efficiency) AS "
+    "best_hit_efficiency, argMax(policy, transfer_efficiency) AS best_transfer_policy, "
+    "max(transfer_efficiency) AS best_transfer_efficiency FROM ("
+    f"SELECT cache_group, policy, size_bytes, {_COUNTERS}, {_EFFICIENCIES} "
+    f"FROM {tables.EFFICIENCY} FINAL WHERE {_EFFICIENCY_FILTER} GROUP BY cache_group, policy, size_bytes) "
+    "GROUP BY cache_group, size_bytes ORDER BY cache_group, size_bytes",
+    "the policy with the highest hit (and transfer) efficiency at each size, per cache group",
+)
+
+READ_VOLUME = NamedQuery(
+    "read_volume",
+    "SELECT time, cache_group, max(requests) AS reads, max(bytes_requested) AS bytes_read, "
+    "max(bytes_hit) AS bytes_saved_best FROM ("
+    "SELECT toStartOfInterval(window_start, toIntervalSecond({step_s:UInt32})) AS time, cache_group, policy, "
+    "size_bytes, sum(requests) AS requests, sum(bytes_requested) AS bytes_requested, sum(bytes_hit) AS bytes_hit "
+    f"FROM {tables.EFFICIENCY} FINAL WHERE {_EFFICIENCY_FILTER} "
+    "GROUP BY time, cache_group, policy, size_bytes) GROUP BY time, cache_group ORDER BY cache_group, time",
+    "volume read per time bucket (every shadow cache sees every read: one cache's count) and the bytes "
+    "the best selected cache would have served instead of the WAN",
+)
+
+CACHE_SPLIT = NamedQuery(
+    "cache_split",
+    "SELECT s.policy AS policy, s.size_bytes AS total_size_bytes, p.size_bytes AS per_server_size_bytes, "
+    "p.servers AS servers, s.hits / s.requests AS shared_hit_efficiency, p.hits / p.requests AS split_hit_efficiency, "
+    "s.bytes_hit / s.bytes_requested AS shared_transfer_efficiency, "
+    "p.bytes_hit / p.bytes_requested AS split_transfer_efficiency FROM ("
+    "SELECT policy, size_bytes, sum(requests) AS requests, sum(hits) AS hits, sum(bytes_requested) AS bytes_requested, "
+    f"sum(bytes_hit) AS bytes_hit FROM {tables.EFFICIENCY} FINAL WHERE {_RANGE} AND cache_group = {{site:String}} "
+    "GROUP BY policy, size_bytes) AS s INNER JOIN ("
+    "SELECT policy, size_bytes, uniqExact(cache_group) AS servers, sum(requests) AS requests, sum(hits) AS hits, "
+    "sum(bytes_requested) AS bytes_requested, sum(bytes_hit) AS bytes_hit "
+    f"FROM {tables.EFFICIENCY} FINAL WHERE {_RANGE} AND startsWith(cache_group, concat({{site:String}}, '/')) "
+    "GROUP BY policy, size_bytes) AS p ON s.policy = p.policy AND s.size_bytes = p.size_bytes * p.servers "
+    "WHERE s.requests > 0 AND p.requests > 0 ORDER BY policy, total_size_bytes",
+    "one shared cache (cache group = the site) against one per server (groups site/server, server mode) "
+    "at equal total size: both groupings must be running",
+)
+
+WINDOW_COMPLETENESS = NamedQuery(
+    "window_completeness",
+    "SELECT toStartOfInterval(window_start, toIntervalSecond({step_s:UInt32})) AS time, cache_group, "
+    "uniqExact(window_start) * {window_s:UInt32} / {step_s:UInt32} AS completeness "
+    f"FROM {tables.EFFICIENCY} FINAL WHERE {_RANGE} AND " + _any_of("cache_group", "cache_groups") + " "
+    "GROUP BY time, cache_group ORDER BY cache_group, time",
+    "share of the windows of each time bucket that were written (1 = a row for every window)",
+)
+
+EFFICIENCY_VS_BASELINE = NamedQuery(
+    "efficiency_vs_baseline",
+    "SELECT cache_group, policy, size_bytes, "
+    "sumIf(r, cur) AS requests, sumIf(h, cur) / sumIf(r, cur) AS hit_efficiency, "
+    "sumIf(bh, cur) / sumIf(br, cur) AS transfer_efficiency, "
+    "sumIf(r, NOT cur) AS baseline_requests, sumIf(h, NOT cur) / sumIf(r, NOT cur) AS baseline_hit_efficiency, "
+    "sumIf(bh, NOT cur) / sumIf(br, NOT cur) AS baseline_transfer_efficiency "
+    "FROM (SELECT cache_group, policy, size_bytes, requests AS r, hits AS h, bytes_requested AS br, bytes_hit AS bh, "
+    "window_start >= {start:DateTime64(6)} AS cur "
+    f"FROM {tables.EFFICIENCY} FINAL WHERE "
+    "arrayExists(d -> window_start >= {start:DateTime64(6)} - toIntervalDay(d) AND "
+    "window_start < {end:DateTime64(6)} - toIntervalDay(d), range(0, {baseline_days:UInt8} + 1)) AND "
+    + " AND ".join((_any_of("cache_group", "cache_groups"), _any_of("policy", "policies"),
+                    _any_of("size_bytes", "sizes", "Array(UInt64)"))) + ") "
+    "GROUP BY cache_group, policy, size_bytes ORDER BY cache_group, policy, size_bytes",
+    "efficiency over [start, end) beside the same hours of the previous `baseline_days` days (summed)",
+)
+
+SITES = NamedQuery(
+    "sites",
+    f"SELECT DISTINCT site FROM {tables.ACCESS_EVENTS} ORDER BY site",
+    "the sites in the store (dashboard variable)",
+)
+
+SITE_CACHE_GROUPS = NamedQuery(
+    "site_cache_groups",
+    f"SELECT DISTINCT cache_group FROM {tables.ACCESS_EVENTS} WHERE " + _any_of("site", "sites") + " ORDER BY cache_group",
+    "the cache groups of some sites (dashboard variable)",
+)
+
+POLICIES = NamedQuery(
+    "policies",
+    f"SELECT DISTINCT policy FROM {tables.EFFICIENCY_DAILY} ORDER BY policy",
+    "the policies of the live shadow caches (dashboard variable)",
+)
+
+SIZES = NamedQuery(
+    "sizes",
+    f"SELECT DISTINCT size_bytes FROM {tables.EFFICIENCY_DAILY} ORDER BY size_bytes",
+    "the sizes of the live shadow caches (dashboard variable)",
+)
+
+TIERS = NamedQuery(
+    "tiers",
+    f"SELECT DISTINCT tier FROM {tables.EFFICIENCY_DAILY} WHERE tier != '' ORDER BY tier",
+    "the data tiers seen (dashboard variable)",
+)
+
 
 # ---------------------------------------------------------------------------------------------
 # one function per question
@@ -360,6 +460,17 @@ def pipeline_health(store: "Store", start: dt.datetime, end: dt.datetime, step_s
                                metrics=[str(m) for m in metrics])
 
 
+def best_policy(store: "Store", start: dt.datetime, end: dt.datetime, *, cache_groups: Sequence[str] = (),
+                policies: Sequence[str] = (), sizes: Sequence[int] = ()) -> "pd.DataFrame":
+    return BEST_POLICY.run(store, start=_utc(start), end=_utc(end),
+                           **_lists(cache_groups=cache_groups, policies=policies, sizes=sizes, tiers=()))
+
+
+def cache_split(store: "Store", start: dt.datetime, end: dt.datetime, site: str) -> "pd.DataFrame":
+    """One shared cache (group `site`) against one per server (groups `site/…`) at equal total size."""
+    return CACHE_SPLIT.run(store, start=_utc(start), end=_utc(end), site=site)
+
+
 def alerts(store: "Store", start: dt.datetime, end: dt.datetime, state: str | None = None, *,
            cache_groups: Sequence[str] = ()) -> "pd.DataFrame":
     """Alert transitions with ts in [start, end); `state`: 'firing' or 'resolved' (None: both)."""
@@ -377,4 +488,6 @@ def alert_spans(store: "Store", start: dt.datetime, end: dt.datetime, *,
 #: every named query, for tests and the dashboards generator
 ALL: tuple[NamedQuery, ...] = (*EFFICIENCY_SERIES.values(), *EFFICIENCY_TOTALS.values(), MRC, OBSERVED_SERIES,
                                OBSERVED_SERVERS, WHATIF_ACCESSES, ACCESS_COUNT, CACHE_GROUPS, LIVE_CONFIGS, TIME_SPAN,
-                               PIPELINE_HEALTH, ALERTS, ALERT_SPANS, ALERTS_FIRING_SERIES)
+                               PIPELINE_HEALTH, ALERTS, ALERT_SPANS, ALERTS_FIRING_SERIES,
+                               EFFICIENCY_VS_BASELINE, BEST_POLICY, READ_VOLUME, CACHE_SPLIT, WINDOW_COMPLETENESS, SITES, SITE_CACHE_GROUPS,
+                               POLICIES, SIZES, TIERS)
