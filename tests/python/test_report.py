@@ -1,0 +1,87 @@
+"""`cachescope report`: plots and one self-contained HTML page from a store the real pipeline
+filled (the hit-drop scenario, the site as one cache group and one group per server)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cachescope import report
+from cachescope.config import load_config
+from cachescope.runners.embedded import replay
+from cachescope.store import EmbeddedStore
+from ingest.generate import make_workload, write
+from ingest.scenarios import apply
+
+CLI = str(Path(sys.executable).parent / "cachescope")
+
+
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("report")
+    w, incident = apply("hit-drop", make_workload(30_000, days=2, sites=1, servers=2, seed=11))
+    files = write("xrootd-gstream", w, tmp / "logs", single_file=False)
+    site = {"site": w.sites[0], "pipeline": {"shadow": {"policies": ["lru", "xcache"], "sizes": ["2TB", "10TB"]},
+                                             "curve": {"points": 12}},
+            "alerts": {"defaults": False, "rules": [{"name": "hit-drop", "kind": "drop", "drop": 0.3, "over": "1h",
+                                                     "for": "15m", "policy": "lru", "size": "10TB"}]}}
+    servers = {"site": w.sites[0], "cache_groups": {"mode": "server"}, "alerts": {"defaults": False},
+               "pipeline": {"shadow": {"policies": ["lru", "xcache"], "sizes": ["1TB", "5TB"]}, "curve": {"points": 12}}}
+    store_dir = tmp / "store"
+    store = EmbeddedStore(store_dir)
+    for name, cfg in (("site.yaml", site), ("servers.yaml", servers)):
+        (tmp / name).write_text(yaml.safe_dump(cfg))
+        replay(files, "xrootd-gstream", config=load_config(tmp / name), store=store)
+    store.close()
+    return store_dir, incident
+
+
+def test_report_writes_plots_and_one_self_contained_page(filled, tmp_path):
+    store_dir, incident = filled
+    out = tmp_path / "out"
+    p = subprocess.run([CLI, "report", "--store", str(store_dir), "--out", str(out)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    pngs = sorted(f.name for f in out.glob("*.png"))
+    assert pngs == ["alerts.png", "curves.png", "real.png", "split.png", "tiers.png"]
+    for f in out.glob("*.png"):
+        assert f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f.stat().st_size > 5000
+    page = (out / "report.html").read_text()
+    assert page.count('src="data:image/png;base64,') == 5
+    assert not re.search(r'(src|href)="(https?:)?//', page)  # nothing fetched from elsewhere
+    assert "hit-drop" in page and incident.site in page
+
+
+def test_report_sections_carry_their_numbers(filled):
+    store_dir, incident = filled
+    with EmbeddedStore(store_dir) as store:
+        sections, start, end = report.build(store)
+    by = {s.key: s for s in sections}
+    curves = by["curves"].table
+    site = curves[curves["cache group"] == incident.site]
+    assert set(site["policy"]) == {"lru", "xcache", "belady"}
+    assert set(site[site.policy == "belady"]["size"]) == set(site[site.policy == "lru"]["size"]) == {"2 TB", "10 TB"}
+    assert site[["hit eff.", "transfer eff."]].apply(lambda c: c.between(0, 1)).all().all()
+    split = by["split"].table
+    assert len(split) == 4 and set(split["servers"]) == {2}  # 2 × 1TB = 2TB, 2 × 5TB = 10TB, two policies
+    assert split["shared hit"].between(0, 1).all() and split["per-server hit"].between(0, 1).all()
+    alerts = by["alerts"].table
+    assert list(alerts["rule"]) == ["hit-drop"] and alerts["resolved"].iloc[0] != "firing"
+    assert by["tiers"].table["reads"].sum() > 0 and len(by["real"].table) >= 1
+
+
+def test_report_errors_are_one_line(tmp_path, filled):
+    store_dir, _ = filled
+    p = subprocess.run([CLI, "report", "--store", str(tmp_path / "nothing"), "--out", str(tmp_path / "o")],
+                       capture_output=True, text=True)
+    assert p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+    p = subprocess.run([CLI, "report", "--store", str(store_dir), "--clickhouse", "clickhouse://127.0.0.1:1",
+                        "--out", str(tmp_path / "o")], capture_output=True, text=True)
+    assert p.returncode == 2
+    p = subprocess.run([CLI, "report", "--store", str(store_dir), "--from", "yesterday", "--out", str(tmp_path / "o")],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and "ISO 8601" in p.stderr
