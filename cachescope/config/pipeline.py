@@ -10,7 +10,7 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from cachescope.core.durations import parse_duration_us
+from cachescope.config.durations import parse_duration_us
 from cachescope.simulation import POLICIES, CacheSpec, log_grid
 from cachescope.units import parse_size, parse_size_spec
 
