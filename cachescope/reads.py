@@ -93,6 +93,9 @@ _EFFICIENCY_FILTER = " AND ".join((
     _any_of("size_bytes", "sizes", "Array(UInt64)"),
     _any_of("tier", "tiers"),
 ))
+#: one group set, one tier set and a window range: the filter of curves and real-cache reads
+_WINDOW_GROUP_TIER_FILTER = ("window_start >= {start:DateTime64(6)} AND window_start < {end:DateTime64(6)} AND "
+                             + _any_of("cache_group", "cache_groups") + " AND " + _any_of("tier", "tiers"))
 _COUNTERS = ("sum(requests) AS requests, sum(hits) AS hits, sum(bytes_requested) AS bytes_requested, "
              "sum(bytes_hit) AS bytes_hit, sum(bytes_filled) AS bytes_filled, sum(evictions) AS evictions")
 _EFFICIENCIES = ("if(requests = 0, nan, hits / requests) AS hit_efficiency, "
@@ -132,9 +135,7 @@ MRC = NamedQuery(
     "SELECT capacity_bytes, " + _TIER_KEY + ", sum(requests) AS requests, sum(hits) AS hits, "
     "sum(bytes_requested) AS bytes_requested, sum(bytes_hit) AS bytes_hit, max(sample_rate) AS sample_rate, "
     + _EFFICIENCIES + " "
-    f"FROM {tables.MRC} FINAL "
-    "WHERE window_start >= {start:DateTime64(6)} AND window_start < {end:DateTime64(6)} AND "
-    + _any_of("cache_group", "cache_groups") + " AND " + _any_of("tier", "tiers") + " "
+    f"FROM {tables.MRC} FINAL WHERE {_WINDOW_GROUP_TIER_FILTER} "
     "GROUP BY capacity_bytes, tier_key ORDER BY tier_key, capacity_bytes",
     "exact LRU miss-ratio curve: hit and transfer efficiency against capacity, summed over the range",
 )
@@ -146,9 +147,7 @@ OBSERVED_SERIES = NamedQuery(
     "sum(miss_bytes) AS miss_bytes, sum(bypass_bytes) AS bypass_bytes, "
     "if(hit_bytes + miss_bytes + bypass_bytes = 0, nan, hit_bytes / (hit_bytes + miss_bytes + bypass_bytes)) "
     "AS transfer_efficiency "
-    f"FROM {tables.OBSERVED} FINAL "
-    "WHERE window_start >= {start:DateTime64(6)} AND window_start < {end:DateTime64(6)} AND "
-    + _any_of("cache_group", "cache_groups") + " AND " + _any_of("tier", "tiers") + " "
+    f"FROM {tables.OBSERVED} FINAL WHERE {_WINDOW_GROUP_TIER_FILTER} "
     "GROUP BY time, cache_group, tier_key ORDER BY cache_group, tier_key, time",
     "the real cache's own numbers (XCache hit/miss/bypass bytes): transfer efficiency = hit bytes / all bytes",
 )
@@ -156,10 +155,8 @@ OBSERVED_SERIES = NamedQuery(
 OBSERVED_SERVERS = NamedQuery(
     "observed_servers",
     "SELECT cache_group, server, sum(accesses) AS accesses, sum(hit_bytes) AS hit_bytes, sum(miss_bytes) AS miss_bytes, "
-    "sum(bypass_bytes) AS bypass_bytes "
-    f"FROM {tables.OBSERVED} FINAL "
-    "WHERE window_start >= {start:DateTime64(6)} AND window_start < {end:DateTime64(6)} AND "
-    + _any_of("cache_group", "cache_groups") + " GROUP BY cache_group, server ORDER BY cache_group, server",
+    f"sum(bypass_bytes) AS bypass_bytes FROM {tables.OBSERVED} FINAL WHERE {_WINDOW_GROUP_TIER_FILTER} "
+    "GROUP BY cache_group, server ORDER BY cache_group, server",
     "the real caches (servers) behind each cache group and their byte counters",
 )
 
@@ -242,7 +239,7 @@ ALERTS_FIRING_SERIES = NamedQuery(
     "alerts_firing_series",
     "SELECT time, count() AS firing FROM ("
     "SELECT cache_group, rule, starts_at, minIf(ts, state = 'firing') AS fired, "
-    "if(countIf(state = 'resolved') = 0, toDateTime64('2200-01-01 00:00:00', 3, 'UTC'), maxIf(ts, state = 'resolved')) "
+    "if(countIf(state = 'resolved') = 0, toDateTime64(7258118400, 3, 'UTC'), maxIf(ts, state = 'resolved')) "
     "AS resolved "
     f"FROM {tables.ALERTS} FINAL WHERE " + _any_of("cache_group", "cache_groups") + " "
     "GROUP BY cache_group, rule, starts_at) AS a "
@@ -291,7 +288,7 @@ CACHE_SPLIT = NamedQuery(
     "GROUP BY policy, size_bytes) AS s INNER JOIN ("
     "SELECT policy, size_bytes, uniqExact(cache_group) AS servers, sum(requests) AS requests, sum(hits) AS hits, "
     "sum(bytes_requested) AS bytes_requested, sum(bytes_hit) AS bytes_hit "
-    f"FROM {tables.EFFICIENCY} FINAL WHERE {_RANGE} AND startsWith(cache_group, concat({{site:String}}, '/')) "
+    f"FROM {tables.EFFICIENCY} FINAL WHERE {_RANGE} AND startsWith(cache_group, concat({{site:String}}, char(47))) "
     "GROUP BY policy, size_bytes) AS p ON s.policy = p.policy AND s.size_bytes = p.size_bytes * p.servers "
     "WHERE s.requests > 0 AND p.requests > 0 ORDER BY policy, total_size_bytes",
     "one shared cache (cache group = the site) against one per server (groups site/server, server mode) "
@@ -419,8 +416,8 @@ def observed_series(store: "Store", start: dt.datetime, end: dt.datetime, step_s
 
 
 def observed_servers(store: "Store", start: dt.datetime, end: dt.datetime, *,
-                     cache_groups: Sequence[str] = ()) -> "pd.DataFrame":
-    return OBSERVED_SERVERS.run(store, start=_utc(start), end=_utc(end), **_lists(cache_groups=cache_groups))
+                     cache_groups: Sequence[str] = (), tiers: Sequence[str] = ()) -> "pd.DataFrame":
+    return OBSERVED_SERVERS.run(store, start=_utc(start), end=_utc(end), **_lists(cache_groups=cache_groups, tiers=tiers))
 
 
 def whatif_accesses(store: "Store", start: dt.datetime, end: dt.datetime, *,

@@ -1,6 +1,6 @@
 """Alert rules, evaluated by the processing core as windows close.
 
-A rule is data (YAML: the shipped `alert_rules.yaml`, extended by the site configuration's
+A rule is data (cachescope/config/alerts.py; YAML: the shipped `alert_rules.yaml`, extended by the site configuration's
 `alerts:` section). The evaluator of a cache group sees every closed efficiency window (the
 shadow caches' counters summed over tiers) and the real cache's bytes of the same window, in
 window order, empty windows included (the watermark says which windows are closed). For each
@@ -25,19 +25,14 @@ Kinds:
 
 from __future__ import annotations
 
-import fnmatch
 import math
-from importlib import resources
-from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Optional
+from typing import TYPE_CHECKING
 
 import numpy as np
 import xxhash
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from cachescope.core.durations import parse_duration_us
-from cachescope.units import parse_size
+from cachescope.config.alerts import AlertRule, resolve_cache
+from cachescope.config.durations import parse_duration_us
 
 if TYPE_CHECKING:
     from cachescope.simulation import CacheSpec
@@ -49,92 +44,6 @@ DAY_US = 86_400_000_000
 _C = 4
 ALERT_COLUMNS = ("ts", "rule", "cache_group", "state", "severity", "kind", "metric", "policy", "size_bytes",
                  "value", "threshold", "reference", "starts_at", "summary", "fingerprint", "shard")
-
-
-class AlertRule(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-    name: str = Field(..., pattern=r"^[A-Za-z0-9_.:-]+$")
-    kind: Literal["below", "drop", "real_below_shadow", "stalled", "late"]
-    severity: Literal["critical", "warning", "info"] = "warning"
-    metric: Literal["hit", "transfer"] = "hit"
-    #: `shadow`: one of the shadow caches; `observed`: the real cache (transfer efficiency only)
-    source: Literal["shadow", "observed"] = "shadow"
-    #: the shadow cache: a configured policy (default: the first) and size (default: the largest)
-    policy: Optional[str] = None
-    size: Optional[str] = None
-    threshold: float = Field(0.0, ge=0, le=1, description="below: efficiency under this fires")
-    drop: float = Field(0.3, gt=0, le=1, description="drop: fraction below the baseline that fires")
-    baseline_days: int = Field(7, ge=1, le=28)
-    #: drop: at least this many of the previous days must have data for a baseline
-    min_baseline_days: int = Field(1, ge=1, le=28)
-    margin: float = Field(0.1, gt=0, le=1, description="real_below_shadow: shadow minus real above this fires")
-    min_events: int = Field(1, ge=1, description="stalled: fewer read accesses than this over the period fires")
-    max_rate: float = Field(0.01, ge=0, le=1, description="late: late events per event above this fires")
-    #: no verdict on fewer read accesses than this in the period (a quiet night is not a drop)
-    min_requests: int = Field(100, ge=0)
-    over: str = "1h"
-    #: no verdict before the group's stream is this old: the shadow caches start cold
-    warmup: str = "2h"
-    for_: str = Field("15m", alias="for")
-    cache_groups: list[str] = Field(default_factory=lambda: ["*"], description="globs on the cache group")
-    summary: Optional[str] = None
-
-    @field_validator("over", "for_", "warmup")
-    @classmethod
-    def _duration(cls, v: str) -> str:
-        if parse_duration_us(v) < 0:
-            raise ValueError(f"negative duration {v!r}")
-        return v
-
-    @field_validator("size")
-    @classmethod
-    def _size(cls, v: Optional[str]) -> Optional[str]:
-        if v is not None:
-            parse_size(v)
-        return v
-
-    @model_validator(mode="after")
-    def _fits(self) -> "AlertRule":
-        if self.source == "observed" and self.metric != "transfer":
-            raise ValueError(f"rule {self.name}: the real cache reports bytes only: metric must be transfer")
-        if self.kind == "drop" and parse_duration_us(self.over) > DAY_US:
-            raise ValueError(f"rule {self.name}: a drop compares hours of previous days: over is at most 1d")
-        if parse_duration_us(self.over) <= 0:
-            raise ValueError(f"rule {self.name}: over must be positive")
-        return self
-
-    def applies_to(self, cache_group: str) -> bool:
-        return any(fnmatch.fnmatchcase(cache_group, g) for g in self.cache_groups)
-
-
-class AlertRules(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    rules: list[AlertRule] = Field(default_factory=list)
-
-
-def load_rules(path: str | Path | None = None) -> list[AlertRule]:
-    """Rules of a YAML file (`rules: [...]`); None: the shipped defaults."""
-    if path is None:
-        text = resources.files("cachescope.core").joinpath("alert_rules.yaml").read_text()
-        where = "the shipped alert_rules.yaml"
-    else:
-        text = Path(path).read_text()
-        where = str(path)
-    data = yaml.safe_load(text) or {}
-    try:
-        return AlertRules.model_validate(data).rules
-    except ValueError as e:
-        raise ValueError(f"{where}: {e}") from None
-
-
-def merge_rules(*lists: list[AlertRule]) -> list[AlertRule]:
-    """Later lists override earlier rules of the same name (a site redefines a default)."""
-    out: dict[str, AlertRule] = {}
-    for rules in lists:
-        for r in rules:
-            out[r.name] = r
-    return list(out.values())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -151,21 +60,7 @@ class _Bound:
         self.over_windows = max(1, -(-parse_duration_us(rule.over) // window_us))
         self.for_us = parse_duration_us(rule.for_)
         self.warmup_us = parse_duration_us(rule.warmup)
-        self.cache = -1
-        self.policy, self.size = "", 0
-        if rule.kind in ("below", "drop", "real_below_shadow") and (rule.source == "shadow" or rule.kind == "real_below_shadow"):
-            policies = [s.policy for s in specs]
-            policy = rule.policy or (policies[0] if policies else "")
-            sizes = sorted({s.capacity for s in specs if s.policy == policy})
-            if not sizes:
-                raise ValueError(f"alert rule {rule.name}: cache group {cache_group!r} runs no {policy!r} shadow cache "
-                                 f"(configured: {', '.join(sorted(set(policies)))})")
-            size = parse_size(rule.size) if rule.size else sizes[-1]
-            if size not in sizes:
-                raise ValueError(f"alert rule {rule.name}: no {policy} shadow cache of {rule.size} "
-                                 f"(configured sizes: {', '.join(str(s) for s in sizes)} bytes)")
-            self.cache = next(i for i, s in enumerate(specs) if s.policy == policy and s.capacity == size)
-            self.policy, self.size = policy, size
+        self.cache, self.policy, self.size = resolve_cache(rule, specs, cache_group)
 
 
 class AlertEvaluator:

@@ -22,7 +22,7 @@ import pandas as pd
 
 from cachescope.core.alerts import AlertEvaluator
 from cachescope.core.columns import NO_OBSERVATION, EventColumns
-from cachescope.core.config import PipelineConfig
+from cachescope.config.pipeline import PipelineConfig
 from cachescope.core.tier_codes import TierCodes
 from cachescope.simulation import FIELDS, LruCurve, ShadowBank
 

@@ -218,7 +218,7 @@ def kafka_sink(bootstrap: str, topic: str):
 
 
 def _millis(duration: str) -> int:
-    from cachescope.core.durations import parse_duration_us
+    from cachescope.config.durations import parse_duration_us
 
     return max(1, parse_duration_us(duration) // 1000)
 

@@ -19,7 +19,8 @@ from synthetic import event_stream
 from cachescope import reads
 from cachescope.config import load_config
 from cachescope.core import GroupProcessor, PipelineConfig
-from cachescope.core.alerts import AlertEvaluator, AlertRule, load_rules
+from cachescope.config.alerts import AlertRule, load_rules
+from cachescope.core.alerts import AlertEvaluator
 from cachescope.core.webhook import AlertWebhook
 from cachescope.runners.embedded import replay
 from cachescope.simulation import CacheSpec

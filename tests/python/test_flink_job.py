@@ -20,6 +20,7 @@ from cachescope.config import load_config
 from cachescope.core import EventColumns
 from cachescope.core.group_state import GroupState
 from cachescope.core.shards import split
+from cachescope.events import OP_NAMES
 from cachescope.store import ClickHouseStore, migrations
 from ingest.shipper import Shipper
 from services import topic_items, unique_name
@@ -28,13 +29,14 @@ pytestmark = pytest.mark.services
 REPO = Path(__file__).resolve().parents[2]
 JOB = REPO / "flink-jobs" / "shadow_caches.py"
 KEYS = {
-    "efficiency": ["cache_group", "policy", "size_bytes", "tier", "window_start", "shard"],
-    "mrc": ["cache_group", "tier", "window_start", "capacity_bytes", "shard"],
-    "observed": ["cache_group", "window_start", "server", "tier", "shard"],
-    "access_events": ["cache_group", "ts", "seq", "source"],
+    "efficiency": ["cache_group", "policy", "size_bytes", "tier", "window_start", "shard", "run"],
+    "mrc": ["cache_group", "tier", "window_start", "capacity_bytes", "shard", "run"],
+    "observed": ["cache_group", "window_start", "server", "tier", "shard", "run"],
+    "access_events": ["cache_group", "ts", "origin", "seq"],
+    "efficiency_hourly": ["cache_group", "policy", "size_bytes", "tier", "window_start", "shard", "run"],
+    "efficiency_daily": ["cache_group", "policy", "size_bytes", "tier", "window_start", "shard", "run"],
     "alerts": ["cache_group", "rule", "starts_at", "state", "shard"],
 }
-KEYS["efficiency_hourly"] = KEYS["efficiency_daily"] = KEYS["efficiency"]
 
 
 # --------------------------------------------------------------------------- helpers
@@ -108,7 +110,9 @@ def expected(events: list[dict], config, finish: bool) -> dict[str, pd.DataFrame
 def normalise(table: str, df: pd.DataFrame) -> pd.DataFrame:
     df = df.copy()
     for c in df.columns:
-        if c.startswith("observed_"):  # Nullable(UInt64): None where no real cache reported
+        if c == "op":  # the core keeps op codes; the store reads its Enum8 back by name
+            df[c] = df[c].map(lambda v: OP_NAMES[v] if isinstance(v, (int, np.integer)) else v).astype(object)
+        elif c.startswith("observed_"):  # Nullable(UInt64): None where no real cache reported
             df[c] = df[c].map(lambda v: -1 if v is None or v != v else int(v)).astype("int64")
         elif c == "op":  # Enum8: the core has its code, the server answers its name
             df[c] = df[c].map(lambda v: {"read": 0, "write": 1, "delete": 2}.get(v, v)).astype("int64")

@@ -37,8 +37,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 
-from cachescope.core.alerts import AlertRule, load_rules, merge_rules  # noqa: E402
-from cachescope.core.config import PipelineConfig  # noqa: E402
+from cachescope.config.alerts import AlertRule, load_rules, merge_rules  # noqa: E402
+from cachescope.config.pipeline import PipelineConfig  # noqa: E402
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -123,7 +123,7 @@ class WebhookConfig(_Section):
 class AlertsConfig(_Section):
     """Alert rules the pipeline evaluates as windows close (cachescope/core/alerts.py)."""
 
-    defaults: bool = Field(True, description="start from the shipped rules (cachescope/core/alert_rules.yaml)")
+    defaults: bool = Field(True, description="start from the shipped rules (cachescope/config/alert_rules.yaml)")
     rules_files: list[Path] = Field(default_factory=list, description="site YAMLs of `rules:`, applied in order")
     rules: list[AlertRule] = Field(default_factory=list, description="inline rules; a name redefines a default")
     webhook: WebhookConfig | None = None

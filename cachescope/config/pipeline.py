@@ -10,8 +10,8 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from cachescope.core.alerts import AlertRule
-from cachescope.core.durations import parse_duration_us
+from cachescope.config.alerts import AlertRule
+from cachescope.config.durations import parse_duration_us
 from cachescope.simulation import POLICIES, CacheSpec, log_grid
 from cachescope.units import parse_size, parse_size_spec
 
@@ -118,7 +118,9 @@ class PipelineConfig(_Strict):
 
     @model_validator(mode="after")
     def _rules_fit(self) -> "PipelineConfig":
-        from cachescope.core.alerts import AlertEvaluator
+        from cachescope.config.alerts import resolve_cache
 
-        AlertEvaluator("*", self.alert_rules, self.shadow.specs(), self.windows.us("efficiency"))
+        specs = self.shadow.specs()
+        for rule in self.alert_rules:  # every group runs the same bank
+            resolve_cache(rule, specs)
         return self
