@@ -1,0 +1,161 @@
+"""The built-in page in a real browser (Debian's chromium driven by Playwright) against
+`cachescope serve` over a store the real pipeline filled: it loads, the charts draw with data,
+the selectors change the series, and the what-if form shows the API's answer. Screenshots are
+kept in var/test-artifacts/page/."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cachescope.config import load_config
+from cachescope.runners.embedded import replay
+from cachescope.store import EmbeddedStore
+from ingest.generate import make_workload, write
+from ingest.scenarios import apply
+
+REPO = Path(__file__).resolve().parents[2]
+CLI = str(Path(sys.executable).parent / "cachescope")
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = REPO / "var" / "test-artifacts" / "page"
+
+pytestmark = pytest.mark.skipif(not (REPO / "api" / "static" / "vendor" / "uPlot.iife.min.js").exists(),
+                                reason="run scripts/page-assets (uPlot from npm) first")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str, body: dict | None = None):
+    req = urllib.request.Request(url, data=None if body is None else json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"}, method="GET" if body is None else "POST")
+    with urllib.request.urlopen(req, timeout=120) as r:
+        return json.loads(r.read())
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("page")
+    w, _ = apply("hit-drop", make_workload(30_000, days=2, sites=1, servers=2, seed=13))
+    files = write("xrootd-gstream", w, tmp / "logs", single_file=False)
+    (tmp / "site.yaml").write_text(yaml.safe_dump({
+        "site": w.sites[0], "pipeline": {"shadow": {"policies": ["lru", "arc", "xcache"], "sizes": ["2TB", "10TB"]},
+                                         "curve": {"points": 16}},
+        "alerts": {"defaults": False, "rules": [{"name": "hit-drop", "kind": "drop", "drop": 0.3, "over": "1h",
+                                                 "for": "15m", "policy": "lru", "size": "10TB"}]}}))
+    store = EmbeddedStore(tmp / "store")
+    replay(files, "xrootd-gstream", config=load_config(tmp / "site.yaml"), store=store)
+    store.close()
+    port = _free_port()
+    log = open(tmp / "serve.log", "w")
+    proc = subprocess.Popen([CLI, "serve", "--store", str(tmp / "store"), "--port", str(port)], stdout=log,
+                            stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(600):  # start-up: opening the store; bounded by the loop, not a test time limit
+        if proc.poll() is not None:
+            pytest.fail(f"cachescope serve exited: {(tmp / 'serve.log').read_text()}")
+        try:
+            if _get(url + "/healthz").get("status") == "ok":
+                break
+        except OSError:
+            time.sleep(0.2)
+    yield url
+    proc.terminate()
+    proc.wait()
+    log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.fail(f"{CHROMIUM} is missing: bash scripts/page-assets --browser (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, server):
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1800})
+    pg = ctx.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    external: list[str] = []
+    pg.on("request", lambda r: external.append(r.url) if not r.url.startswith(server) else None)
+    pg.goto(server + "/")
+    pg.wait_for_selector("body[data-ready='1']", timeout=0)
+    yield pg
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    assert not errors, errors
+    assert not external, f"the page fetched from elsewhere: {external}"
+    ctx.close()
+
+
+def _chart(pg, key: str) -> dict:
+    return pg.evaluate(f"""() => {{
+        const u = window.cachescope.charts[{key!r}];
+        return {{labels: u.series.slice(1).map(s => s.label),
+                 points: u.data[0].length,
+                 values: u.data.slice(1).flat().filter(v => v !== null && !Number.isNaN(v)).length}};
+    }}""")
+
+
+def test_page_loads_and_every_chart_draws_with_data(page):
+    eff = _chart(page, "efficiency")
+    assert eff["labels"] == ["lru 10 TB"] and eff["points"] > 24 and eff["values"] > 24
+    curve = _chart(page, "curve")
+    assert curve["points"] > 4 and curve["values"] >= 2 * curve["points"] - 2
+    real = _chart(page, "real")
+    assert real["labels"][0] == "real cache" and len(real["labels"]) >= 2 and real["values"] > 10
+    tiers = page.locator("#tier-table tbody tr")
+    assert tiers.count() >= 3
+    assert "hit-drop" in page.locator("#alerts-table").inner_text()
+    assert page.locator("#eff-chart canvas").count() == 1
+    page.screenshot(path=str(ARTIFACTS / "page.png"), full_page=True)
+
+
+def test_selectors_change_the_series(page):
+    page.select_option("#policy", ["lru", "arc"])
+    page.wait_for_function("() => window.cachescope.charts.efficiency.series.length === 3", timeout=0)
+    assert _chart(page, "efficiency")["labels"] == ["lru 10 TB", "arc 10 TB"]
+    page.select_option("#size", ["2000000000000", "10000000000000"])
+    page.wait_for_function("() => window.cachescope.charts.efficiency.series.length === 5", timeout=0)
+    labels = _chart(page, "efficiency")["labels"]
+    assert sorted(labels) == ["arc 10 TB", "arc 2 TB", "lru 10 TB", "lru 2 TB"]
+    tier = page.locator("#tier option").nth(1).get_attribute("value")
+    page.select_option("#tier", tier)
+    page.wait_for_function(f"() => window.cachescope.charts.efficiency.series.slice(1)"
+                           f".every(s => s.label.endsWith(' · {tier}'))", timeout=0)
+    page.screenshot(path=str(ARTIFACTS / "selectors.png"), full_page=True)
+
+
+def test_whatif_form_shows_the_api_answer(page, server):
+    page.select_option("#wi-policy", "belady")
+    page.fill("#wi-size", "5TB")
+    frm, to = page.input_value("#wi-from"), page.input_value("#wi-to")
+    page.click("#wi-run")
+    page.wait_for_selector("#whatif-table tr.answer", timeout=0)
+    row = page.locator("#whatif-table tr.answer td").all_inner_texts()
+    group = page.input_value("#group")
+    want = _get(server + "/v1/whatif", {"policy": "belady", "size": "5TB", "from": frm, "to": to, "cache_group": group})
+    assert row[0] == "what-if belady 5 TB"
+    assert row[1] == str(want["requests"]) and row[2] == f"{want['hit_ratio']:.3f}"
+    assert row[3] == f"{want['byte_hit_ratio']:.3f}"
+    live = page.locator("#whatif-table tr[data-kind=live]")
+    assert live.count() == 6  # beside every live shadow of the group
+    page.screenshot(path=str(ARTIFACTS / "whatif.png"), full_page=True)
