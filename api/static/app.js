@@ -153,7 +153,7 @@ async function loadReal() {
 // ------------------------------------------------------------------ alerts
 
 async function loadAlerts() {
-  const ans = await api(`/v1/alerts?${query({ from: state.span && state.span[0], to: state.span && state.span[1] })}`);
+  const ans = await api(`/v1/alerts?${query({ cache_group: $("group").value })}`);
   const rows = ans.alerts || [];
   $("alerts-table").querySelector("tbody").innerHTML = rows.length ? rows.map((a) =>
     `<tr><td>${(a.ts || a.time || "").replace("T", " ").slice(0, 16)}</td><td>${a.cache_group || ""}</td>` +
