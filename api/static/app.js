@@ -103,7 +103,8 @@ async function loadCurve() {
              { label: "hit efficiency", stroke: PALETTE[0], width: 2 },
              { label: "transfer efficiency", stroke: PALETTE[1], width: 2 }],
     scales: { x: { time: false, distr: 3 }, y: { range: [0, 1] } },
-    axes: [{ values: (u, v) => v.map((x) => fmtSize(x)) }, {}],
+    // log axis: label the powers of ten only
+    axes: [{ values: (u, v) => v.map((x) => (x && Math.abs(Math.log10(x) % 1) < 1e-6 ? fmtSize(x) : "")) }, {}],
   }, data);
 }
 
@@ -173,7 +174,8 @@ async function runWhatIf(ev) {
   try {
     const [ans, live] = await Promise.all([
       api("/v1/whatif", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) }),
-      api(`/v1/efficiency?${query({ cache_group: group, from: body.from, to: body.to, step: "1d" })}`),
+      // the live shadows over the same range, in whole hours (the windows they were counted in)
+      api(`/v1/efficiency?${query({ cache_group: group, from: hour(body.from, 0), to: hour(body.to, 1), step: "1h" })}`),
     ]);
     const rows = [`<tr class=answer data-kind=whatif><td>what-if ${body.policy} ${fmtSize(ans.size_bytes)}</td>` +
       `<td class=num>${ans.requests}</td><td class=num>${fmtEff(ans.hit_ratio)}</td>` +
@@ -191,6 +193,18 @@ async function runWhatIf(ev) {
     tbody.innerHTML = "";
     $("whatif-note").textContent = e.message;
   }
+}
+
+function hour(iso, up) {
+  const t = Date.parse(iso);
+  const h = 3600e3;
+  return new Date((up ? Math.ceil(t / h) : Math.floor(t / h)) * h).toISOString();
+}
+
+function day(iso, up) {
+  const t = Date.parse(iso);
+  const d = 86400e3;
+  return new Date((up ? Math.floor(t / d) + 1 : Math.floor(t / d)) * d).toISOString().replace(".000Z", "Z");
 }
 
 // ------------------------------------------------------------------ start
@@ -223,8 +237,8 @@ async function start() {
     fill($("size"), state.sizes, (v) => fmtSize(v), (v) => v === state.sizes[state.sizes.length - 1]);
   };
   onGroup();
-  $("wi-from").value = first || "";
-  $("wi-to").value = last || "";
+  $("wi-from").value = first ? day(first, 0) : "";  // whole days of the stored period
+  $("wi-to").value = last ? day(last, 1) : "";
   $("group").addEventListener("change", () => { onGroup(); refresh(); });
   for (const id of ["policy", "size", "tier", "metric", "step"]) $(id).addEventListener("change", refresh);
   $("whatif").addEventListener("submit", runWhatIf);
