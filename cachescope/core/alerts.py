@@ -72,7 +72,11 @@ class AlertEvaluator:
         self.window_us = window_us
         self.shard = shard
         self.bound = [_Bound(r, specs, window_us, cache_group) for r in rules if r.applies_to(cache_group)]
-        self.n_caches = len(specs)
+        # only the caches some rule reads are kept (column 0: any cache, for the read count: every
+        # cache sees every read): the state stays small in Flink's per-bundle snapshots
+        self.columns = [0] + sorted({b.cache for b in self.bound if b.cache >= 0} - {0}) if specs else []
+        self.column_of = {c: i for i, c in enumerate(self.columns)}
+        self.n_caches = len(self.columns)
         self.keep_windows = max([b.over_windows for b in self.bound] or [1])
         self.keep_hours = max([b.rule.baseline_days for b in self.bound if b.rule.kind == "drop"] or [0]) * 24 + 25
         self.has_drop = any(b.rule.kind == "drop" for b in self.bound)
@@ -99,7 +103,7 @@ class AlertEvaluator:
             return
         slot = self._pending.setdefault(start, [np.zeros((self.n_caches, _C), np.int64), np.zeros(3, np.int64), 0])
         if counters is not None:
-            slot[0] += counters
+            slot[0] += counters[self.columns]
         if observed is not None:
             slot[1] += observed
         slot[2] += late
@@ -170,7 +174,7 @@ class AlertEvaluator:
         if self.first_window is not None and end - self.first_window < b.warmup_us and r.kind != "stalled":
             return None
         c, o, late = self._sum(end, b.over_windows)
-        reads = int(c[:, 0].max()) if self.n_caches else 0  # every cache sees every read
+        reads = int(c[0, 0]) if self.n_caches else 0  # every cache sees every read
         col = (1, 0) if r.metric == "hit" else (3, 2)
         real_total = int(o.sum())
         if r.kind == "stalled":
@@ -184,7 +188,7 @@ class AlertEvaluator:
             if real_total == 0 or reads < r.min_requests:
                 return None
             return o[0] / real_total, r.threshold, reads, ""
-        cache = c[b.cache]
+        cache = c[self.column_of[b.cache]]
         if cache[0] < r.min_requests:
             return None
         value = _eff(cache[col[0]], cache[col[1]])
@@ -205,8 +209,8 @@ class AlertEvaluator:
             while h < end - d * DAY_US:
                 acc = self.hourly.get(h)
                 if acc is not None:
-                    base += acc[b.cache]
-                    got = got or acc[b.cache][0] > 0
+                    base += acc[self.column_of[b.cache]]
+                    got = got or acc[self.column_of[b.cache]][0] > 0
                 h += HOUR_US
             days += got
         if days < r.min_baseline_days or base[0] < r.min_requests:
@@ -310,6 +314,7 @@ class AlertEvaluator:
 
     def snapshot(self) -> dict:
         return {
+            "columns": self.columns,
             "next": self.next_window,
             "first": self.first_window,
             "recent": [(s, c.tobytes(), o.tolist(), lt) for s, (c, o, lt) in sorted(self.recent.items())],
@@ -319,8 +324,8 @@ class AlertEvaluator:
         }
 
     def restore(self, data: dict | None) -> None:
-        if not data:
-            return
+        if not data or data.get("columns") != self.columns:
+            return  # other rules than the saved state's: their history starts now
         shape = (self.n_caches, _C)
 
         def arr(b: bytes) -> np.ndarray:
