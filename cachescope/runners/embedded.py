@@ -88,6 +88,23 @@ def _chunks(events: Iterable[AccessEvent], size: int) -> Iterator[list[AccessEve
         yield chunk
 
 
+def _parse_health(store: Store, parsers: list[LineParser], site: str) -> None:
+    """Rejected and skipped lines by reason, for the pipeline-health dashboard and alert rules."""
+    from collections import Counter
+
+    from cachescope.core.health import health_rows
+
+    metrics: Counter = Counter()
+    for p in parsers:
+        st = p.stats
+        metrics["lines"] += st.lines
+        metrics["rejected"] += st.rejected
+        metrics["skipped"] += st.skipped
+        for reason, n in st.reasons.items():  # the parsers count rejected and skipped lines together
+            metrics[f"skipped_or_rejected:{reason}"] += n
+    store.insert(tables.PIPELINE_HEALTH, health_rows("parse", site, metrics))
+
+
 def replay(
     files: list[str | Path],
     fmt: str,
@@ -164,6 +181,7 @@ def replay(
         summary.lines += p.stats.lines
         summary.rejected += p.stats.rejected
         summary.skipped += p.stats.skipped
+    _parse_health(store, parsers, site)
     summary.efficiency = totals.frame()
     summary.seconds = time.perf_counter() - t0
     return summary

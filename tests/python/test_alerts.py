@@ -237,6 +237,11 @@ def _replay_scenario(tmp_path, store, scenario: str, site_yaml: dict):
     config = load_config(tmp_path / "site.yaml")
     summary = replay(files, "xrootd-gstream", config=config, store=store)
     assert summary.rows.get("alerts", 0) > 0
+    # what the parsers skipped and rejected, by reason, beside the core's own health figures
+    health = reads.pipeline_health(store, *ALL_TIME, 86400 * 365)
+    parse = dict(zip(health[health.component == "parse"].metric, health[health.component == "parse"].value))
+    assert parse["lines"] == summary.lines and parse["skipped"] == summary.skipped
+    assert sum(v for k, v in parse.items() if k.startswith("skipped_or_rejected:")) == summary.skipped + summary.rejected
     df = reads.alerts(store, *ALL_TIME)
     return incident, df
 
