@@ -3,7 +3,8 @@
 AccessEvent JSON lines on stdout; every line that gives no event as a JSON line
 `{"line": N, "reason": ..., "text": ..., "skipped": bool}` on stderr or in --rejects
 (`skipped`: well-formed but not an access that counts, e.g. a dCache door request).
-Exit status 0 unless the input (or the config) cannot be read.
+Exit status 0 unless the input (or the config) cannot be read: 1 when the input is damaged
+(truncated or corrupt gzip/zstd; the events before the damage are written), 2 for bad usage.
 """
 
 from __future__ import annotations
@@ -77,12 +78,12 @@ def parse(
             return
         typer.echo(f"cachescope parse: reading {source} failed: {exc}", err=True)
         raise typer.Exit(1) from None
-    except EOFError as exc:  # truncated gzip
-        typer.echo(f"cachescope parse: {source} is truncated: {exc}", err=True)
-        raise typer.Exit(1) from None
-    finally:
+    finally:  # a damaged input (InputError) ends here too: the events before it are out, exit 1
         if stats:
-            sys.stderr.buffer.write(orjson.dumps({"stats": parser.stats.as_dict()}) + b"\n")
+            summary = parser.stats.as_dict()
+            if parser.error:
+                summary["error"] = parser.error
+            sys.stderr.buffer.write(orjson.dumps({"stats": summary}) + b"\n")
         if rejects:
             reject_out.close()
         else:
