@@ -51,7 +51,8 @@ class ParseStats:
     skipped: int = 0  # well-formed lines that are not accesses (door requests, failures ...)
     clamped: int = 0  # events whose bytes_read was cut to file_size
     internal_errors: int = 0  # parser bugs (must stay 0)
-    reasons: Counter = field(default_factory=Counter)
+    reasons: Counter = field(default_factory=Counter)  # rejected and skipped lines by reason
+    skipped_reasons: Counter = field(default_factory=Counter)  # skipped lines only, by reason
 
     def as_dict(self) -> dict:
         return {
@@ -62,6 +63,7 @@ class ParseStats:
             "clamped": self.clamped,
             "internal_errors": self.internal_errors,
             "reasons": dict(self.reasons.most_common()),
+            "skipped_by_reason": dict(self.skipped_reasons.most_common()),
         }
 
 
@@ -157,6 +159,8 @@ class LineParser:
             if len(self._reason_keys) < 10_000:
                 self._reason_keys[reason] = key
         stats.reasons[key] += 1
+        if rej.skipped:
+            stats.skipped_reasons[key] += 1
         self._on_reject(RejectRecord(line_no, reason, text, rej.skipped))
 
     def batches(self, lines: Iterable[str], batch_size: int = 4096) -> Iterator[list[AccessEvent]]:
