@@ -25,6 +25,12 @@ def migrate(
 
     if (store is None) == (clickhouse is None):
         raise typer.BadParameter("give exactly one of --store DIR or --clickhouse URL")
+    if clickhouse is not None:  # a malformed URL, a closed port or a server that never answers: one line
+        from cachescope.cli import _checks
+
+        _checks.clickhouse_answers(clickhouse)
+    elif store.exists() and not store.is_dir():
+        raise typer.BadParameter(f"{store} is a file; give a directory (created when missing)", param_hint="--store")
     try:
         with open_store(store_dir=store, clickhouse_url=clickhouse, database=database) as st:
             if show:
@@ -34,8 +40,9 @@ def migrate(
                 return
             ran = m.migrate(st, events_ttl_days=events_ttl_days, health_ttl_days=health_ttl_days)
     except (m.MigrationError, StoreError) as e:
-        typer.echo(f"migrate: {e}", err=True)
-        raise typer.Exit(1)
+        from cachescope.errors import UserError
+
+        raise UserError(f"{clickhouse or store}: {e}") from None
     for mig in ran:
         typer.echo(f"applied {mig.label}")
     typer.echo(f"{database}: {len(ran)} migration(s) applied, schema up to date")
