@@ -78,12 +78,27 @@ def accuracy(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Error of SHARDS sampling and hash partitions against full simulation, on TRACE."""
-    from cachescope.bench.accuracy import curve_errors, variant_errors
-    from cachescope.simulation import load_trace, log_grid
+    from pathlib import Path
 
-    trace = load_trace(trace_path)
+    from cachescope.bench.accuracy import curve_errors, variant_errors
+    from cachescope.errors import UsageError, UserError
+    from cachescope.simulation import POLICIES, TraceError, load_trace, log_grid
+
+    unknown = [p for p in policies.split(",") if p not in POLICIES or p == "belady"]
+    if unknown:
+        raise UsageError(f"--policies: unknown {', '.join(unknown)}; known: {', '.join(POLICIES)} (not belady)")
+    if trace_path != "-" and not Path(trace_path).is_file():
+        raise UsageError(f"{trace_path}: no such file (give a CSV trace)")
+    try:
+        trace = load_trace(trace_path)
+    except TraceError as exc:
+        raise UserError(str(exc)) from None
+    if trace.error:  # an error figure on part of a trace would mislead
+        raise UserError(trace.error)
     ws = trace.working_set()
-    capacities = [ws // 100, ws // 20, ws // 10, ws * 3 // 10]
+    if len(trace) < 2 or ws < 1000:
+        raise UserError(f"{trace_path}: {len(trace)} requests over {ws} bytes: too small to measure an error on")
+    capacities = [max(1, ws // 100), max(1, ws // 20), max(1, ws // 10), max(1, ws * 3 // 10)]
     rows = variant_errors(trace, policies.split(","), capacities, [
         ("sampled 0.1", 0.1, 1), ("sampled 0.01", 0.01, 1), ("4 partitions", 1.0, 4), ("48 partitions", 1.0, 48)])
     curve = curve_errors(trace, log_grid(ws // 1000, ws, 32), [
