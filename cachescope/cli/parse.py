@@ -47,6 +47,9 @@ def parse(
     except Exception as exc:  # noqa: BLE001 - any config problem is a usage error
         typer.echo(f"cachescope parse: config {config}: {exc}", err=True)
         raise typer.Exit(2) from None
+    if source != "-" and not Path(source).exists():  # a typo on the command line: usage, as for the others
+        typer.echo(f"cachescope parse: cannot read {source}: no such file", err=True)
+        raise typer.Exit(2)
     try:
         lines = open_lines(source)
     except OSError as exc:

@@ -144,7 +144,7 @@ CASES = [
     ("parse-corrupt-zst", ["parse", "-f", "xrootd-gstream", "--rejects", "{dir}/r.jsonl",
                            "{corrupt-gstream.jsonl.zst}"], 1, ["corrupt zstd", "byte"], 1),
     ("parse-format", ["parse", "-f", "nope", "{gstream.jsonl}"], 2, ["'nope'"], 1),
-    ("parse-missing", ["parse", "-f", "csv", "{dir}/nope.csv"], 1, ["nope.csv"], 1),
+    ("parse-missing", ["parse", "-f", "csv", "{dir}/nope.csv"], 2, ["nope.csv"], 1),
     ("parse-directory", ["parse", "-f", "csv", "{dir}"], 1, ["directory"], 1),
     ("parse-rejects", ["parse", "-f", "csv", "--rejects", "{dir}/no/such/dir/r.jsonl", "{trace.csv}"], 2,
      ["--rejects"], 1),
