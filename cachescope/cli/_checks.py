@@ -109,3 +109,12 @@ def input_file(path: str | Path, option: str = "") -> None:
         raise UsageError(f"{label}: is a directory, not a log file")
     if not p.exists():
         raise UsageError(f"{label}: no such file")
+
+
+def plain_text_log(path: str | Path, option: str) -> None:
+    """A followed log must be plain text: a gzip/zstd file would ship as binary garbage."""
+    with open(path, "rb") as fh:
+        head = fh.read(4)
+    if head[:2] == b"\x1f\x8b" or head == b"\x28\xb5\x2f\xfd":
+        raise UsageError(f"{option} {path}: is compressed; ship follows a plain-text log as it grows "
+                         "(decompress it, or load old compressed logs with `cachescope replay`)")

@@ -48,6 +48,7 @@ def ship(
         source_bootstrap, _ = _checks.kafka_url(source, "--from")
     else:
         _checks.input_file(source, "--from")
+        _checks.plain_text_log(source, "--from")
     load_config(config)
     _checks.kafka_reachable(bootstrap, "--to")
     if source.startswith("kafka://"):

@@ -190,6 +190,8 @@ CASES = [
      1, ["Kafka broker", "unreachable"], 1),
     ("ship-from-missing", ["ship", "--format", "csv", "--from", "{dir}/nope.log", "--to", "kafka://127.0.0.1:{free}/t"],
      2, ["--from", "nope.log"], 1),
+    ("ship-compressed", ["ship", "--format", "xrootd-gstream", "--from", "{cut-gstream.jsonl.gz}", "--to",
+                         "kafka://127.0.0.1:{free}/t"], 2, ["--from", "compressed"], 1),
     ("ship-format", ["ship", "--format", "nope", "--from", "{trace.csv}", "--to", "kafka://127.0.0.1:{free}/t"], 2,
      ["--format", "'nope'"], 1),
     ("ship-to-url", ["ship", "--format", "csv", "--from", "{trace.csv}", "--to", "127.0.0.1:9092/t"], 2, ["--to"], 1),
