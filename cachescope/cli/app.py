@@ -47,6 +47,10 @@ class CachescopeGroup(TyperGroup):
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # type: ignore[override]
         argv = list(sys.argv[1:] if args is None else args)
         command = next((a for a in argv if a in self.commands), "")
+        sub = getattr(self.commands.get(command), "commands", None)  # a group: `bench accuracy`
+        if sub:
+            after = argv[argv.index(command) + 1:]
+            command = " ".join([command, *[a for a in after if a in sub][:1]])
         prefix = f"cachescope {command}".strip()
         try:
             rv = super().main(argv, prog_name or "cachescope", complete_var, standalone_mode=False, **extra)
