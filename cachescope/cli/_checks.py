@@ -3,6 +3,7 @@ files exist. Each raises UserError / UsageError with one line naming the value a
 
 from __future__ import annotations
 
+import re
 import socket
 from pathlib import Path
 from urllib.parse import urlparse
@@ -118,3 +119,12 @@ def plain_text_log(path: str | Path, option: str) -> None:
     if head[:2] == b"\x1f\x8b" or head == b"\x28\xb5\x2f\xfd":
         raise UsageError(f"{option} {path}: is compressed; ship follows a plain-text log as it grows "
                          "(decompress it, or load old compressed logs with `cachescope replay`)")
+
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+
+
+def database_name(name: str) -> None:
+    """--database goes into SQL as an identifier: letters, digits and _ only."""
+    if not _IDENTIFIER.match(name):
+        raise UsageError(f"--database {name!r}: use letters, digits and _ (not starting with a digit), e.g. cachescope")

@@ -15,8 +15,8 @@ def migrate(
     store: Optional[Path] = typer.Option(None, "--store", help="embedded store directory (chDB)"),
     clickhouse: Optional[str] = typer.Option(None, "--clickhouse", help="server URL, clickhouse://host:port"),
     database: str = typer.Option("cachescope", "--database", help="database to create/migrate"),
-    events_ttl_days: int = typer.Option(90, "--events-ttl-days", help="access_events TTL at creation, counted from each event's time (0: keep)"),
-    health_ttl_days: int = typer.Option(30, "--health-ttl-days", help="pipeline_health TTL at creation"),
+    events_ttl_days: int = typer.Option(90, "--events-ttl-days", min=0, help="access_events TTL at creation, counted from each event's time (0: keep)"),
+    health_ttl_days: int = typer.Option(30, "--health-ttl-days", min=0, help="pipeline_health TTL at creation"),
     show: bool = typer.Option(False, "--status", help="list migrations and whether applied; change nothing"),
 ) -> None:
     """Apply the migrations in deploy/clickhouse/migrations/ not yet applied to DATABASE."""
@@ -25,9 +25,10 @@ def migrate(
 
     if (store is None) == (clickhouse is None):
         raise typer.BadParameter("give exactly one of --store DIR or --clickhouse URL")
-    if clickhouse is not None:  # a malformed URL, a closed port or a server that never answers: one line
-        from cachescope.cli import _checks
+    from cachescope.cli import _checks
 
+    _checks.database_name(database)
+    if clickhouse is not None:  # a malformed URL, a closed port or a server that never answers: one line
         _checks.clickhouse_answers(clickhouse)
     elif store.exists() and not store.is_dir():
         raise typer.BadParameter(f"{store} is a file; give a directory (created when missing)", param_hint="--store")

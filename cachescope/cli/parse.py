@@ -34,7 +34,7 @@ def parse(
     config: Optional[Path] = typer.Option(None, "--config", help="cachescope YAML config"),
     rejects: Optional[Path] = typer.Option(None, "--rejects", help="write rejected lines here instead of stderr"),
     server: str = typer.Option("", "--server", help="server name for records that name none"),
-    year: Optional[int] = typer.Option(None, "--year", help="year of dCache billing dates (default: from the file name)"),
+    year: Optional[int] = typer.Option(None, "--year", min=1970, max=9999, help="year of dCache billing dates (default: from the file name)"),
     seq_start: Optional[int] = typer.Option(None, "--seq-start", min=0, help="first seq number"),
     stats: bool = typer.Option(False, "--stats", help='finish with one {"stats": {...}} JSON line on stderr'),
 ) -> None:

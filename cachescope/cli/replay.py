@@ -56,6 +56,9 @@ def replay(
     for f in files:
         if str(f) != "-" and not f.is_file():
             raise UsageError(f"{f}: {'is a directory, not a log file' if f.is_dir() else 'no such file'}")
+    from cachescope.cli._checks import database_name
+
+    database_name(database)
     cfg = load_config(config)  # UsageError naming the field on a bad configuration
     _check_store(store)
     rejects_path = rejects or store / "rejects.jsonl"
