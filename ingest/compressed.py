@@ -18,7 +18,7 @@ _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 #: compressed bytes fed to the decoder per step: bounds what a corrupt chunk can lose and what one
 #: step can expand to
 _CHUNK = 1 << 16
-_SLICE = 1 << 12
+_SLICE = 4 << 10
 
 
 class _Decompressed(io.RawIOBase):
@@ -33,6 +33,7 @@ class _Decompressed(io.RawIOBase):
         self.source = source
         self.offset = 0  # compressed bytes read from the file
         self.pending = b""
+        self.at = 0  # bytes of `pending` already returned
         self.decoder = self._new_decoder()
         self.fed = False  # the current decoder has been given bytes (a member/frame is open)
 
@@ -60,9 +61,11 @@ class _Decompressed(io.RawIOBase):
             self.offset += len(chunk)
             # in slices, so a corruption is located to within _SLICE bytes
             self.pending = b"".join(self._feed(chunk[i:i + _SLICE], at + i) for i in range(0, len(chunk), _SLICE))
-        n = min(len(buffer), len(self.pending))
-        buffer[:n] = self.pending[:n]
-        self.pending = self.pending[n:]
+        n = min(len(buffer), len(self.pending) - self.at)
+        buffer[:n] = self.pending[self.at:self.at + n]
+        self.at += n
+        if self.at == len(self.pending):  # an index, not slicing: a big output is copied once
+            self.pending, self.at = b"", 0
         return n
 
     def _feed(self, data: bytes, at: int) -> bytes:
