@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import socket
+import struct
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -48,17 +49,37 @@ def kafka_url(url: str, option: str) -> tuple[str, str]:
     return u.netloc, topic
 
 
+#: ApiVersions v0 request (api key 18), correlation id 1, client id "cachescope": every broker answers it
+_KAFKA_API_VERSIONS = (struct.pack(">hhih", 18, 0, 1, 10) + b"cachescope")
+_KAFKA_API_VERSIONS = struct.pack(">i", len(_KAFKA_API_VERSIONS)) + _KAFKA_API_VERSIONS
+
+
+def _kafka_answers(host: str, port: int) -> str | None:
+    """None when a Kafka broker answers at host:port, else what went wrong."""
+    try:
+        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT) as s:
+            s.settimeout(ANSWER_TIMEOUT)
+            s.sendall(_KAFKA_API_VERSIONS)
+            head = s.recv(8)
+    except socket.timeout:
+        return f"accepted the connection but did not answer within {ANSWER_TIMEOUT:g} s"
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if len(head) < 8 or struct.unpack(">i", head[4:8])[0] != 1:  # size, then our correlation id
+        return "answered, but not as a Kafka broker"
+    return None
+
+
 def kafka_reachable(bootstrap: str, option: str) -> None:
-    """At least one bootstrap server accepts connections (kafka-python would retry for 30 s and
-    then raise a bare timeout)."""
+    """At least one bootstrap server answers as a Kafka broker (kafka-python would retry for 30 s
+    and then raise a bare timeout)."""
     errors = []
     for server in bootstrap.split(","):
         host, port = host_port(server, option, 9092)
-        try:
-            tcp_reachable(host, port, "Kafka broker", "")
+        problem = _kafka_answers(host, port)
+        if problem is None:
             return
-        except UserError as exc:
-            errors.append(str(exc).rstrip("; "))
+        errors.append(f"Kafka broker at {host}:{port} is unreachable ({problem})")
     raise UserError("; ".join(errors) + f"; start the broker or fix {option}")
 
 

@@ -193,6 +193,8 @@ CASES = [
     # ship
     ("ship-unreachable", ["ship", "--format", "csv", "--from", "{trace.csv}", "--to", "kafka://127.0.0.1:{free}/t"],
      1, ["Kafka broker", "unreachable"], 1),
+    ("ship-silent-broker", ["ship", "--format", "csv", "--from", "{trace.csv}", "--to",
+                            "kafka://127.0.0.1:{silent}/t"], 1, ["Kafka broker", "did not answer"], 1),
     ("ship-from-missing", ["ship", "--format", "csv", "--from", "{dir}/nope.log", "--to", "kafka://127.0.0.1:{free}/t"],
      2, ["--from", "nope.log"], 1),
     ("ship-compressed", ["ship", "--format", "xrootd-gstream", "--from", "{cut-gstream.jsonl.gz}", "--to",
