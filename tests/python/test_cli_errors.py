@@ -214,6 +214,8 @@ CASES = [
     ("generate-events", ["generate", "--out", "{dir}/gen", "--events", "10000000000"], 2, ["--events"], 1),
     ("generate-format", ["generate", "--out", "{dir}/gen", "--format", "nope"], 2, ["nope"], 1),
     # bench
+    ("bench-engine-policy", ["bench", "engine", "--policies", "lru,nope"], 2, ["nope"], 1),
+    ("bench-engine-requests", ["bench", "engine", "--requests", "-1"], 2, ["--requests"], 1),
     ("bench-accuracy-garbage", ["bench", "accuracy", "{garbage.csv}"], 1, ["header"], 1),
     ("bench-accuracy-cut", ["bench", "accuracy", "{cut-trace.csv.zst}"], 1, ["truncated zstd"], 1),
     ("bench-accuracy-missing", ["bench", "accuracy", "{dir}/nope.csv"], 2, ["nope.csv"], 1),
