@@ -131,7 +131,7 @@ def read_trace_bytes(path: str | Path) -> tuple[bytes, str | None]:
     and, when the compressed data is damaged, why reading stopped (the bytes are then those
     before the damage, cut after the last complete line)."""
     from cachescope.errors import InputError
-    from ingest.compressed import open_decompressed
+    from cachescope.compressed import open_decompressed
 
     try:
         stream = open_decompressed(path)

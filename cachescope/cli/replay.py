@@ -45,7 +45,7 @@ def replay(
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from cachescope.config import load_config
-    from cachescope.embedded import replay as run_replay
+    from cachescope.runners.embedded import replay as run_replay
     from cachescope.store import StoreError, open_store
     from cachescope.store.migrations import MigrationError
     from ingest.formats import FORMATS

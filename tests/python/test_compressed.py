@@ -9,7 +9,7 @@ import pytest
 import zstandard
 
 from cachescope.errors import InputError
-from ingest.compressed import open_decompressed
+from cachescope.compressed import open_decompressed
 
 DATA = b"".join(b"line %06d of a log with some text to compress\n" % i for i in range(60_000))
 

@@ -30,9 +30,6 @@ from cachescope.events import AccessEvent
 from cachescope.store import Store, migrations, tables
 from ingest.pipeline import LineParser, RejectRecord, open_lines
 
-#: seq numbers of file i start at i·2⁴⁰: unique per source across the files of one replay, and in
-#: file order for accesses with equal timestamps
-FILE_SEQ_STRIDE = 2**40
 SUMMARY_FIELDS = ("requests", "hits", "bytes_requested", "bytes_hit")
 
 
@@ -85,8 +82,9 @@ class _Totals:
 
 def _merged_by_time(streams: list[Iterator[list[AccessEvent]]]) -> Iterator[AccessEvent]:
     flat = [(ev for batch in s for ev in batch) for s in streams]
-    # ties keep file order (heapq.merge is stable across its inputs)
-    return heapq.merge(*flat, key=attrgetter("ts")) if len(flat) > 1 else flat[0]
+    # equal times in (origin, seq) order, the order every replay of the store uses; one stream
+    # keeps its own (seq) order
+    return heapq.merge(*flat, key=attrgetter("ts", "origin")) if len(flat) > 1 else flat[0]
 
 
 def _guarded(batches: Iterator[list[AccessEvent]], errors: list[str]) -> Iterator[list[AccessEvent]]:
@@ -134,7 +132,7 @@ def replay(
     for i, f in enumerate(files):
         name = str(f)
         parsers.append(LineParser(fmt, config=config, site=site, source_name=name,
-                                  seq_start=config.ingest.seq_start + i * FILE_SEQ_STRIDE,
+                                  seq_start=config.ingest.seq_start,
                                   on_reject=lambda rec, name=name: None if rec.skipped else on_reject(name, rec)))
     summary = ReplaySummary(files=len(files))
     streams = [_guarded(p.batches(open_lines(f)), summary.errors) for p, f in zip(parsers, files)]
