@@ -16,11 +16,12 @@ import pytest
 
 from cachescope.config import load_config
 from cachescope.runners.embedded import replay
-from cachescope.store import open_store
+from cachescope.store import open_store, tables
 from ingest.generate import make_workload, write
 
 CLI = str(Path(sys.executable).parent / "cachescope")
-TABLES = ("access_events", "efficiency", "mrc", "observed", "efficiency_hourly_v")
+#: every table a replay writes rows into except pipeline_health (wall-clock figures of each run)
+TABLES = [t for t in tables.DATA_TABLES if t != tables.PIPELINE_HEALTH]
 CONFIG = ("pipeline:\n  shadow:\n    policies: [lru, s3fifo]\n    sizes: [5TB, 50TB]\n"
           "  curve: {points: 4}\n  windows: {efficiency: 10m, curve: 1h}\n")
 
@@ -30,8 +31,7 @@ def dump(store_dir: Path) -> dict[str, list[tuple]]:
     out = {}
     with open_store(store_dir=store_dir) as st:
         for table in TABLES:
-            final = "" if table.endswith("_v") else " FINAL"
-            out[table] = sorted(map(repr, st.query(f"SELECT * FROM {table}{final}").rows))
+            out[table] = sorted(map(repr, st.query(f"SELECT * FROM {table} FINAL").rows))
     return out
 
 
