@@ -61,10 +61,28 @@ def replay(
     database_name(database)
     cfg = load_config(config)  # UsageError naming the field on a bad configuration
     _check_store(store)
+    # SIGINT / SIGTERM: finish the batch in hand, write it, stop (a second signal stops at once)
+    stop = threading.Event()
+    received: list[int] = []
+
+    def on_signal(signum, frame) -> None:
+        received.append(signum)
+        stop.set()
+        signal.signal(signum, previous[signum])
+
+    # installed before the rejects file exists: whoever sees that file may signal
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def restore_signals() -> None:
+        for s, handler in previous.items():
+            if signal.getsignal(s) is on_signal:
+                signal.signal(s, handler)
+
     rejects_path = rejects or store / "rejects.jsonl"
     try:
         out = open(rejects_path, "ab")  # noqa: SIM115
     except OSError as exc:
+        restore_signals()
         raise UserError(f"cannot write the rejects file {rejects_path}: {exc.strerror} "
                         "(give a writable --rejects FILE)", 2 if rejects else 1) from None
 
@@ -78,16 +96,6 @@ def replay(
                                     "cache_group": late.cache_group[i], "ts": int(late.ts[i]),
                                     "seq": int(late.seq[i]), "path": late.path[i]}) + b"\n")
 
-    # SIGINT / SIGTERM: finish the batch in hand, write it, stop (a second signal stops at once)
-    stop = threading.Event()
-    received: list[int] = []
-
-    def on_signal(signum, frame) -> None:
-        received.append(signum)
-        stop.set()
-        signal.signal(signum, previous[signum])
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                         console=err, transient=True, disable=not err.is_terminal)
     try:
@@ -99,9 +107,7 @@ def replay(
     except (StoreError, MigrationError) as exc:
         raise UserError(f"store {store}: {exc}") from None
     finally:
-        for s, handler in previous.items():
-            if signal.getsignal(s) is on_signal:
-                signal.signal(s, handler)
+        restore_signals()
         out.close()
 
     if not summary.interrupted:

@@ -38,7 +38,7 @@ def dump(store_dir: Path) -> dict[str, list[tuple]]:
 @pytest.fixture(scope="module")
 def logs(tmp_path_factory):
     d = tmp_path_factory.mktemp("stop")
-    w = make_workload(90_000, days=2, sites=1, servers=2, seed=21)
+    w = make_workload(72_000, days=2, sites=1, servers=2, seed=21)  # 71,275 events: more than one 65,536 batch
     billing = write("dcache-billing", w, d / "billing", single_file=False)
     collector = write("xrootd-collector", w, d / "collector.jsonl", single_file=True)
     cfg = d / "site.yaml"
