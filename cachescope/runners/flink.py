@@ -249,7 +249,13 @@ def main(argv: list[str] | None = None) -> None:
     from pyflink.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource
 
     from cachescope.config import load_config
-    config = load_config(args.config).pipeline
+    from cachescope.errors import UserError
+
+    try:
+        config = load_config(args.config).pipeline
+    except UserError as e:  # one line, no traceback: the job cannot start with this configuration
+        print(f"shadow_caches: {e}", file=sys.stderr)
+        raise SystemExit(getattr(e, "exit_code", 2)) from None
     jars = args.jar or default_jars()
     ckpt = args.checkpoint_dir if "://" in args.checkpoint_dir else Path(args.checkpoint_dir).resolve().as_uri()
 
