@@ -36,6 +36,8 @@ def parse(
     server: str = typer.Option("", "--server", help="server name for records that name none"),
     year: Optional[int] = typer.Option(None, "--year", min=1970, max=9999, help="year of dCache billing dates (default: from the file name)"),
     seq_start: Optional[int] = typer.Option(None, "--seq-start", min=0, help="first seq number"),
+    origin: Optional[str] = typer.Option(None, "--origin", help="id of this log stream (default file:HOST:PATH, "
+                                         "stdin:HOST for '-'); with seq, an event's identity"),
     stats: bool = typer.Option(False, "--stats", help='finish with one {"stats": {...}} JSON line on stderr'),
 ) -> None:
     """Parse a storage or cache log into AccessEvent JSON lines."""
@@ -66,7 +68,7 @@ def parse(
         reject_out.write(_reject_encoder.encode(rec) + b"\n")
 
     try:
-        parser = LineParser(fmt, config=cfg, site=site, server=server, source_name=source, year=year,
+        parser = LineParser(fmt, config=cfg, site=site, server=server, source_name=source, year=year, origin=origin,
                             seq_start=seq_start, on_reject=on_reject)
     except Exception as exc:  # noqa: BLE001 - bad format strings or tier rules in the config
         typer.echo(f"cachescope parse: {exc}", err=True)

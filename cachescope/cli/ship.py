@@ -24,6 +24,8 @@ def ship(
     group_id: Annotated[Optional[str], typer.Option(help="consumer group of a kafka:// source (default "
                                                          "cachescope-shipper.SOURCE.TOPIC)")] = None,
     dead_letter: Annotated[Optional[str], typer.Option(help="topic for rejected lines (default TOPIC.rejects)")] = None,
+    origin: Annotated[Optional[str], typer.Option(help="id of the log stream (default file:HOST:PATH of --from; "
+                                                  "e.g. collector:SERVER for a collector's output); files only")] = None,
     # 2,500 (~700 kB messages): the streaming job ran 15% faster than with 1,000 (BENCHMARKS.md)
     batch: Annotated[int, typer.Option(help="lines per Kafka transaction at most")] = 2500,
     linger: Annotated[float, typer.Option(help="seconds a partial batch may wait")] = 1.0,
@@ -65,10 +67,13 @@ def ship(
         return
     if group_id:
         raise typer.BadParameter("--group-id is for a kafka:// source", param_hint="--group-id")
+    if origin is not None and not origin.strip():
+        raise typer.BadParameter("an origin id must not be empty", param_hint="--origin")
     from ingest.shipper import Shipper
 
     shipper = Shipper(fmt, source, to, config=load_config(config), site=site, shipper_id=shipper_id,
-                      state_file=state, dead_letter_topic=dead_letter, batch_events=batch, linger_seconds=linger)
+                      state_file=state, dead_letter_topic=dead_letter, batch_events=batch, linger_seconds=linger,
+                      origin=origin)
     try:
         pos = shipper.run(follow=follow)
     except KeyboardInterrupt:
