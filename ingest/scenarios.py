@@ -25,10 +25,7 @@ import numpy as np
 
 from cachescope.tiers import rucio_hash
 
-try:  # the generator module (a package after the split of ingest/generate.py)
-    from ingest.generate import Catalogue, Workload
-except ImportError:  # pragma: no cover - names moved inside the package
-    from ingest.generate.model import Catalogue, Workload  # type: ignore[no-redef]
+from ingest.generate import Catalogue, Workload
 
 HOUR_US = 3_600_000_000
 DAY_US = 86_400_000_000

@@ -210,10 +210,12 @@ class Shipper:
     def __init__(self, fmt: str, source: str, to: str, *, config: CachescopeConfig, site: str = "",
                  shipper_id: str | None = None, state_file: str | None = None,
                  dead_letter_topic: str | None = None, state_topic: str = "cachescope.shipper-state",
-                 batch_events: int = 2500, linger_seconds: float = 1.0, producer_config: dict | None = None):
+                 batch_events: int = 2500, linger_seconds: float = 1.0, producer_config: dict | None = None,
+                 origin: str | None = None):
         from kafka.admin import NewTopic
 
         self.fmt, self.source, self.config, self.site = fmt, source, config, site
+        self.origin = origin or file_origin(source)
         self.state_topic = state_topic
         self.id = shipper_id or f"{os.uname().nodename}:{os.path.abspath(source)}"
         self.state_file = Path(state_file) if state_file else None
@@ -273,7 +275,7 @@ class Shipper:
         follower = FileFollower(self.source, Position(**asdict(self.pos)))
         rejects: list[RejectRecord] = []
         parser = LineParser(self.fmt, config=self.config, site=self.site, source_name=self.source,
-                            seq_start=self.pos.seq, origin=file_origin(self.source), on_reject=rejects.append)
+                            seq_start=self.pos.seq, origin=self.origin, on_reject=rejects.append)
         self._warm_up(parser, follower)
         rejects.clear()
         shipped = 0

@@ -113,6 +113,11 @@ def bench_alternatives(store, rows: dict, repeat: int) -> dict[str, list[float]]
         timed("chDB Python(Arrow table)", chdb_input(table))
     else:
         client = store._main
+        # the driver's numpy writer takes Nullable columns as object arrays with None
+        df = df.copy()
+        for k, v in rows.items():
+            if isinstance(v, np.ma.MaskedArray):
+                df[k] = np.where(v.mask, None, v.data.astype(object))
 
         timed("driver insert_dataframe", lambda: client.insert_dataframe(
             f"INSERT INTO {tables.ACCESS_EVENTS} ({names}) VALUES", df, settings={"use_numpy": True}))

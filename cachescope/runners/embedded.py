@@ -10,6 +10,7 @@ same files again writes identical rows, which the tables keep once.
 from __future__ import annotations
 
 import heapq
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from cachescope.core.columns import EventColumns
 from cachescope.core.group_state import GroupState
 from cachescope.core.shards import split
 from cachescope.core.writer import RowWriter
+from cachescope.errors import InputError
 from cachescope.events import AccessEvent
 from cachescope.store import Store, migrations, tables
 from ingest.pipeline import LineParser, RejectRecord, open_lines
@@ -39,6 +41,14 @@ class ReplaySummary:
     rejected: int = 0
     skipped: int = 0
     late: int = 0
+    #: lines skipped by design (door requests, writes to a cache log, headers ...) by reason;
+    #: they are counted here, not written to the rejects
+    skipped_by_reason: dict[str, int] = field(default_factory=dict)
+    #: damaged inputs (truncated or corrupt compressed data): the lines before the damage were replayed
+    errors: list[str] = field(default_factory=list)
+    #: set when `stop` ended the replay early: open windows were not closed, so a rerun of the same
+    #: files completes the store (rows already written are replaced by identical ones)
+    interrupted: bool = False
     rows: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     #: per (cache_group, policy, size_bytes), over all tiers and windows of the replay
@@ -77,6 +87,14 @@ def _merged_by_time(streams: list[Iterator[list[AccessEvent]]]) -> Iterator[Acce
     return heapq.merge(*flat, key=attrgetter("ts", "origin")) if len(flat) > 1 else flat[0]
 
 
+def _guarded(batches: Iterator[list[AccessEvent]], errors: list[str]) -> Iterator[list[AccessEvent]]:
+    """A file's batches, ending (not failing) at damaged compressed data: the other files go on."""
+    try:
+        yield from batches
+    except InputError as exc:
+        errors.append(str(exc))
+
+
 def _chunks(events: Iterable[AccessEvent], size: int) -> Iterator[list[AccessEvent]]:
     chunk: list[AccessEvent] = []
     for ev in events:
@@ -100,8 +118,12 @@ def _parse_health(store: Store, parsers: list[LineParser], site: str) -> None:
         metrics["lines"] += st.lines
         metrics["rejected"] += st.rejected
         metrics["skipped"] += st.skipped
-        for reason, n in st.reasons.items():  # the parsers count rejected and skipped lines together
-            metrics[f"skipped_or_rejected:{reason}"] += n
+        for reason, n in st.reasons.items():  # `reasons` counts both; `skipped_reasons` the skipped
+            skipped = st.skipped_reasons.get(reason, 0)
+            if n - skipped:
+                metrics[f"rejected:{reason}"] += n - skipped
+            if skipped:
+                metrics[f"skipped:{reason}"] += skipped
     store.insert(tables.PIPELINE_HEALTH, health_rows("parse", site, metrics))
 
 
@@ -117,8 +139,13 @@ def replay(
     on_progress: Callable[[int], None] = lambda events: None,
     batch_events: int = 65_536,
     write_rows: int = 500_000,
+    stop: threading.Event | None = None,
 ) -> ReplaySummary:
-    """Replay `files` (one format) through the configured shadow caches into `store`."""
+    """Replay `files` (one format) through the configured shadow caches into `store`.
+
+    Lines skipped by design are counted by reason, not passed to `on_reject`. When `stop` is set
+    (a signal), the replay ends at the next batch boundary: what was processed is written, open
+    windows stay open (`summary.interrupted`)."""
     t0 = time.perf_counter()
     migrations.migrate(store, events_ttl_days=0)  # idempotent; old logs must not expire on insert
     pipeline = config.pipeline
@@ -127,11 +154,11 @@ def replay(
         name = str(f)
         parsers.append(LineParser(fmt, config=config, site=site, source_name=name,
                                   seq_start=config.ingest.seq_start,
-                                  on_reject=lambda rec, name=name: on_reject(name, rec)))
-    streams = [p.batches(open_lines(f)) for p, f in zip(parsers, files)]
+                                  on_reject=lambda rec, name=name: None if rec.skipped else on_reject(name, rec)))
+    summary = ReplaySummary(files=len(files))
+    streams = [_guarded(p.batches(open_lines(f)), summary.errors) for p, f in zip(parsers, files)]
     groups: dict[tuple[str, int], GroupState] = {}
     totals = _Totals()
-    summary = ReplaySummary(files=len(files))
 
     hook = config.alerts.webhook
     webhook = None
@@ -171,8 +198,15 @@ def replay(
         on_progress(summary.events)
         if sum(len(st.outbox) for st in groups.values()) >= write_rows:
             write_all()
-    for st in groups.values():
-        st.finish()
+        if stop is not None and stop.is_set():
+            summary.interrupted = True
+            break
+    if summary.interrupted:
+        for s in streams:
+            s.close()  # the parsers count the lines they read
+    else:
+        for st in groups.values():
+            st.finish()
     write_all()
     writer.close()
     if webhook is not None:
@@ -181,6 +215,8 @@ def replay(
         summary.lines += p.stats.lines
         summary.rejected += p.stats.rejected
         summary.skipped += p.stats.skipped
+        for reason, n in p.stats.skipped_reasons.items():
+            summary.skipped_by_reason[reason] = summary.skipped_by_reason.get(reason, 0) + n
     _parse_health(store, parsers, site)
     summary.efficiency = totals.frame()
     summary.seconds = time.perf_counter() - t0

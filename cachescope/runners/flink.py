@@ -265,7 +265,13 @@ def main(argv: list[str] | None = None) -> None:
     from pyflink.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource
 
     from cachescope.config import load_config
-    site_config = load_config(args.config)
+    from cachescope.errors import UserError
+
+    try:
+        site_config = load_config(args.config)
+    except UserError as e:  # one line, no traceback: the job cannot start with this configuration
+        print(f"shadow_caches: {e}", file=sys.stderr)
+        raise SystemExit(getattr(e, "exit_code", 2)) from None
     config = site_config.pipeline
     webhook_json = site_config.alerts.webhook.model_dump_json() if site_config.alerts.webhook else ""
     jars = args.jar or default_jars()

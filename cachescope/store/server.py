@@ -47,6 +47,9 @@ class ClickHouseStore(Store):
             password=u.password or "",
             secure=u.scheme == "clickhouses",
             settings={"server_side_params": True},
+            # a server that stops answering fails the call instead of hanging it; a long query
+            # (a month's what-if read) stays well inside the receive timeout
+            connect_timeout=5, send_receive_timeout=600, sync_request_timeout=10,
         )
         bootstrap = self._client(database="default")
         try:

@@ -77,7 +77,7 @@ def test_gzip_and_zstd_inputs_give_the_same_output(tmp_path: Path):
 
 def test_exit_status(tmp_path: Path):
     missing = runner.invoke(app, ["parse", "-f", "csv", str(tmp_path / "nope.csv")])
-    assert missing.exit_code == 1 and "cannot read" in missing.stderr
+    assert missing.exit_code == 2 and "cannot read" in missing.stderr  # a missing input is a usage error
     unknown = runner.invoke(app, ["parse", "-f", "syslog", str(tmp_path / "nope.csv")])
     assert unknown.exit_code == 2 and "unknown format" in unknown.stderr
     garbage = _write(tmp_path, "junk.txt", ["not a record", "{]", "a=b&c"])
@@ -89,7 +89,7 @@ def test_exit_status(tmp_path: Path):
     truncated = tmp_path / "t.gz"
     truncated.write_bytes(gzip.compress(b"x" * 100_000)[:50])
     broken = runner.invoke(app, ["parse", "-f", "csv", str(truncated)])
-    assert broken.exit_code == 1
+    assert broken.exit_code == 1 and "truncated gzip" in broken.stderr and "t.gz" in broken.stderr
 
 
 def test_seq_start_and_site_override(tmp_path: Path):
@@ -141,3 +141,19 @@ def test_every_fixture_output_validates_against_the_schema(tmp_path: Path, fixtu
     for e in events:
         VALIDATOR.validate(e)
     assert (FIXTURES / fixture).read_text().startswith("#")  # the fixture names its source
+
+
+def test_origin_names_the_stream_and_can_be_given(tmp_path: Path):
+    """An event's identity is (cache_group, origin, seq): a file's origin is its host and path, stdin's
+    is stdin:HOST, and --origin names a stream (a collector's output, a pipe)."""
+    import socket
+
+    log = tmp_path / "r.eosreport"
+    log.write_text("\n".join(fixture_lines("eos_report.txt")) + "\n")
+    by_file = runner.invoke(app, ["parse", "-f", "eos-report", str(log)])
+    named = runner.invoke(app, ["parse", "-f", "eos-report", "--origin", "collector:mon-01", str(log)])
+    origins = {json.loads(line)["origin"] for line in by_file.stdout.splitlines()}
+    assert origins == {f"file:{socket.gethostname()}:{log}"}
+    assert {json.loads(line)["origin"] for line in named.stdout.splitlines()} == {"collector:mon-01"}
+    seqs = [json.loads(line)["seq"] for line in named.stdout.splitlines()]
+    assert seqs == list(range(len(seqs)))
