@@ -24,6 +24,7 @@ from cachescope.events import OP_NAMES
 from cachescope.store import ClickHouseStore, migrations
 from ingest.shipper import Shipper
 from services import topic_items, unique_name
+from test_alerts import _Receiver
 
 pytestmark = pytest.mark.services
 REPO = Path(__file__).resolve().parents[2]
@@ -166,8 +167,10 @@ def test_job_writes_what_the_core_computes_with_a_group_spread_over_two_shards(k
     assert len(events) > 5000
     cfg = tmp_path / "site.yaml"
     # alert rules the stream surely trips (and the default ones): the job evaluates them as the core does
+    receiver = _Receiver(fail=1)  # the job posts its alerts (Alertmanager JSON), retrying after a 503
     cfg.write_text("pipeline:\n  shards: 2\nalerts:\n  rules:\n"
-                   "    - {name: low, kind: below, threshold: 0.5, over: 10m, for: 5m, warmup: 0s, min_requests: 1}\n")
+                   "    - {name: low, kind: below, threshold: 0.5, over: 10m, for: 5m, warmup: 0s, min_requests: 1}\n"
+                   f"  webhook: {{url: '{receiver.url}', retries: 3, timeout_s: 2}}\n")
     job = start_job(tmp_path, kafka, clickhouse, kafka_topic, database.database, "--bounded",
                     "--parallelism", "2", "--config", str(cfg))
     try:
@@ -180,6 +183,11 @@ def test_job_writes_what_the_core_computes_with_a_group_spread_over_two_shards(k
     assert "firing" in set(want["alerts"]["state"])
     assert set(want["efficiency"]["shard"]) == {0, 1}
     assert_store_equals(database, {"alerts": want["alerts"]})  # evaluated in the job as in the core
+    receiver.close()
+    posted = sorted((a["labels"]["alertname"], a["startsAt"], "endsAt" in a) for a in receiver.received)
+    stored = want["alerts"]
+    assert len(posted) == len(stored) and {p[0] for p in posted} == set(stored["rule"])
+    assert sum(p[2] for p in posted) == int((stored["state"] == "resolved").sum())
     assert_store_equals(database, want)
     rejects = topic_items(kafka.bootstrap, kafka_topic + ".job-rejects")
     assert len(rejects) == 1 and "bad message" in rejects[0]["reason"]
