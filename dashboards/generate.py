@@ -2,6 +2,7 @@
 
     python -m dashboards.generate            # write dashboards/*.json and provisioning/alerting/
     python -m dashboards.generate --check    # exit 1 if the committed files differ from a fresh run
+    python -m dashboards.generate --config site.yaml --alerting-out rules.yaml   # a site's own rules
 
 Every panel's SQL is a read-layer query (cachescope.reads) rendered with `NamedQuery.grafana`:
 the ClickHouse plugin's macros and the dashboard variables take the place of the query's typed
@@ -309,7 +310,25 @@ def render_all() -> dict[Path, str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m dashboards.generate", description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="change nothing; exit 1 if a file is out of date")
+    ap.add_argument("--config", help="site configuration: its alert rules (shipped + site) for --alerting-out")
+    ap.add_argument("--alerting-out", help="write the Grafana alerting file of --config's rules here")
     args = ap.parse_args(argv)
+    if args.config or args.alerting_out:
+        if not (args.config and args.alerting_out):
+            print("give --config and --alerting-out together", file=sys.stderr)
+            return 2
+        from cachescope.config import load_config
+        from cachescope.errors import UserError
+        from dashboards import alerting
+
+        try:
+            rules = load_config(args.config).alerts.resolved()
+        except UserError as e:
+            print(str(e), file=sys.stderr)
+            return 2
+        Path(args.alerting_out).write_text(alerting.render(rules))
+        print(f"{args.alerting_out}: {len(rules)} rule(s)", file=sys.stderr)
+        return 0
     stale = []
     for path, text in render_all().items():
         if path.exists() and path.read_text() == text:

@@ -213,8 +213,8 @@ def test_every_panel_runs_on_the_clickhouse_server(server):
     assert _check_panels(server) >= 30
 
 
-def _check_alert_queries(store) -> None:
-    rules = yaml.safe_load((REPO / "dashboards" / "provisioning" / "alerting" / "cachescope-rules.yaml").read_text())
+def _check_alert_queries(store, text: str) -> None:
+    rules = yaml.safe_load(text)
     for r in rules["groups"][0]["rules"]:
         a = r["data"][0]
         span = dt.timedelta(seconds=a["relativeTimeRange"]["from"])
@@ -224,5 +224,24 @@ def _check_alert_queries(store) -> None:
         assert list(df.columns) == ["cache_group", "value"], r["title"]
 
 
-def test_grafana_alert_queries_run_on_chdb(chdb_store):
-    _check_alert_queries(chdb_store)
+def test_grafana_alert_queries_run_on_chdb(chdb_store, tmp_path):
+    _check_alert_queries(chdb_store, (REPO / "dashboards" / "provisioning" / "alerting" / "cachescope-rules.yaml")
+                         .read_text())
+    # a site's rules of every kind, rendered by the same command
+    (tmp_path / "site.yaml").write_text(yaml.safe_dump({"pipeline": {"shadow": {"policies": ["lru", "xcache"],
+                                                                                "sizes": ["4TB", "20TB"]}},
+                                                        "alerts": {"rules": [
+        {"name": "real", "kind": "real_below_shadow", "policy": "xcache", "size": "4TB"},
+        {"name": "real-low", "kind": "below", "source": "observed", "metric": "transfer", "threshold": 0.2},
+        {"name": "stall", "kind": "stalled", "over": "10m"}]}}))
+    out = tmp_path / "rules.yaml"
+    assert generate.main(["--config", str(tmp_path / "site.yaml"), "--alerting-out", str(out)]) == 0
+    text = out.read_text()
+    assert {r["title"] for r in yaml.safe_load(text)["groups"][0]["rules"]} >= {"real", "real-low", "stall"}
+    _check_alert_queries(chdb_store, text)
+
+
+@pytest.mark.services
+def test_grafana_alert_queries_run_on_the_server(server):
+    _check_alert_queries(server, (REPO / "dashboards" / "provisioning" / "alerting" / "cachescope-rules.yaml")
+                         .read_text())
