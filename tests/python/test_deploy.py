@@ -175,7 +175,7 @@ def test_hadolint_can_fail(tmp_path):
 @lru_cache(maxsize=None)
 def build(overlay: str) -> list[dict]:
     kubectl = shutil.which("kubectl")
-    kustomize = shutil.which("kustomize")
+    kustomize = shutil.which("kustomize") or shutil.which("kustomize", path=str(Path.home() / ".local" / "bin"))
     if kubectl:
         cmd = [kubectl, "kustomize", f"deploy/k8s/overlays/{overlay}"]
     elif kustomize:
