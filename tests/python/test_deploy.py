@@ -344,3 +344,29 @@ def test_k8s_commands_use_options_the_programs_have(overlay):
     assert cluster.Variant(cluster="cachescope").replicated
     (chi,) = by_kind(docs, "ClickHouseInstallation")
     assert chi["spec"]["configuration"]["clusters"][0]["name"] == c["args"][c["args"].index("--cluster") + 1]
+
+
+def test_grafana_provisioning_configmaps(tmp_path):
+    """deploy/k8s/grafana-configmaps turns a dashboards/ folder into the ConfigMaps the Grafana
+    Deployment mounts (here a small folder of the same layout)."""
+    import kubernetes_validate
+
+    tool("kubectl", "kubectl is on the machine image (the script uses kubectl create --dry-run)")
+    d = tmp_path / "dashboards"
+    (d / "provisioning" / "datasources").mkdir(parents=True)
+    (d / "provisioning" / "dashboards").mkdir()
+    (d / "provisioning" / "alerting").mkdir()
+    (d / "provisioning" / "datasources" / "clickhouse.yaml").write_text("apiVersion: 1\ndatasources: []\n")
+    (d / "provisioning" / "dashboards" / "files.yaml").write_text("apiVersion: 1\nproviders: []\n")
+    (d / "provisioning" / "alerting" / "rules.yaml").write_text("apiVersion: 1\ngroups: []\n")
+    (d / "efficiency.json").write_text('{"title": "efficiency"}')
+    p = run(["bash", "deploy/k8s/grafana-configmaps"], env={"DASHBOARDS_DIR": str(d), "PATH": "/usr/bin:/bin:/usr/local/bin"})
+    assert p.returncode == 0, p.stderr
+    maps = {m["metadata"]["name"]: m for m in yaml.safe_load_all(p.stdout) if m}
+    for m in maps.values():
+        kubernetes_validate.validate(m, "1.32.0", strict=True)
+    assert set(maps["grafana-dashboards"]["data"]) == {"efficiency.json"}
+    assert set(maps["grafana-alerting"]["data"]) == {"rules.yaml"}
+    (grafana,) = [x for x in build("dev") if x["kind"] == "Deployment" and x["metadata"]["name"] == "grafana"]
+    mounted = {v["configMap"]["name"] for v in grafana["spec"]["template"]["spec"]["volumes"] if "configMap" in v}
+    assert mounted == set(maps)
