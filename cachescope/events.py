@@ -22,10 +22,18 @@ Decisions written into the contract:
   every shadow cache, so consumers apply a delete to all cache groups, not only the one it names.
 * `file_id` is xxh3-64 of the normalised `path` (`file_id_of`); the one exception is the `csv`
   simulator trace, whose own `obj_id` is kept so results match `cachescope simulate`.
-* `seq` increases by one per event of a parse run, in input order (rejected lines take no
-  number); a run can start at any offset so a long-lived source stays monotonic. Events from a
-  Kafka topic (dCache's billing topic) take `partition << 48 | offset` of their record instead:
-  increasing per partition, with gaps.
+* An event's identity is (`cache_group`, `origin`, `seq`). `origin` names the log stream the
+  record came from — `file:HOST:/abs/path` for a log file (the path a shipper follows, so it
+  survives rotation), `kafka:TOPIC/PARTITION` for a Kafka source, `collector:SERVER` for the
+  XRootD collector — and `seq` counts that stream's events from 0 in input order (rejected lines
+  take no number), resumed from the shipper's committed position after a restart. Events from
+  a Kafka topic take their record's offset. So two servers' logs of one format feeding one cache
+  group never collide, and replays read in (`ts`, `origin`, `seq`) order.
+
+Every other representation is derived from the one class below: the JSON Schema (`schema()`),
+the numpy columns (`cachescope.core.columns`), the Kafka message codec
+(`cachescope.core.messages`) and the ClickHouse columns (`CLICKHOUSE_TYPES`, checked against the
+migrations by a test).
 """
 
 from __future__ import annotations
@@ -35,28 +43,20 @@ from pathlib import Path
 from typing import Annotated, Any, Iterable, Literal, Sequence
 
 import msgspec
+import msgspec.inspect
 import xxhash
 
-U64_MAX = 2**64 - 1
+from cachescope.units import U64_MAX  # noqa: E402 - re-exported: the contract's bound for every u64 field
 
 # msgspec cannot express an upper bound above int64 in Meta; the schema adds it (see schema()).
 _U64 = Annotated[int, msgspec.Meta(ge=0)]
 
 Op = Literal["read", "write", "delete"]
 
-OP_READ, OP_WRITE, OP_DELETE = 0, 1, 2
-OP_CODES: dict[str, int] = {"read": OP_READ, "write": OP_WRITE, "delete": OP_DELETE}
+#: op codes: the numpy columns, the engine and the store's Enum8 use these integers
 OP_NAMES: tuple[str, ...] = ("read", "write", "delete")
-
-_U64_FIELDS = (
-    "file_id",
-    "file_size",
-    "bytes_read",
-    "observed_hit_bytes",
-    "observed_miss_bytes",
-    "observed_bypass_bytes",
-    "seq",
-)
+OP_CODES: dict[str, int] = {name: code for code, name in enumerate(OP_NAMES)}
+OP_READ, OP_WRITE, OP_DELETE = (OP_CODES[n] for n in OP_NAMES)
 
 
 def _doc(text: str) -> msgspec.Meta:
@@ -95,7 +95,53 @@ class AccessEvent(msgspec.Struct, gc=False):
     observed_bypass_bytes: Annotated[
         _U64 | None, _doc("bytes the real cache fetched from remote without storing (null unless from a cache)")
     ]
-    seq: Annotated[int, msgspec.Meta(ge=0, description="ingest sequence number, increasing per source in input order")]
+    origin: Annotated[str, _doc("stable id of the log stream the record came from (file:HOST:PATH, "
+                                "kafka:TOPIC/PARTITION, collector:SERVER); with seq, the event's identity")]
+    seq: Annotated[int, msgspec.Meta(ge=0, description="ingest sequence number, increasing per origin in input order")]
+
+
+# ---------------------------------------------------------------------------------------------
+# The field table every other representation is derived from
+
+FIELD_NAMES: tuple[str, ...] = AccessEvent.__struct_fields__
+
+
+def _kind(name: str, t: msgspec.inspect.Type) -> str:
+    """ts | text | u64 | op | observed: how a field is held in columns and in the store."""
+    while isinstance(t, msgspec.inspect.Metadata):
+        t = t.type
+    if name == "ts":
+        return "ts"
+    if isinstance(t, msgspec.inspect.LiteralType):
+        return "op"
+    if isinstance(t, msgspec.inspect.UnionType):
+        return "observed"
+    if isinstance(t, msgspec.inspect.StrType):
+        return "text"
+    return "u64"
+
+
+FIELD_KINDS: dict[str, str] = {f.name: _kind(f.name, f.type) for f in msgspec.inspect.type_info(AccessEvent).fields}
+TEXT_FIELDS = tuple(n for n, k in FIELD_KINDS.items() if k == "text")
+U64_FIELDS = tuple(n for n, k in FIELD_KINDS.items() if k == "u64")
+OBSERVED_FIELDS = tuple(n for n, k in FIELD_KINDS.items() if k == "observed")
+_U64_FIELDS = U64_FIELDS + OBSERVED_FIELDS
+
+#: text fields with many distinct values are stored plain, the rest as LowCardinality
+_HIGH_CARDINALITY = {"path"}
+_OP_ENUM = "Enum8(" + ", ".join(f"'{n}' = {c}" for n, c in OP_CODES.items()) + ")"
+
+#: the access_events column types (a test compares them with the migrated table)
+CLICKHOUSE_TYPES: dict[str, str] = {
+    name: {
+        "ts": "DateTime64(6, 'UTC')",
+        "text": "String" if name in _HIGH_CARDINALITY else "LowCardinality(String)",
+        "u64": "UInt64",
+        "op": _OP_ENUM,
+        "observed": "Nullable(UInt64)",
+    }[kind]
+    for name, kind in FIELD_KINDS.items()
+}
 
 
 def file_id_of(path: str) -> int:

@@ -10,7 +10,7 @@ _UNITS = {
     "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40, "PIB": 2**50, "EIB": 2**60,
 }
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)\s*$")
-U64_MAX = 2**64 - 1
+U64_MAX = 2**64 - 1  # the one definition: every u64 bound of the contract and the CLI
 
 
 class SizeError(ValueError):

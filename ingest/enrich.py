@@ -6,7 +6,7 @@ file_id (xxh3-64 of the normalised path, unless the record states its own id), p
 rules, else the record's hint, else the site's configured VO), the cache group (config
 `cache_groups`), clamps bytes_read to file_size (counted in `clamped`), rejects values the
 contract cannot hold (sizes above 64 bits, times before 1970), and numbers events with `seq` in
-input order.
+input order within its origin (the log stream).
 """
 
 from __future__ import annotations
@@ -38,8 +38,10 @@ class Enricher:
         site: str = "",
         site_override: bool = False,
         seq_start: int = 0,
+        origin: str = "",
     ):
         self.source = source
+        self.origin = origin
         self.site = site or config.site
         self.site_override = site_override and bool(site)
         self._groups = config.cache_groups
@@ -100,4 +102,5 @@ class Enricher:
         self.seq = seq + 1
         # positional: a third of the cost of keywords on this hot path (field order of AccessEvent)
         return AccessEvent(a.ts, site, self.source, server, a.client, vo, path, file_id, size, nbytes, a.op, tier,
-                           group, a.observed_hit_bytes, a.observed_miss_bytes, a.observed_bypass_bytes, seq)
+                           group, a.observed_hit_bytes, a.observed_miss_bytes, a.observed_bypass_bytes, self.origin,
+                           seq)

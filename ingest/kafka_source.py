@@ -10,11 +10,12 @@ offsets where they were, so the batch is consumed again; after it, the batch is 
 consumed nor sent again. Both topics must live on one Kafka cluster: a transaction cannot commit
 offsets on another (mirror dCache's topic first).
 
-`seq` is derived from where the record is, not counted: `partition << 48 | offset`. A batch
-consumed again after an aborted transaction gets the same numbers without any counter in the
-transaction, numbers stay unique across partitions and shippers of one group (each partition
-has one owner at a time) and increase in each partition's order, which is the order dCache
-wrote them in. Records that give no event (skipped, rejected) leave a gap.
+An event's `origin` is its record's topic partition (`kafka:billing/3`) and its `seq` the
+record's offset: derived, not counted, so a batch consumed again after an aborted transaction
+gets the same identity without any counter in the transaction, identities stay unique across
+partitions and shippers of one group (each partition has one owner at a time) and increase in
+each partition's order, which is the order dCache wrote them in. Records that give no event
+(skipped, rejected) leave a gap.
 """
 
 from __future__ import annotations
@@ -26,13 +27,9 @@ from cachescope.config import CachescopeConfig
 from ingest.pipeline import LineParser, RejectRecord
 from ingest.shipper import LINES_READ, KafkaSink, Location, parse_kafka_url
 
-PARTITION_SHIFT = 48  # 2^48 offsets per partition: 890 years at 10k records/s
-
-
-def record_seq(partition: int, offset: int) -> int:
-    # derived, not counted: a batch consumed again after an abort gets the same numbers, and
-    # there is no counter to keep in the transaction or to hand over in a rebalance
-    return partition << PARTITION_SHIFT | offset
+def record_origin(topic: str, partition: int) -> str:
+    """The origin id of a Kafka topic partition (its offsets are the events' seq)."""
+    return f"kafka:{topic}/{partition}"
 
 
 class TopicShipper:
@@ -98,10 +95,11 @@ class TopicShipper:
             if not text.strip():  # the parser drops blank lines silently; a record is accounted for
                 rejects.append((where, RejectRecord(r.offset, "empty record", text, skipped=True)))
                 continue
-            parser.enrich.seq = record_seq(r.partition, r.offset)
+            parser.enrich.origin = record_origin(r.topic, r.partition)
+            parser.enrich.seq = r.offset
             parser.continue_at_line(r.offset - 1)  # a reject's line is the record's offset
             out = parser.parse_all([text])
-            if len(out) > 1:  # seq has room for one event per offset (xcache-reporter arrays)
+            if len(out) > 1:  # one seq per offset: one event per record (xcache-reporter arrays hold more)
                 pending.append(RejectRecord(r.offset, f"record holds {len(out)} accesses: one per record here", text))
                 out = []
             events.extend(out)

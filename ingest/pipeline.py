@@ -17,6 +17,7 @@ import gzip
 import io
 import os
 import re
+import socket
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
@@ -73,6 +74,16 @@ def reason_key(reason: str) -> str:
     return _REASON_KEY.match(reason).group(0).strip() or reason[:40]  # type: ignore[union-attr]
 
 
+def file_origin(name: str | os.PathLike) -> str:
+    """The origin id of a log file: host and absolute path (a shipper follows the path, so the id
+    survives rotation); standard input is `stdin:HOST` (give --origin to tell runs apart)."""
+    host = socket.gethostname()
+    name = str(name)
+    if not name or name == "-":
+        return f"stdin:{host}"
+    return f"file:{host}:{os.path.abspath(name)}"
+
+
 _DATE_IN_NAME = re.compile(r"(?<!\d)((?:19|20)\d\d)[._-]?(0[1-9]|1[0-2])[._-]?(0[1-9]|[12]\d|3[01])(?!\d)")
 
 
@@ -93,6 +104,7 @@ class LineParser:
         source_name: str = "",
         year: int | None = None,
         seq_start: int | None = None,
+        origin: str | None = None,
         classifier: TierClassifier | None = None,
         on_reject: Callable[[RejectRecord], None] | None = None,
     ):
@@ -130,6 +142,7 @@ class LineParser:
             site=site_name,
             site_override=bool(site),
             seq_start=cfg.ingest.seq_start if seq_start is None else seq_start,
+            origin=file_origin(source_name) if origin is None else origin,
         )
         self.stats = ParseStats()
         self.rejects: list[RejectRecord] = []

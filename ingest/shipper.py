@@ -32,7 +32,7 @@ from prometheus_client import Counter
 
 from cachescope.config import CachescopeConfig
 from cachescope.core.messages import encode_batch
-from ingest.pipeline import LineParser, RejectRecord
+from ingest.pipeline import LineParser, ParseStats, RejectRecord, file_origin
 
 LINES_READ = Counter("cachescope_shipper_lines_read", "log lines read", ["shipper"])
 EVENTS_SENT = Counter("cachescope_shipper_events_sent", "events committed to Kafka", ["shipper"])
@@ -273,7 +273,9 @@ class Shipper:
         follower = FileFollower(self.source, Position(**asdict(self.pos)))
         rejects: list[RejectRecord] = []
         parser = LineParser(self.fmt, config=self.config, site=self.site, source_name=self.source,
-                            seq_start=self.pos.seq, on_reject=rejects.append)
+                            seq_start=self.pos.seq, origin=file_origin(self.source), on_reject=rejects.append)
+        self._warm_up(parser, follower)
+        rejects.clear()
         shipped = 0
         try:
             while True:
@@ -304,6 +306,22 @@ class Shipper:
                 time.sleep(poll_seconds)
         finally:
             follower.close()
+
+    def _warm_up(self, parser: LineParser, follower: "FileFollower") -> None:
+        """Resuming mid-file: parse the lines before the committed offset again, events dropped,
+        so the parser's per-stream memory (sizes of earlier whole reads for partial HTTP GETs,
+        dCache pnfsid → path) is what an uninterrupted run would have: a restart must not change
+        which later lines become events."""
+        offset = follower.pos.offset
+        if offset <= 0:
+            return
+        seq = parser.enrich.seq
+        with open(self.source, "rb") as f:
+            prefix = f.read(offset).decode("utf-8", "replace").splitlines()
+        for _ in parser.batches(prefix):
+            pass
+        parser.enrich.seq = seq
+        parser.stats = ParseStats()
 
     def close(self) -> None:
         self.sink.close()

@@ -1,5 +1,12 @@
 #!/usr/bin/env python
-"""Insert rate of access_events-like rows through cachescope.store, on both backends.
+"""Insert rate of access_events-like rows: cachescope.store's wire path against the engines' own
+columnar inputs, side by side in one run, on both backends.
+
+Alternatives measured (same rows, same table):
+  embedded: Store.insert (wire form through chDB's Python() table function) · chDB reading a plain
+            pandas DataFrame of the columns · chDB reading a pyarrow Table of the columns
+  server:   Store.insert (wire form through input(), two connections) · clickhouse-driver's
+            insert_dataframe (columnar numpy) · clickhouse-driver execute(columnar=True, use_numpy)
 
     .venv/bin/python scripts/bench_store_insert.py [--rows 1000000] [--repeat 3] [--clickhouse URL] [--store DIR]
 
@@ -55,8 +62,64 @@ def make_rows(n: int, seed: int = 1) -> dict:
         "tier": pick(["DAOD_PHYS", "DAOD_PHYSLITE", "AOD", "HITS", "EVNT", "RDO", "log", "USER"], 1),
         "cache_group": np.full(n, "site", dtype=object),
         **observed,
+        "origin": pick([f"file:pool{i:02d}.icepp.jp:/var/log/dcache/billing" for i in range(20)], 1),
         "seq": np.arange(n, dtype=np.uint64),
     }
+
+
+def _frame(rows: dict):
+    """The columns as a plain DataFrame: what a driver's own columnar insert takes."""
+    import pandas as pd
+
+    cols = {}
+    for k, v in rows.items():
+        if isinstance(v, np.ma.MaskedArray):
+            cols[k] = pd.array(np.where(v.mask, 0, v.data), dtype="UInt64")
+            cols[k][v.mask] = pd.NA
+        else:
+            cols[k] = v
+    return pd.DataFrame(cols)
+
+
+def bench_alternatives(store, rows: dict, repeat: int) -> dict[str, list[float]]:
+    """The engines' own columnar inputs beside Store.insert, each timed `repeat` times."""
+    import pyarrow as pa
+
+    migrations.migrate(store)
+    n = len(rows["ts"])
+    names = ", ".join(rows)
+    df = _frame(rows)
+    out: dict[str, list[float]] = {}
+
+    def timed(label, fn):
+        for _ in range(repeat):
+            store.command(f"TRUNCATE TABLE {tables.ACCESS_EVENTS}")
+            t = time.perf_counter()
+            fn()
+            out.setdefault(label, []).append(n / (time.perf_counter() - t))
+            assert store.query(f"SELECT count() FROM {tables.ACCESS_EVENTS}").scalar() == n, label
+
+    timed("Store.insert (wire)", lambda: store.insert(tables.ACCESS_EVENTS, rows))
+    if store.backend == "embedded":
+        table = pa.Table.from_pandas(df, preserve_index=False)
+
+        def chdb_input(obj):
+            def run():
+                store._run(f"INSERT INTO {tables.ACCESS_EVENTS} ({names}) SELECT {names} FROM Python(cachescope_wire)",
+                           fmt="CSV", table=obj)
+            return run
+
+        timed("chDB Python(DataFrame)", chdb_input(df))
+        timed("chDB Python(Arrow table)", chdb_input(table))
+    else:
+        client = store._main
+
+        timed("driver insert_dataframe", lambda: client.insert_dataframe(
+            f"INSERT INTO {tables.ACCESS_EVENTS} ({names}) VALUES", df, settings={"use_numpy": True}))
+        timed("driver execute(columnar, numpy)", lambda: client.execute(
+            f"INSERT INTO {tables.ACCESS_EVENTS} ({names}) VALUES", [df[c].to_numpy() for c in df.columns],
+            columnar=True, settings={"use_numpy": True}))
+    return out
 
 
 def bench(store, rows: dict, repeat: int) -> list[float]:
@@ -90,12 +153,16 @@ def main() -> None:
         d = a.store or tempfile.mkdtemp(prefix="cachescope-bench-")
         with open_store(store_dir=d, database="bench") as st:
             r = bench(st, rows, a.repeat)
+            for label, rates in bench_alternatives(st, rows, a.repeat).items():
+                print(f"  embedded {label:34} " + ", ".join(f"{x:,.0f}" for x in rates) + " rows/s")
         if not a.store:
             shutil.rmtree(d)
         print(f"embedded (chdb {__import__('chdb').__version__}): " + ", ".join(f"{x:,.0f}" for x in r) + " rows/s")
     if a.only in (None, "server") and url:
         with open_store(clickhouse_url=url, database="bench") as st:
             r = bench(st, rows, a.repeat)
+            for label, rates in bench_alternatives(st, rows, a.repeat).items():
+                print(f"  server {label:36} " + ", ".join(f"{x:,.0f}" for x in rates) + " rows/s")
             st.command("DROP DATABASE bench")
         print(f"server ({url}): " + ", ".join(f"{x:,.0f}" for x in r) + " rows/s")
 

@@ -39,7 +39,7 @@ def replay(
     from rich.table import Table
 
     from cachescope.config import load_config
-    from cachescope.embedded import replay as run_replay
+    from cachescope.runners.embedded import replay as run_replay
     from cachescope.store import StoreError, open_store
     from cachescope.store.migrations import MigrationError
     from ingest.formats import FORMATS

@@ -2,7 +2,7 @@
 are thin adapters around `GroupProcessor`; no logic lives in them twice."""
 
 from cachescope.core.columns import EventColumns
-from cachescope.core.config import PipelineConfig
+from cachescope.config.pipeline import PipelineConfig
 from cachescope.core.processor import Emitted, GroupProcessor
 
 __all__ = ["EventColumns", "PipelineConfig", "GroupProcessor", "Emitted"]

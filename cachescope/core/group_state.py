@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from cachescope.core.columns import EventColumns
-from cachescope.core.config import PipelineConfig
+from cachescope.config.pipeline import PipelineConfig
 from cachescope.core.health import health_rows
 from cachescope.core.outbox import Outbox
 from cachescope.core.processor import GroupProcessor

@@ -101,6 +101,8 @@ class Outbox:
 
     def add_emitted(self, emitted) -> None:
         self.add(tables.EFFICIENCY, emitted.efficiency)
+        for name, rows in emitted.rollups.items():
+            self.add(tables.EFFICIENCY_ROLLUPS[name], rows)
         self.add(tables.MRC, emitted.mrc)
         self.add(tables.OBSERVED, emitted.observed)
 

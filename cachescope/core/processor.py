@@ -17,16 +17,26 @@ from dataclasses import dataclass, field, replace
 
 import msgspec
 import numpy as np
+import xxhash
 import pandas as pd
 
 from cachescope.core.columns import NO_OBSERVATION, EventColumns
-from cachescope.core.config import PipelineConfig
+from cachescope.config.pipeline import PipelineConfig
 from cachescope.core.tier_codes import TierCodes
 from cachescope.simulation import FIELDS, LruCurve, ShadowBank
 
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: hour and day windows in the state
+#: the longer windows the core closes itself (µs), beside the configured efficiency window: the
+#: same counters summed, emitted when their last window closed, so every resolution agrees
+ROLLUPS = {"hourly": 3_600_000_000, "daily": 86_400_000_000}
 _NEG_INF = np.iinfo(np.int64).min // 2
 OBSERVED_FIELDS = ("accesses", "bytes_read", "hit_bytes", "miss_bytes", "bypass_bytes")
+
+
+def run_id(origin: str, seq: int) -> int:
+    """The id of a processing run: xxh3-64 of its first event's identity (never 0, the id of rows
+    written before runs were recorded)."""
+    return xxhash.xxh3_64_intdigest(f"{origin}\x00{seq}".encode("utf-8", "surrogatepass")) or 1
 
 
 def _us_to_datetime(us: np.ndarray) -> np.ndarray:
@@ -38,13 +48,15 @@ class Emitted:
     """Rows ready for the store (column dicts keyed by table column names), late events, health."""
 
     efficiency: dict[str, np.ndarray] | None = None
+    #: rollup name (ROLLUPS) → rows of its windows, columns as `efficiency`
+    rollups: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
     mrc: dict[str, np.ndarray] | None = None
     observed: dict[str, np.ndarray] | None = None
     late: EventColumns | None = None
     health: dict[str, float] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return any(x is not None for x in (self.efficiency, self.mrc, self.observed, self.late))
+        return bool(self.rollups) or any(x is not None for x in (self.efficiency, self.mrc, self.observed, self.late))
 
 
 class GroupProcessor:
@@ -71,10 +83,13 @@ class GroupProcessor:
         self.max_ts = _NEG_INF
         # open windows: start (µs) -> counters
         self.open_eff: dict[int, np.ndarray] = {}
+        self.open_rollup: dict[str, dict[int, np.ndarray]] = {name: {} for name in ROLLUPS}
         self.open_curve: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.open_observed: dict[tuple[int, str, str], np.ndarray] = {}
         self.events_in = 0
         self.late_total = 0
+        #: the processing run: set from the first event a cold state sees, kept in snapshots
+        self.run = 0
 
     def _share(self, capacity: int) -> int:
         """This shard's part of a capacity: as the bank splits a partitioned cache, so that the
@@ -93,6 +108,8 @@ class GroupProcessor:
         n = len(ev)
         if n == 0:
             return Emitted()
+        if self.run == 0:
+            self.run = run_id(str(ev.origin[0]), int(ev.seq[0]))
         self.events_in += n
         ts = ev.ts.astype(np.int64, copy=False)
         # watermark each event saw: from everything before it (running max, batch-independent)
@@ -195,7 +212,21 @@ class GroupProcessor:
 
         done = sorted(s for s in self.open_eff if closed(s, self.window_us))
         if done:
-            out.efficiency = self._efficiency_rows(done)
+            for start in done:  # a closed window's counters join its hour and day
+                for name, length in ROLLUPS.items():
+                    period = self.open_rollup[name]
+                    k = start - start % length
+                    acc = period.get(k)
+                    if acc is None:
+                        period[k] = self.open_eff[start].copy()
+                    else:
+                        acc += self.open_eff[start]
+            out.efficiency = self._efficiency_rows(self.open_eff, done, self.window_us)
+        for name, length in ROLLUPS.items():
+            period = self.open_rollup[name]
+            done_period = sorted(s for s in period if closed(s, length))
+            if done_period:
+                out.rollups[name] = self._efficiency_rows(period, done_period, length)
         done_curve = sorted(s for s in self.open_curve if closed(s, self.curve_window_us))
         if done_curve:
             out.mrc = self._curve_rows(done_curve)
@@ -203,13 +234,14 @@ class GroupProcessor:
         if done_obs:
             out.observed = self._observed_rows(done_obs)
 
-    def _efficiency_rows(self, starts: list[int]) -> dict[str, np.ndarray]:
+    def _efficiency_rows(self, open_windows: dict[int, np.ndarray], starts: list[int],
+                         length_us: int) -> dict[str, np.ndarray]:
         # window by window: stacking every closed window's (caches, tiers, fields) block at once
         # costs gigabytes when a replay closes a week of sparse windows
         evictions = FIELDS.index("evictions")
         wins, cs, ts, vals = [], [], [], []
         for start in starts:
-            block = self.open_eff.pop(start)  # (caches, tiers, fields)
+            block = open_windows.pop(start)  # (caches, tiers, fields)
             c, t = np.nonzero((block[..., 0] > 0) | (block[..., evictions] > 0))
             wins.append(np.full(len(c), start, dtype=np.int64))
             cs.append(c)
@@ -221,7 +253,7 @@ class GroupProcessor:
         values = np.concatenate(vals).astype(np.uint64, copy=False)
         rows = {
             "window_start": _us_to_datetime(start),
-            "window_end": _us_to_datetime(start + self.window_us),
+            "window_end": _us_to_datetime(start + length_us),
             "cache_group": np.full(len(c), self.cache_group, dtype=object),
             "policy": np.array([s.policy for s in self.specs], dtype=object)[c],
             "size_bytes": np.array([s.capacity for s in self.specs], dtype=np.uint64)[c],
@@ -232,6 +264,7 @@ class GroupProcessor:
         for f, name in enumerate(FIELDS):
             rows[name] = np.ascontiguousarray(values[:, f])
         rows["shard"] = np.full(len(c), self.shard, dtype=np.uint16)
+        rows["run"] = np.full(len(c), self.run, dtype=np.uint64)
         return rows
 
     def _curve_rows(self, starts: list[int]) -> dict[str, np.ndarray]:
@@ -260,6 +293,7 @@ class GroupProcessor:
             "bytes_hit": hits[:, 1],
             "sample_rate": np.full(len(k), self.curve.sample_rate, dtype=np.float64),
             "shard": np.full(len(k), self.shard, dtype=np.uint16),
+            "run": np.full(len(k), self.run, dtype=np.uint64),
         }
 
     def _observed_rows(self, keys: list[tuple[int, str, str]]) -> dict[str, np.ndarray]:
@@ -273,6 +307,7 @@ class GroupProcessor:
         for i, name in enumerate(OBSERVED_FIELDS):
             rows[name] = values[:, i].astype(np.uint64)
         rows["shard"] = np.full(len(keys), self.shard, dtype=np.uint16)
+        rows["run"] = np.full(len(keys), self.run, dtype=np.uint64)
         return rows
 
     # ------------------------------------------------------------------ state
@@ -291,8 +326,10 @@ class GroupProcessor:
             "max_ts": self.max_ts,
             "events_in": self.events_in,
             "late_total": self.late_total,
+            "run": self.run,
             "eff": [(s, a.tobytes()) for s, a in sorted(self.open_eff.items())],
             "eff_shape": list(self.bank.totals().shape),
+            "rollups": {name: [(s, a.tobytes()) for s, a in sorted(w.items())] for name, w in self.open_rollup.items()},
             "curve_open": [(s, h.tobytes(), r.tobytes()) for s, (h, r) in sorted(self.open_curve.items())],
             "obs": [(list(k), v.tolist()) for k, v in sorted(self.open_observed.items())],
         }
@@ -312,8 +349,11 @@ class GroupProcessor:
             p.curve = LruCurve.restore(state["curve"])
         p.tiers = TierCodes(config.n_tiers, state["tiers"])
         p.max_ts, p.events_in, p.late_total = state["max_ts"], state["events_in"], state["late_total"]
+        p.run = state["run"]
         shape = tuple(state["eff_shape"])
         p.open_eff = {s: np.frombuffer(b, dtype=np.uint64).reshape(shape).copy() for s, b in state["eff"]}
+        p.open_rollup = {name: {s: np.frombuffer(b, dtype=np.uint64).reshape(shape).copy() for s, b in state["rollups"][name]}
+                         for name in ROLLUPS}
         if p.curve is not None:
             k, t = len(p.curve.grid), config.n_tiers
             p.open_curve = {

@@ -92,6 +92,11 @@ class Store(abc.ABC):
         """
 
     @abc.abstractmethod
+    def query_frame(self, sql: str, params: Mapping[str, Any] | None = None) -> "pd.DataFrame":
+        """Run a SELECT; a pandas DataFrame by the backend's fastest columnar path (what the read
+        layer uses)."""
+
+    @abc.abstractmethod
     def _insert_wire(self, table: str, wire: _wire.Wire, settings: Mapping[str, Any]) -> None:
         ...
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
+import datetime as dt
+import re
+
 import numpy as np
 import pandas as pd
-import datetime as dt
 
-_UTC = dt.timezone.utc  # aware datetimes compare equal to the server's (pytz) ones
-
-from cachescope.store import native
 from cachescope.store import wire as _wire
 from cachescope.store.base import QueryResult, Store, StoreError, settings_clause
 from cachescope.store.params import render_all
@@ -57,36 +56,26 @@ class EmbeddedStore(Store):
         self._schemas.clear()
         self._run(sql, params, fmt="CSV")
 
-    def _native(self, sql: str, params, use_numpy: bool):
-        res = self._run(sql, params, fmt="Native")
-        data = res.bytes() if hasattr(res, "bytes") else bytes(res)
-        names, types, blocks = native.decode(data, use_numpy=use_numpy)
-        if not names:
-            # an empty result has no Native block at all: names and types from DESCRIBE
-            d = native.decode(self._run(f"DESCRIBE TABLE ({sql})", params, fmt="Native").bytes())[2]
-            if d:
-                names, types = list(d[0][0]), list(d[0][1])
-        return names, types, blocks
-
     def query(self, sql: str, params: Mapping[str, Any] | None = None) -> QueryResult:
-        names, types, blocks = self._native(sql, params, use_numpy=False)
-        # chdb names DateTime('UTC') plain DateTime (its session zone is UTC) and the reader then
-        # returns naive values: make them what the server returns, tz-aware UTC
-        utc = [i for i, t in enumerate(types) if t == "DateTime"]
-        for i in utc:
-            types[i] = "DateTime('UTC')"
-        rows: list[tuple] = []
-        for cols in blocks:
-            if utc:
-                cols = list(cols)
-                for i in utc:
-                    cols[i] = [v.replace(tzinfo=_UTC) if v is not None else None for v in cols[i]]
-            rows.extend(zip(*cols))
-        return QueryResult(names, types, rows)
+        # chDB's own Arrow output: Python values as the server backend gives them (UInt64 above
+        # 2⁶³, tz-aware UTC datetimes, None, lists); the ClickHouse types from DESCRIBE
+        table = self._run(sql, params, fmt="ArrowTable")
+        try:
+            described = self._run(f"DESCRIBE TABLE ({sql})", params, fmt="ArrowTable").to_pydict()
+            names, types = described["name"], described["type"]
+        except StoreError:  # SHOW, EXPLAIN …: not a subquery; Arrow's own types then
+            names, types = table.column_names, [str(t) for t in table.schema.types]
+        if table.num_rows == 0:
+            return QueryResult(list(names), list(types), [])
+        cols = [_python_values(table.column(i).to_pylist(), t) for i, t in enumerate(types)]
+        return QueryResult(list(names), list(types), list(zip(*cols)))
 
     def query_columns(self, sql: str, params: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
-        names, _types, blocks = self._native(sql, params, use_numpy=True)
-        return _concat_columns(names, blocks)
+        return frame_columns(self.query_frame(sql, params))
+
+    def query_frame(self, sql: str, params: Mapping[str, Any] | None = None) -> pd.DataFrame:
+        """chDB's DataFrame output: its fastest columnar read (about 5 M rows/s)."""
+        return self._run(sql, params, fmt="DataFrame")
 
     def _insert_wire(self, table: str, w: _wire.Wire, settings: Mapping[str, Any]) -> None:
         sql = (f"INSERT INTO {self.database}.{table} ({', '.join(w.table_columns)}) "
@@ -102,17 +91,31 @@ class EmbeddedStore(Store):
                 self._session = None
 
 
-def _concat_columns(names: list[str], blocks: list[list]) -> dict[str, np.ndarray]:
+_ENUM_ITEM = re.compile(r"'((?:[^'\\]|\\.)*)'\s*=\s*(-?\d+)")
+
+
+def _python_values(values: list, ch_type: str) -> list:
+    """Arrow gives DateTime as seconds and Enum as its number: the values the server gives."""
+    base = ch_type.removeprefix("Nullable(").removeprefix("LowCardinality(")
+    if base == "DateTime" or (base.startswith("DateTime(") and not base.startswith("DateTime64")):
+        return [None if v is None else dt.datetime.fromtimestamp(v, dt.timezone.utc) for v in values]
+    if base.startswith("Tuple("):  # Arrow structs come as dicts keyed by position
+        return [None if v is None else tuple(v.values()) for v in values]
+    if base.startswith(("Enum8(", "Enum16(")):
+        names = {int(code): name for name, code in _ENUM_ITEM.findall(base)}
+        return [None if v is None else names.get(v, v) for v in values]
+    return values
+
+
+def frame_columns(df: pd.DataFrame) -> dict[str, np.ndarray]:
+    """A DataFrame's columns as numpy arrays (datetimes as datetime64 in UTC, strings as objects)."""
     out: dict[str, np.ndarray] = {}
-    for i, name in enumerate(names):
-        parts = [_as_array(b[i]) for b in blocks]
-        out[name] = np.concatenate(parts) if len(parts) > 1 else (parts[0] if parts else np.array([]))
+    for name in df.columns:
+        col = df[name]
+        if isinstance(col.dtype, pd.DatetimeTZDtype):
+            out[name] = col.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy()
+        elif isinstance(col.dtype, pd.CategoricalDtype):
+            out[name] = col.to_numpy(dtype=object)
+        else:
+            out[name] = col.to_numpy()
     return out
-
-
-def _as_array(col) -> np.ndarray:
-    if isinstance(col, np.ndarray):
-        return col
-    if hasattr(col, "to_numpy"):  # pandas Categorical from LowCardinality
-        return np.asarray(col.to_numpy(dtype=object) if hasattr(col, "categories") else col.to_numpy())
-    return np.array(col, dtype=object) if col and isinstance(col[0], (str, tuple, list)) else np.array(col)

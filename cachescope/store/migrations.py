@@ -1,7 +1,9 @@
-"""Numbered ClickHouse migrations (deploy/clickhouse/migrations/NNNN_name.sql), snuba style.
+"""Numbered ClickHouse migrations (cachescope/store/ddl/NNNN_name.sql, package data), snuba style.
 
 Each file is plain SQL, one or more statements separated by `;`, with placeholders filled at
-apply time: {database}, {events_ttl} (the access_events TTL clause), {health_ttl_days}. Applied migrations are recorded in
+apply time: {database}, {events_ttl} (the access_events TTL clause), {health_ttl_days}. A change
+that must look at the store first (rebuilding a table under a new key, safely re-runnable after
+an interruption at any step) is a Python file `NNNN_name.py` with `forward(store, values)`. Applied migrations are recorded in
 `schema_migrations` (version, name, checksum, applied_at): re-running applies only new files,
 and a file changed after it was applied is an error (write a new migration instead). The
 checksum is of the file as written, so TTL settings do not change it. Statements are
@@ -14,6 +16,7 @@ import datetime as dt
 import hashlib
 import os
 import re
+from importlib import resources
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +36,7 @@ SCHEMA_MIGRATIONS_DDL = f"""CREATE TABLE IF NOT EXISTS {{database}}.{SCHEMA_MIGR
 ENGINE = MergeTree
 ORDER BY version"""
 
-_FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+_FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.(sql|py)$")
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 
 
@@ -42,11 +45,12 @@ class MigrationError(RuntimeError):
 
 
 def migrations_dir() -> Path:
-    """CACHESCOPE_MIGRATIONS_DIR, else deploy/clickhouse/migrations of this checkout."""
+    """CACHESCOPE_MIGRATIONS_DIR, else the package's own ddl/ (found through importlib.resources,
+    so an installed wheel or a container image carries its migrations)."""
     env = os.environ.get("CACHESCOPE_MIGRATIONS_DIR")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[2] / "deploy" / "clickhouse" / "migrations"
+    return Path(str(resources.files("cachescope.store") / "ddl"))
 
 
 @dataclass(frozen=True)
@@ -65,7 +69,19 @@ class Migration:
         return f"{self.version:04d}_{self.name}"
 
     def statements(self, values: dict[str, object]) -> list[str]:
+        """The SQL statements of a .sql migration (a .py migration has none: it runs code)."""
+        if self.path.suffix == ".py":
+            return []
         return split_statements(render(self.text, values))
+
+    def apply(self, store: Store, values: dict[str, object]) -> None:
+        if self.path.suffix == ".py":
+            namespace: dict[str, object] = {"__name__": f"cachescope_migration_{self.label}"}
+            exec(compile(self.text, str(self.path), "exec"), namespace)  # noqa: S102 - our own package file
+            namespace["forward"](store, values)  # type: ignore[operator]
+            return
+        for stmt in self.statements(values):
+            store.command(stmt)
 
 
 def discover(directory: Path | None = None) -> list[Migration]:
@@ -74,11 +90,11 @@ def discover(directory: Path | None = None) -> list[Migration]:
         raise MigrationError(f"no migrations directory {directory} (set CACHESCOPE_MIGRATIONS_DIR)")
     found: list[Migration] = []
     for p in sorted(directory.iterdir()):
-        if p.suffix != ".sql":
+        if p.suffix not in (".sql", ".py") or p.name.startswith("_"):
             continue
         m = _FILE.match(p.name)
         if not m:
-            raise MigrationError(f"{p.name}: migration files are named NNNN_name.sql")
+            raise MigrationError(f"{p.name}: migration files are named NNNN_name.sql or NNNN_name.py")
         found.append(Migration(int(m.group(1)), m.group(2), p, p.read_text()))
     versions = [m.version for m in found]
     if versions != list(range(1, len(found) + 1)):
@@ -188,8 +204,7 @@ def migrate(
                     f"migration {m.label} was changed after it was applied to {store.database} "
                     f"(checksum {checksum[:12]} applied, {m.checksum[:12]} now): add a new migration instead")
             continue
-        for stmt in m.statements(values):
-            store.command(stmt)
+        m.apply(store, values)
         store.insert(SCHEMA_MIGRATIONS, {
             "version": [m.version], "name": [m.name], "checksum": [m.checksum],
             "applied_at": [dt.datetime.now(dt.timezone.utc)],

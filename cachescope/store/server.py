@@ -7,10 +7,11 @@ from typing import Any, Mapping
 from urllib.parse import urlparse
 
 import numpy as np
+import pandas as pd
 
 from cachescope.store import wire as _wire
 from cachescope.store.base import QueryResult, Store, StoreError
-from cachescope.store.embedded import _concat_columns
+from cachescope.store.embedded import frame_columns
 from cachescope.store.params import for_driver
 from cachescope.store.tables import DEFAULT_DATABASE
 
@@ -86,12 +87,17 @@ class ClickHouseStore(Store):
         return QueryResult([c[0] for c in cols], [c[1] for c in cols], rows)
 
     def query_columns(self, sql: str, params: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
+        return frame_columns(self.query_frame(sql, params))
+
+    def query_frame(self, sql: str, params: Mapping[str, Any] | None = None) -> pd.DataFrame:
+        """The driver's columnar numpy read (public API: columnar=True, use_numpy)."""
         with self._lock:
             data, cols = self._execute(self._main, sql, params, with_column_types=True, columnar=True,
                                        settings={"use_numpy": True})
-            names = [c[0] for c in cols]
-            blocks = [list(data)] if data else []
-        return _concat_columns(names, blocks) if blocks else {n: np.array([]) for n in names}
+        names = [c[0] for c in cols]
+        if not data:
+            return pd.DataFrame({n: np.array([]) for n in names})
+        return pd.DataFrame(dict(zip(names, data)), copy=False)
 
     def insert(self, table: str, columns: Mapping[str, Any], settings: Mapping[str, Any] | None = None) -> int:
         """As Store.insert; large batches go in chunks of INSERT_CHUNK rows over two connections:

@@ -18,7 +18,7 @@ from typing import Any, Callable, Union
 
 import msgspec
 
-U64_MAX = 2**64 - 1
+from cachescope.units import U64_MAX
 INTERNAL_ERROR = "internal error"
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _ONE_US = timedelta(microseconds=1)

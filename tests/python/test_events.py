@@ -18,6 +18,7 @@ from cachescope.events import (
     schema_text,
 )
 from cachescope.core.columns import EventColumns
+from cachescope.events import FIELD_NAMES
 
 
 def _event(**kw):
@@ -25,7 +26,7 @@ def _event(**kw):
         ts=1_700_000_000_000_000, site="MWT2", source="csv", server="pool1", client="", vo="atlas",
         path="/atlas/rucio/mc16_13TeV/61/1d/EVNT.18541195._000368.pool.root.1", file_id=U64_MAX,
         file_size=5 * 2**30, bytes_read=2**31, op="read", tier="EVNT", cache_group="MWT2",
-        observed_hit_bytes=None, observed_miss_bytes=None, observed_bypass_bytes=None, seq=0,
+        observed_hit_bytes=None, observed_miss_bytes=None, observed_bypass_bytes=None, origin="file:h:/log", seq=0,
     )
     base.update(kw)
     return AccessEvent(**base)
@@ -53,7 +54,7 @@ def test_json_field_order_and_null_observed():
     line = encode_lines([_event()]).decode()
     assert list(json.loads(line)) == [
         "ts", "site", "source", "server", "client", "vo", "path", "file_id", "file_size", "bytes_read", "op",
-        "tier", "cache_group", "observed_hit_bytes", "observed_miss_bytes", "observed_bypass_bytes", "seq",
+        "tier", "cache_group", "observed_hit_bytes", "observed_miss_bytes", "observed_bypass_bytes", "origin", "seq",
     ]
     assert '"observed_hit_bytes":null' in line
     assert '"file_id":18446744073709551615' in line
@@ -96,7 +97,7 @@ def test_columns_from_structs_and_from_json_dicts_agree():
     assert cols.tier.tolist() == ["HITS", "AOD", "HITS"]
     assert cols.observed_hit_bytes.tolist() == [-1, 4, -1]
     dicts = EventColumns.from_events(json.loads(encode_batch(events)))
-    for f in dataclasses.fields(EventColumns):
-        assert getattr(dicts, f.name).tolist() == getattr(cols, f.name).tolist(), f.name
+    for name in FIELD_NAMES:
+        assert getattr(dicts, name).tolist() == getattr(cols, name).tolist(), name
     empty = EventColumns.from_events([])
     assert len(empty) == 0 and empty.op.dtype == np.uint8

@@ -20,6 +20,7 @@ from cachescope.config import load_config
 from cachescope.core import EventColumns
 from cachescope.core.group_state import GroupState
 from cachescope.core.shards import split
+from cachescope.events import OP_NAMES
 from cachescope.store import ClickHouseStore, migrations
 from ingest.shipper import Shipper
 from services import topic_items, unique_name
@@ -28,10 +29,12 @@ pytestmark = pytest.mark.services
 REPO = Path(__file__).resolve().parents[2]
 JOB = REPO / "flink-jobs" / "shadow_caches.py"
 KEYS = {
-    "efficiency": ["cache_group", "policy", "size_bytes", "tier", "window_start", "shard"],
-    "mrc": ["cache_group", "tier", "window_start", "capacity_bytes", "shard"],
-    "observed": ["cache_group", "window_start", "server", "tier", "shard"],
-    "access_events": ["cache_group", "ts", "seq", "source"],
+    "efficiency": ["cache_group", "policy", "size_bytes", "tier", "window_start", "shard", "run"],
+    "mrc": ["cache_group", "tier", "window_start", "capacity_bytes", "shard", "run"],
+    "observed": ["cache_group", "window_start", "server", "tier", "shard", "run"],
+    "access_events": ["cache_group", "ts", "origin", "seq"],
+    "efficiency_hourly": ["cache_group", "policy", "size_bytes", "tier", "window_start", "shard", "run"],
+    "efficiency_daily": ["cache_group", "policy", "size_bytes", "tier", "window_start", "shard", "run"],
 }
 
 
@@ -106,7 +109,9 @@ def expected(events: list[dict], config, finish: bool) -> dict[str, pd.DataFrame
 def normalise(table: str, df: pd.DataFrame) -> pd.DataFrame:
     df = df.copy()
     for c in df.columns:
-        if c.startswith("observed_"):  # Nullable(UInt64): None where no real cache reported
+        if c == "op":  # the core keeps op codes; the store reads its Enum8 back by name
+            df[c] = df[c].map(lambda v: OP_NAMES[v] if isinstance(v, (int, np.integer)) else v).astype(object)
+        elif c.startswith("observed_"):  # Nullable(UInt64): None where no real cache reported
             df[c] = df[c].map(lambda v: -1 if v is None or v != v else int(v)).astype("int64")
         elif c in ("ts", "window_start", "window_end"):
             df[c] = pd.to_datetime(df[c], utc=True).dt.as_unit("us").astype("int64")
@@ -165,7 +170,7 @@ def test_job_writes_what_the_core_computes_with_a_group_spread_over_two_shards(k
     finally:
         kill(job)
     want = expected(events, load_config(cfg).pipeline, finish=True)
-    assert set(want) == {"access_events", "efficiency", "mrc", "observed"}
+    assert set(want) == {"access_events", "efficiency", "efficiency_hourly", "efficiency_daily", "mrc", "observed"}
     assert set(want["efficiency"]["shard"]) == {0, 1}
     assert_store_equals(database, want)
     rejects = topic_items(kafka.bootstrap, kafka_topic + ".job-rejects")

@@ -17,10 +17,7 @@ from cachescope.store import tables
 from cachescope.store import migrations as mig
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "clickhouse_schema.sql"
-ALL_TABLES = sorted([tables.ACCESS_EVENTS, tables.EFFICIENCY, tables.EFFICIENCY_HOURLY, tables.EFFICIENCY_DAILY,
-                     tables.EFFICIENCY_HOURLY_MV, tables.EFFICIENCY_DAILY_MV, tables.EFFICIENCY_HOURLY_VIEW,
-                     tables.EFFICIENCY_DAILY_VIEW, tables.MRC, tables.OBSERVED, tables.PIPELINE_HEALTH,
-                     tables.SCHEMA_MIGRATIONS])
+ALL_TABLES = sorted([*tables.DATA_TABLES, tables.SCHEMA_MIGRATIONS])
 
 
 def test_split_statements():
@@ -113,3 +110,59 @@ def test_cli_migrate_embedded(tmp_path):
     assert "0 migration(s) applied" in again.stdout
     bad = subprocess.run([str(exe), "migrate", "--database", "cli"], capture_output=True, text=True)
     assert bad.returncode != 0
+
+
+def test_migrations_are_package_data():
+    """Found through importlib.resources inside the package: a wheel or an image carries them."""
+    import cachescope
+
+    assert mig.migrations_dir().is_relative_to(Path(cachescope.__file__).parent)
+    assert [m.version for m in mig.discover()] == list(range(1, len(mig.discover()) + 1))
+
+
+def test_access_events_columns_are_the_contract(store):
+    from cachescope.events import CLICKHOUSE_TYPES
+
+    mig.migrate(store)
+    assert store.schema(tables.ACCESS_EVENTS) == CLICKHOUSE_TYPES
+
+
+def test_old_store_moves_to_the_new_keys_without_losing_rows(store, tmp_path):
+    """A store migrated by 0001–0006 (old event key, maxMap rollups) keeps every row through
+    0007 (event identity) and 0008 (rollups from the core), and 0007 survives being re-run."""
+    old = tmp_path / "old"
+    old.mkdir()
+    for m in mig.discover():
+        if m.version <= 6:
+            shutil.copy(m.path, old / m.path.name)
+    mig.migrate(store, events_ttl_days=0, directory=old)
+    n = 500
+    ts = np.datetime64("2024-05-01", "us") + (np.arange(n) // 5).astype("timedelta64[s]")
+    store.insert(tables.ACCESS_EVENTS, {
+        "ts": ts, "site": ["S"] * n, "source": np.array(["dcache-billing", "eos-report"] * (n // 2), dtype=object),
+        "server": ["p1"] * n, "client": [""] * n, "vo": ["atlas"] * n, "path": [f"/f{i}" for i in range(n)],
+        "file_id": np.arange(n, dtype=np.uint64), "file_size": np.full(n, 10, dtype=np.uint64),
+        "bytes_read": np.full(n, 10, dtype=np.uint64), "op": ["read"] * n, "tier": ["AOD"] * n,
+        "cache_group": ["g"] * n, "seq": np.arange(n, dtype=np.uint64)})
+    w = np.datetime64("2024-05-01T00:00", "s") + np.arange(120).astype("timedelta64[m]")
+    store.insert(tables.EFFICIENCY, {
+        "window_start": w, "window_end": w + np.timedelta64(1, "m"), "cache_group": ["g"] * 120,
+        "policy": ["lru"] * 120, "size_bytes": np.full(120, 10**12, dtype=np.uint64), "tier": ["AOD"] * 120,
+        "sample_rate": np.ones(120), "partitions": np.ones(120, dtype=np.uint32),
+        "requests": np.full(120, 3, dtype=np.uint64), "hits": np.full(120, 1, dtype=np.uint64),
+        "bytes_requested": np.full(120, 30, dtype=np.uint64), "bytes_hit": np.full(120, 10, dtype=np.uint64),
+        "bytes_filled": np.zeros(120, dtype=np.uint64), "evictions": np.zeros(120, dtype=np.uint64),
+        "bytes_evicted": np.zeros(120, dtype=np.uint64)})
+    ran = mig.migrate(store, events_ttl_days=0)
+    assert [m.version for m in ran] == [m.version for m in mig.discover() if m.version > 6]
+    assert store.query("SELECT count() FROM access_events FINAL").scalar() == n
+    assert store.query("SELECT uniqExact(origin) FROM access_events").scalar() == 2
+    assert "ORDER BY (cache_group, ts, origin, seq)" in store.query("SHOW CREATE TABLE access_events").scalar()
+    hourly = store.query("SELECT count(), sum(requests) FROM efficiency_hourly FINAL").rows[0]
+    daily = store.query("SELECT count(), sum(requests) FROM efficiency_daily FINAL").rows[0]
+    assert hourly == (2, 360) and daily == (1, 360)
+    # 0007 again, as after an interruption: nothing changes, nothing is lost
+    m7 = next(m for m in mig.discover() if m.version == 7)
+    m7.apply(store, {"database": store.database, "events_ttl": ""})
+    assert store.query("SELECT count() FROM access_events FINAL").scalar() == n
+    assert sorted(store.tables()) == ALL_TABLES

@@ -51,13 +51,15 @@ def test_replay_totals_equal_simulate_and_rows_land_in_the_store(tmp_path):
     rejects = [r for r in map(orjson.loads, (store / "rejects.jsonl").read_text().splitlines()) if not r["skipped"]]
     assert len(rejects) == 1 and rejects[0]["line"] == 103 and "obj_id" in rejects[0]["reason"]
 
+    from cachescope import reads
     from cachescope.store import open_store
 
     with open_store(store_dir=store) as st:
         assert st.query("SELECT count() FROM access_events FINAL").scalar() == 6000
-        hourly = st.query("SELECT sum(requests), sum(hits) FROM efficiency_hourly_v "
-                          "WHERE policy = 'lru' AND size_bytes = 20000000000").rows[0]
-        assert hourly == (got[("lru", 20 * 10**9)]["requests"], got[("lru", 20 * 10**9)]["hits"])
+        first, last = reads.time_span(st)
+        hourly = reads.efficiency_series(st, first, last, 3600, policies=["lru"], sizes=[20 * 10**9])
+        assert (hourly["requests"].sum(), hourly["hits"].sum()) == \
+            (got[("lru", 20 * 10**9)]["requests"], got[("lru", 20 * 10**9)]["hits"])
         assert st.query("SELECT count() > 0 FROM mrc FINAL").scalar()
 
 
@@ -68,11 +70,14 @@ def test_replaying_again_changes_nothing(tmp_path):
     query = ("SELECT count(), sum(requests), sum(hits), sum(bytes_hit) FROM efficiency FINAL")
     for _ in range(2):
         assert run("replay", "--format", "csv", "--site", "S", "--store", str(store), str(log)).returncode == 0
+    from cachescope import reads
     from cachescope.store import open_store
 
     with open_store(store_dir=store) as st:
         first = st.query(query).rows[0]
-        daily = st.query("SELECT sum(requests), sum(hits) FROM efficiency_daily_v").rows[0]
+        first_w, last_w = reads.time_span(st)
+        d = reads.efficiency_series(st, first_w, last_w, 86400)
+        daily = (d["requests"].sum(), d["hits"].sum())
     assert first[1] == 2000 * 24 and daily == first[1:3]
 
 

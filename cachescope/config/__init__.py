@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 
-from cachescope.core.config import PipelineConfig  # noqa: E402
+from cachescope.config.pipeline import PipelineConfig  # noqa: E402
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")

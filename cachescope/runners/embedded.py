@@ -28,9 +28,6 @@ from cachescope.events import AccessEvent
 from cachescope.store import Store, migrations, tables
 from ingest.pipeline import LineParser, RejectRecord, open_lines
 
-#: seq numbers of file i start at i·2⁴⁰: unique per source across the files of one replay, and in
-#: file order for accesses with equal timestamps
-FILE_SEQ_STRIDE = 2**40
 SUMMARY_FIELDS = ("requests", "hits", "bytes_requested", "bytes_hit")
 
 
@@ -75,8 +72,9 @@ class _Totals:
 
 def _merged_by_time(streams: list[Iterator[list[AccessEvent]]]) -> Iterator[AccessEvent]:
     flat = [(ev for batch in s for ev in batch) for s in streams]
-    # ties keep file order (heapq.merge is stable across its inputs)
-    return heapq.merge(*flat, key=attrgetter("ts")) if len(flat) > 1 else flat[0]
+    # equal times in (origin, seq) order, the order every replay of the store uses; one stream
+    # keeps its own (seq) order
+    return heapq.merge(*flat, key=attrgetter("ts", "origin")) if len(flat) > 1 else flat[0]
 
 
 def _chunks(events: Iterable[AccessEvent], size: int) -> Iterator[list[AccessEvent]]:
@@ -111,7 +109,7 @@ def replay(
     for i, f in enumerate(files):
         name = str(f)
         parsers.append(LineParser(fmt, config=config, site=site, source_name=name,
-                                  seq_start=config.ingest.seq_start + i * FILE_SEQ_STRIDE,
+                                  seq_start=config.ingest.seq_start,
                                   on_reject=lambda rec, name=name: on_reject(name, rec)))
     streams = [p.batches(open_lines(f)) for p, f in zip(parsers, files)]
     groups: dict[tuple[str, int], GroupState] = {}

@@ -10,7 +10,7 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from cachescope.core.durations import parse_duration_us
+from cachescope.config.durations import parse_duration_us
 from cachescope.simulation import POLICIES, CacheSpec, log_grid
 from cachescope.units import parse_size, parse_size_spec
 
@@ -73,6 +73,12 @@ class Windows(_Strict):
         eff, cur = self.us("efficiency"), self.us("curve")
         if eff <= 0 or cur <= 0 or cur % eff:
             raise ValueError("windows must be positive and the curve window a multiple of the efficiency window")
+        # windows are stored at one-second resolution, and hours and days are unions of windows
+        if eff % 1_000_000 or 3_600_000_000 % eff:
+            raise ValueError(f"efficiency window {self.efficiency!r} must be a whole number of seconds that divides "
+                             "one hour (e.g. 10s, 1m, 5m, 15m, 1h)")
+        if cur % 1_000_000:
+            raise ValueError(f"curve window {self.curve!r} must be a whole number of seconds")
         self.us("max_out_of_orderness"), self.us("allowed_lateness")
         return self
 

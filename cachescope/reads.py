@@ -1,0 +1,323 @@
+"""The read layer: every question asked of the results, as a named, parameterised query.
+
+Everything that reads the store — the demo's summary, `cachescope serve` (the API and its page),
+the Grafana panels, reports and alert rules — goes through the queries below. The rules of the
+tables are written here once:
+
+* `FINAL` on every ReplacingMergeTree read: a replay may have written a row twice, and counting
+  must see one copy until merges collapse them.
+* A cache group spread over shards writes one row per shard (sub-caches of size/shards, labelled
+  with the full size): readers sum over `shard`, never group by it.
+* Resolution by step: the core writes minute (the configured window), hour and day windows as
+  plain rows of the same columns (`efficiency`, `efficiency_hourly`, `efficiency_daily`), so a
+  series at step S reads the coarsest table whose window divides S, bucketed by S.
+* hit efficiency = hits / requests, transfer efficiency = bytes_hit / bytes_requested, over read
+  accesses only (the engine counts only reads).
+* Every value comes in as a ClickHouse query parameter (`{name:Type}`), never spliced into SQL
+  text: table names are constants chosen by code, filters are typed parameters.
+
+A query is a `NamedQuery`: `.run(store, **params)` gives a pandas DataFrame by the backend's
+fastest columnar path; `.grafana(...)` renders the same SQL with the ClickHouse plugin's macros
+and dashboard variables in place of the parameters (the dashboards are generated from it).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+
+from cachescope.store import tables
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from cachescope.store import Store
+
+_PARAM = re.compile(r"\{([a-z_]+):([A-Za-z0-9(), ']+)\}")
+
+#: window length of each efficiency table, seconds (the minute table's is the configured window,
+#: at most an hour, a divisor of it)
+HOUR, DAY = 3600, 86400
+EFFICIENCY_TABLES = ((DAY, tables.EFFICIENCY_DAILY), (HOUR, tables.EFFICIENCY_HOURLY), (1, tables.EFFICIENCY))
+
+
+@dataclass(frozen=True)
+class NamedQuery:
+    """One question, as SQL with typed ClickHouse parameters."""
+
+    name: str
+    sql: str
+    doc: str
+
+    @property
+    def params(self) -> dict[str, str]:
+        """Parameter name → ClickHouse type."""
+        return dict(_PARAM.findall(self.sql))
+
+    def run(self, store: "Store", **params: Any) -> "pd.DataFrame":
+        missing = sorted(set(self.params) - params.keys())
+        if missing:
+            raise TypeError(f"query {self.name} needs parameters {missing}")
+        return store.query_frame(self.sql, {k: _param_value(v) for k, v in params.items() if k in self.params})
+
+    def grafana(self, bindings: Mapping[str, str]) -> str:
+        """The SQL for a Grafana panel: each parameter replaced by its binding (a macro such as
+        `$__fromTime`, or a dashboard variable such as `'${cache_group}'`)."""
+        missing = sorted(set(self.params) - bindings.keys())
+        if missing:
+            raise KeyError(f"query {self.name}: no Grafana binding for {missing}")
+        return _PARAM.sub(lambda m: bindings[m.group(1)], self.sql)
+
+
+def _param_value(v: Any) -> Any:
+    if isinstance(v, dt.datetime) and v.tzinfo is not None:
+        return v.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    if isinstance(v, (tuple, set, frozenset)):
+        return list(v)
+    return v
+
+
+# ---------------------------------------------------------------------------------------------
+# filters: an empty list means "all"
+
+def _any_of(column: str, param: str, ch_type: str = "Array(String)") -> str:
+    return f"(empty({{{param}:{ch_type}}}) OR has({{{param}:{ch_type}}}, {column}))"
+
+
+_EFFICIENCY_FILTER = " AND ".join((
+    "window_start >= {start:DateTime64(6)} AND window_start < {end:DateTime64(6)}",
+    _any_of("cache_group", "cache_groups"),
+    _any_of("policy", "policies"),
+    _any_of("size_bytes", "sizes", "Array(UInt64)"),
+    _any_of("tier", "tiers"),
+))
+#: one group set, one tier set and a window range: the filter of curves and real-cache reads
+_WINDOW_GROUP_TIER_FILTER = ("window_start >= {start:DateTime64(6)} AND window_start < {end:DateTime64(6)} AND "
+                             + _any_of("cache_group", "cache_groups") + " AND " + _any_of("tier", "tiers"))
+_COUNTERS = ("sum(requests) AS requests, sum(hits) AS hits, sum(bytes_requested) AS bytes_requested, "
+             "sum(bytes_hit) AS bytes_hit, sum(bytes_filled) AS bytes_filled, sum(evictions) AS evictions")
+_EFFICIENCIES = ("if(requests = 0, nan, hits / requests) AS hit_efficiency, "
+                 "if(bytes_requested = 0, nan, bytes_hit / bytes_requested) AS transfer_efficiency")
+#: `by_tier` = 0 folds the tiers into one 'ALL' row (a parameter, so one SQL text serves both)
+_TIER_KEY = "if({by_tier:UInt8} = 1, tier, 'ALL') AS tier_key"
+
+
+def _efficiency_series(table: str) -> NamedQuery:
+    return NamedQuery(
+        f"efficiency_series:{table}",
+        f"SELECT toStartOfInterval(window_start, toIntervalSecond({{step_s:UInt32}})) AS time, cache_group, policy, "
+        f"size_bytes, {_TIER_KEY}, {_COUNTERS}, {_EFFICIENCIES} "
+        f"FROM {table} FINAL WHERE {_EFFICIENCY_FILTER} "
+        "GROUP BY time, cache_group, policy, size_bytes, tier_key "
+        "ORDER BY cache_group, policy, size_bytes, tier_key, time",
+        "hit and transfer efficiency per (cache group, policy, size[, tier]) and time bucket",
+    )
+
+
+def _efficiency_totals(table: str) -> NamedQuery:
+    return NamedQuery(
+        f"efficiency_totals:{table}",
+        f"SELECT cache_group, policy, size_bytes, {_TIER_KEY}, {_COUNTERS}, {_EFFICIENCIES}, "
+        "min(window_start) AS first_window, max(window_end) AS last_window "
+        f"FROM {table} FINAL WHERE {_EFFICIENCY_FILTER} "
+        "GROUP BY cache_group, policy, size_bytes, tier_key ORDER BY cache_group, policy, size_bytes, tier_key",
+        "hit and transfer efficiency per (cache group, policy, size[, tier]) over a whole range",
+    )
+
+
+EFFICIENCY_SERIES = {table: _efficiency_series(table) for _, table in EFFICIENCY_TABLES}
+EFFICIENCY_TOTALS = {table: _efficiency_totals(table) for _, table in EFFICIENCY_TABLES}
+
+MRC = NamedQuery(
+    "mrc",
+    "SELECT capacity_bytes, " + _TIER_KEY + ", sum(requests) AS requests, sum(hits) AS hits, "
+    "sum(bytes_requested) AS bytes_requested, sum(bytes_hit) AS bytes_hit, max(sample_rate) AS sample_rate, "
+    + _EFFICIENCIES + " "
+    f"FROM {tables.MRC} FINAL WHERE {_WINDOW_GROUP_TIER_FILTER} "
+    "GROUP BY capacity_bytes, tier_key ORDER BY tier_key, capacity_bytes",
+    "exact LRU miss-ratio curve: hit and transfer efficiency against capacity, summed over the range",
+)
+
+OBSERVED_SERIES = NamedQuery(
+    "observed_series",
+    "SELECT toStartOfInterval(window_start, toIntervalSecond({step_s:UInt32})) AS time, cache_group, "
+    + _TIER_KEY + ", sum(accesses) AS accesses, sum(bytes_read) AS bytes_read, sum(hit_bytes) AS hit_bytes, "
+    "sum(miss_bytes) AS miss_bytes, sum(bypass_bytes) AS bypass_bytes, "
+    "if(hit_bytes + miss_bytes + bypass_bytes = 0, nan, hit_bytes / (hit_bytes + miss_bytes + bypass_bytes)) "
+    "AS transfer_efficiency "
+    f"FROM {tables.OBSERVED} FINAL WHERE {_WINDOW_GROUP_TIER_FILTER} "
+    "GROUP BY time, cache_group, tier_key ORDER BY cache_group, tier_key, time",
+    "the real cache's own numbers (XCache hit/miss/bypass bytes): transfer efficiency = hit bytes / all bytes",
+)
+
+OBSERVED_SERVERS = NamedQuery(
+    "observed_servers",
+    "SELECT cache_group, server, sum(accesses) AS accesses, sum(hit_bytes) AS hit_bytes, sum(miss_bytes) AS miss_bytes, "
+    f"sum(bypass_bytes) AS bypass_bytes FROM {tables.OBSERVED} FINAL WHERE {_WINDOW_GROUP_TIER_FILTER} "
+    "GROUP BY cache_group, server ORDER BY cache_group, server",
+    "the real caches (servers) behind each cache group and their byte counters",
+)
+
+#: accesses for a what-if replay, in (ts, origin, seq) order, the columns the engine takes
+WHATIF_ACCESSES = NamedQuery(
+    "whatif_accesses",
+    "SELECT toUnixTimestamp64Micro(ts) AS ts_us, origin, seq, file_id, file_size, bytes_read, "
+    "CAST(op, 'Int8') AS op_code, tier, cache_group, site, server "
+    f"FROM {tables.ACCESS_EVENTS} FINAL "
+    "WHERE ts >= {start:DateTime64(6)} AND ts < {end:DateTime64(6)} AND "
+    + _any_of("cache_group", "cache_groups") + " "
+    "ORDER BY ts, origin, seq",
+    "stored accesses of a range (reads, writes and deletes), in replay order",
+)
+
+ACCESS_COUNT = NamedQuery(
+    "access_count",
+    f"SELECT count() AS accesses FROM {tables.ACCESS_EVENTS} "
+    "WHERE ts >= {start:DateTime64(6)} AND ts < {end:DateTime64(6)} AND " + _any_of("cache_group", "cache_groups"),
+    "how many accesses a range holds (to bound a what-if before reading it)",
+)
+
+CACHE_GROUPS = NamedQuery(
+    "cache_groups",
+    "SELECT cache_group, any(site) AS site, count() AS accesses, min(ts) AS first_access, max(ts) AS last_access, "
+    "uniqExact(server) AS servers "
+    f"FROM {tables.ACCESS_EVENTS} GROUP BY cache_group ORDER BY cache_group",
+    "the cache groups in the store, their site and time span",
+)
+
+LIVE_CONFIGS = NamedQuery(
+    "live_configs",
+    "SELECT cache_group, policy, size_bytes, max(sample_rate) AS sample_rate, max(partitions) AS partitions, "
+    "uniqExact(shard) AS shards, min(window_start) AS first_window, max(window_end) AS last_window "
+    f"FROM {tables.EFFICIENCY_DAILY} FINAL "
+    "GROUP BY cache_group, policy, size_bytes ORDER BY cache_group, policy, size_bytes",
+    "the shadow caches the pipeline runs (or ran) per cache group",
+)
+
+TIME_SPAN = NamedQuery(
+    "time_span",
+    f"SELECT min(window_start) AS first_window, max(window_end) AS last_window FROM {tables.EFFICIENCY_DAILY} FINAL",
+    "the time span the results cover",
+)
+
+PIPELINE_HEALTH = NamedQuery(
+    "pipeline_health",
+    "SELECT toStartOfInterval(ts, toIntervalSecond({step_s:UInt32})) AS time, component, cache_group, metric, "
+    "max(value) AS value "
+    f"FROM {tables.PIPELINE_HEALTH} "
+    "WHERE ts >= {start:DateTime64(6)} AND ts < {end:DateTime64(6)} AND " + _any_of("metric", "metrics") + " "
+    "GROUP BY time, component, cache_group, metric ORDER BY component, metric, cache_group, time",
+    "what each component reports about itself (lag, late events, rejects and skips by reason)",
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# one function per question
+
+def _utc(t: dt.datetime) -> dt.datetime:
+    return t.replace(tzinfo=dt.timezone.utc) if t.tzinfo is None else t.astimezone(dt.timezone.utc)
+
+
+def table_for_step(step_s: int) -> str:
+    """The coarsest efficiency table whose windows divide the step."""
+    if step_s <= 0:
+        raise ValueError(f"step must be positive, got {step_s} s")
+    for length, table in EFFICIENCY_TABLES:
+        if step_s % length == 0:
+            return table
+    raise AssertionError("unreachable: the minute table divides every step")
+
+
+def table_for_range(start: dt.datetime, end: dt.datetime) -> str:
+    """The coarsest efficiency table whose windows tile [start, end) exactly."""
+    s, e = int(_utc(start).timestamp()), int(_utc(end).timestamp())
+    for length, table in EFFICIENCY_TABLES:
+        if s % length == 0 and e % length == 0:
+            return table
+    return tables.EFFICIENCY
+
+
+def _lists(**filters: Iterable | None) -> dict[str, list]:
+    return {k: [] if v is None else [int(x) for x in v] if k == "sizes" else [str(x) for x in v]
+            for k, v in filters.items()}
+
+
+def efficiency_series(store: "Store", start: dt.datetime, end: dt.datetime, step_s: int, *,
+                      cache_groups: Sequence[str] = (), policies: Sequence[str] = (), sizes: Sequence[int] = (),
+                      tiers: Sequence[str] = (), by_tier: bool = False) -> "pd.DataFrame":
+    """Hit and transfer efficiency per time bucket of `step_s` seconds."""
+    q = EFFICIENCY_SERIES[table_for_step(step_s)]
+    return q.run(store, start=_utc(start), end=_utc(end), step_s=int(step_s), by_tier=int(by_tier),
+                 **_lists(cache_groups=cache_groups, policies=policies, sizes=sizes, tiers=tiers))
+
+
+def efficiency_totals(store: "Store", start: dt.datetime, end: dt.datetime, *, cache_groups: Sequence[str] = (),
+                      policies: Sequence[str] = (), sizes: Sequence[int] = (), tiers: Sequence[str] = (),
+                      by_tier: bool = False) -> "pd.DataFrame":
+    """Totals over [start, end) per (cache group, policy, size[, tier]), from the coarsest table
+    that tiles the range (the same numbers as summing minute windows)."""
+    q = EFFICIENCY_TOTALS[table_for_range(start, end)]
+    return q.run(store, start=_utc(start), end=_utc(end), by_tier=int(by_tier),
+                 **_lists(cache_groups=cache_groups, policies=policies, sizes=sizes, tiers=tiers))
+
+
+def mrc(store: "Store", start: dt.datetime, end: dt.datetime, *, cache_groups: Sequence[str] = (),
+        tiers: Sequence[str] = (), by_tier: bool = False) -> "pd.DataFrame":
+    return MRC.run(store, start=_utc(start), end=_utc(end), by_tier=int(by_tier),
+                   **_lists(cache_groups=cache_groups, tiers=tiers))
+
+
+def observed_series(store: "Store", start: dt.datetime, end: dt.datetime, step_s: int, *,
+                    cache_groups: Sequence[str] = (), tiers: Sequence[str] = (), by_tier: bool = False) -> "pd.DataFrame":
+    return OBSERVED_SERIES.run(store, start=_utc(start), end=_utc(end), step_s=int(step_s), by_tier=int(by_tier),
+                               **_lists(cache_groups=cache_groups, tiers=tiers))
+
+
+def observed_servers(store: "Store", start: dt.datetime, end: dt.datetime, *,
+                     cache_groups: Sequence[str] = (), tiers: Sequence[str] = ()) -> "pd.DataFrame":
+    return OBSERVED_SERVERS.run(store, start=_utc(start), end=_utc(end), **_lists(cache_groups=cache_groups, tiers=tiers))
+
+
+def whatif_accesses(store: "Store", start: dt.datetime, end: dt.datetime, *,
+                    cache_groups: Sequence[str] = ()) -> "pd.DataFrame":
+    """Accesses of [start, end) in (ts, origin, seq) order: ts_us, origin, seq, file_id, file_size,
+    bytes_read, op_code, tier, cache_group, site, server."""
+    return WHATIF_ACCESSES.run(store, start=_utc(start), end=_utc(end), **_lists(cache_groups=cache_groups))
+
+
+def access_count(store: "Store", start: dt.datetime, end: dt.datetime, *, cache_groups: Sequence[str] = ()) -> int:
+    df = ACCESS_COUNT.run(store, start=_utc(start), end=_utc(end), **_lists(cache_groups=cache_groups))
+    return int(df["accesses"].iloc[0]) if len(df) else 0
+
+
+def cache_groups(store: "Store") -> "pd.DataFrame":
+    return CACHE_GROUPS.run(store)
+
+
+def live_configs(store: "Store") -> "pd.DataFrame":
+    return LIVE_CONFIGS.run(store)
+
+
+def time_span(store: "Store") -> tuple[dt.datetime, dt.datetime] | None:
+    """(first window start, last window end) of the results, or None for an empty store."""
+    df = TIME_SPAN.run(store)
+    if not len(df) or df["first_window"].isna().all():
+        return None
+    first, last = df["first_window"].iloc[0], df["last_window"].iloc[0]
+    if first.timestamp() <= 0:  # min() of no rows is the epoch
+        return None
+    return _utc(first.to_pydatetime()), _utc(last.to_pydatetime())
+
+
+def pipeline_health(store: "Store", start: dt.datetime, end: dt.datetime, step_s: int, *,
+                    metrics: Sequence[str] = ()) -> "pd.DataFrame":
+    return PIPELINE_HEALTH.run(store, start=_utc(start), end=_utc(end), step_s=int(step_s),
+                               metrics=[str(m) for m in metrics])
+
+
+#: every named query, for tests and the dashboards generator
+ALL: tuple[NamedQuery, ...] = (*EFFICIENCY_SERIES.values(), *EFFICIENCY_TOTALS.values(), MRC, OBSERVED_SERIES,
+                               OBSERVED_SERVERS, WHATIF_ACCESSES, ACCESS_COUNT, CACHE_GROUPS, LIVE_CONFIGS, TIME_SPAN,
+                               PIPELINE_HEALTH)

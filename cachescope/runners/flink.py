@@ -1,0 +1,321 @@
+"""PyFlink job: Kafka `cachescope.events` → shadow caches per cache group → ClickHouse.
+
+A thin adapter: all the work happens in cachescope.core.GroupProcessor, called once per Kafka
+message (a batch of events). The processor and its outbox of unwritten rows live in Flink keyed
+state, so a checkpoint captures the caches, the open windows and the rows not yet written,
+consistently with the Kafka offsets: a restored job ends with exactly the results of an
+uninterrupted one (rows are deterministic, the tables replace duplicates).
+
+The job's entry point is flink-jobs/shadow_caches.py (it calls main() here).
+
+Run locally (MiniCluster):   python flink-jobs/shadow_caches.py --bootstrap 127.0.0.1:9092 \
+                                 --clickhouse clickhouse://127.0.0.1:9000/cachescope --checkpoint-dir /tmp/ckpt
+On a cluster:                flink run -py flink-jobs/shadow_caches.py -pyexec .venv/bin/python \
+                                 -j .cache/flink-jars/flink-sql-connector-kafka-5.0.0-2.2.jar -- --bootstrap …
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]  # a checkout: its .cache/flink-jars
+CONNECTOR_JAR = "flink-sql-connector-kafka-5.0.0-2.2.jar"
+END_OF_INPUT = 2**63 - 2  # event-time timer that only a finished bounded source reaches
+MIN_WRITE_GAP_MS = 1000
+
+
+def make_function(config_json: str, clickhouse_url: str, database: str, flush_seconds: float, flush_rows: int,
+                  late_tag, reject_tag):
+    from pyflink.common import Types
+    from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
+    from pyflink.datastream.state import ValueStateDescriptor
+
+    flush_ms = max(1, int(flush_seconds * 1000))
+
+    class ShadowCacheFunction(KeyedProcessFunction):
+        def open(self, ctx: RuntimeContext):
+            from cachescope.core import PipelineConfig
+            from cachescope.core.writer import RowWriter
+            from cachescope.store import open_store
+
+            self.config = PipelineConfig.model_validate_json(config_json)
+            # thread mode converts PRIMITIVE_ARRAY(BYTE) element by element: pickled objects are ~500× cheaper
+            self.state = ctx.get_state(ValueStateDescriptor("group", Types.PICKLED_BYTE_ARRAY()))
+            self.store = open_store(clickhouse_url=clickhouse_url, database=database)
+            # inserts run beside the processing; rows stay in the keyed state until written
+            self.writer = RowWriter(self.store, background=True)
+            self.timers: dict[str, int] = {}  # key → flush timer last registered (a restart re-registers)
+            self.written_at: dict[str, int] = {}  # key → processing time of its last write
+
+        def close(self):
+            self.writer.close()
+            self.store.close()
+
+        def process_element(self, value, ctx):
+            import orjson
+
+            from cachescope.core.group_state import GroupState
+            from cachescope.core.messages import decode_batch
+
+            if isinstance(value, bytes):  # keyed by its Kafka key in the JVM (see keyed_by_kafka_key)
+                group, shard, message = ctx.get_current_key(), 0, value
+                group_key = group
+            else:  # (key, cache group, shard, message) from the router
+                group_key, group, shard, message = value
+            try:
+                named, cols = decode_batch(message)
+                if named != group:
+                    raise ValueError(f"message of cache group {named!r} carries the Kafka key {group!r} "
+                                     "(the shippers key each message by its cache group)")
+            except (ValueError, TypeError, KeyError, OverflowError) as e:  # never fail the job on one bad message
+                yield reject_tag, orjson.dumps({"cache_group": group, "reason": f"bad message: {e}",
+                                                "message": _text(message[:10000])}).decode()
+                return
+            self.writer.check()  # a failed background insert fails the job: it restarts from its checkpoint
+            st = self.state.value()
+            if st is None:
+                st = GroupState.new(group, self.config, shard)
+                ctx.timer_service().register_event_time_timer(END_OF_INPUT)
+            late = st.process(cols, message)
+            if late is not None:
+                for i in range(len(late)):
+                    yield late_tag, orjson.dumps({"cache_group": group, "ts": int(late.ts[i]), "seq": int(late.seq[i]),
+                                                  "source": late.source[i], "path": late.path[i]}).decode()
+            # Write now when a window closed (its rows are what dashboards wait for; at most every
+            # MIN_WRITE_GAP_MS, for replays of old logs close windows with every message), when
+            # many rows wait (a small state to checkpoint) or when the flush period has passed.
+            # Timers fire only between PyFlink bundles (5 s): they are for keys that went quiet.
+            now = ctx.timer_service().current_processing_time()
+            since = now - self.written_at.get(group_key, 0)
+            if ((st.outbox.has_windows and since >= MIN_WRITE_GAP_MS) or len(st.outbox) >= flush_rows
+                    or since >= flush_ms):
+                st.write(self.writer, "flink")
+                self.written_at[group_key] = now
+            due = now - now % flush_ms + flush_ms
+            if self.timers.get(group_key) != due:  # Flink keeps one anyway; this spares the call
+                self.timers[group_key] = due
+                ctx.timer_service().register_processing_time_timer(due)
+            self.state.update(st)
+
+        def on_timer(self, timestamp, ctx):
+            st = self.state.value()
+            if st is not None:
+                end = timestamp >= END_OF_INPUT
+                if end:  # bounded input finished: close every window
+                    st.finish()
+                st.write(self.writer, "flink")
+                if end:  # written before the job ends: its Python worker may stop without close()
+                    self.writer.wait()
+                self.state.update(st)
+            yield from ()  # PyFlink iterates what on_timer returns
+
+    return ShadowCacheFunction()
+
+
+def make_router(shards: int):
+    """Message → (key, cache group, shard, message): the key Flink partitions state by. A group
+    spread over several shards is split here by file hash, one message per shard."""
+
+    def route(message: str):
+        from cachescope.core.messages import cache_group_of, decode_batch, encode_columns
+        from cachescope.core.shards import shard_key, split
+
+        try:
+            group = cache_group_of(message)
+            if shards == 1:
+                yield group, group, 0, message
+                return
+            for k, part in split(decode_batch(message)[1], shards):
+                sub = encode_columns(group, part)
+                yield shard_key(group, k, shards), group, k, sub if isinstance(message, bytes) else sub.decode()
+        except (ValueError, TypeError, KeyError, OverflowError):
+            yield "", "", 0, message  # the processing function sends it to the reject topic with its reason
+
+    return route
+
+
+def keyed_by_kafka_key(env, args, message_type):
+    """Messages keyed by their Kafka record key (the shippers' cache group) without a Python hop.
+
+    PyFlink's KafkaSource exposes only the value, and a Python key selector would send every
+    message through Python twice. The Table API's Kafka connector reads the key too; keying on
+    it happens in the JVM, so a message reaches Python once, in the shadow-cache function (which
+    checks the key against the cache group inside the message)."""
+    from pyflink.common import Types, WatermarkStrategy
+    from pyflink.datastream.data_stream import KeyedStream
+    from pyflink.java_gateway import get_gateway
+    from pyflink.table import StreamTableEnvironment
+
+    def literal(v: str) -> str:
+        return "'" + v.replace("'", "''") + "'"
+
+    options = {
+        "connector": "kafka", "topic": args.topic, "properties.bootstrap.servers": args.bootstrap,
+        "properties.group.id": args.consumer_group,
+        # the shippers write in transactions: read only committed batches
+        "properties.isolation.level": "read_committed",
+        "scan.startup.mode": "earliest-offset",
+        "key.format": "raw", "key.fields": "kafka_key", "value.format": "raw", "value.fields-include": "EXCEPT_KEY",
+    }
+    if args.bounded:
+        options["scan.bounded.mode"] = "latest-offset"
+    t_env = StreamTableEnvironment.create(env)
+    t_env.execute_sql("CREATE TEMPORARY TABLE cachescope_events (kafka_key STRING, message BYTES) WITH ("
+                      + ", ".join(f"{literal(k)} = {literal(v)}" for k, v in options.items()) + ")")
+    # an unkeyed message is keyed by the cache group at its head (the message format puts it first)
+    rows = t_env.to_data_stream(t_env.sql_query(
+        "SELECT CASE WHEN kafka_key IS NULL OR kafka_key = '' THEN COALESCE(REGEXP_EXTRACT("
+        "SUBSTRING(CAST(message AS STRING) FROM 1 FOR 512), '^\\{\"cache_group\":\"([^\"\\\\]*)\"', 1), '') "
+        "ELSE kafka_key END AS kafka_key, message FROM cachescope_events"))
+    # Python operators take Row(key, value) as a RowTypeInfo (the table hands out ExternalTypeInfo)
+    j_rows = rows.assign_timestamps_and_watermarks(WatermarkStrategy.no_watermarks())._j_data_stream.returns(
+        Types.ROW_NAMED(["kafka_key", "message"], [Types.STRING(), message_type]).get_java_type_info())
+    # what DataStream.key_by does after its Python key selector: Row(key, value) keyed on field 0
+    j_keyed = j_rows.keyBy(get_gateway().jvm.KeyByKeySelector(),
+                                       Types.ROW([Types.STRING()]).get_java_type_info())
+    return KeyedStream(j_keyed, message_type, rows)
+
+
+def _text(message: bytes | str) -> str:
+    return message.decode("utf-8", "replace") if isinstance(message, bytes) else message
+
+
+def kafka_sink(bootstrap: str, topic: str):
+    """Exactly once into Kafka: records are committed with the checkpoint (consumers: read_committed)."""
+    from pyflink.common.serialization import SimpleStringSchema
+    from pyflink.datastream.connectors.base import DeliveryGuarantee
+    from pyflink.datastream.connectors.kafka import KafkaRecordSerializationSchema, KafkaSink
+
+    return (KafkaSink.builder()
+            .set_bootstrap_servers(bootstrap)
+            .set_record_serializer(KafkaRecordSerializationSchema.builder().set_topic(topic)
+                                   .set_value_serialization_schema(SimpleStringSchema()).build())
+            .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE)
+            .set_transactional_id_prefix(f"cachescope-{topic}")
+            # below the broker's transaction.max.timeout.ms (15 min by default)
+            .set_property("transaction.timeout.ms", "600000")
+            .build())
+
+
+def _millis(duration: str) -> int:
+    from cachescope.config.durations import parse_duration_us
+
+    return max(1, parse_duration_us(duration) // 1000)
+
+
+def default_jars() -> list[str]:
+    jar_dir = os.environ.get("CACHESCOPE_FLINK_JARS") or str(REPO / ".cache" / "flink-jars")
+    found = glob.glob(os.path.join(jar_dir, CONNECTOR_JAR))
+    if not found:
+        raise SystemExit(f"connector jar {CONNECTOR_JAR} not found: run `scripts/services install flink-jars` "
+                         "or pass --jar")
+    return found
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description="cachescope shadow-cache job (PyFlink)")
+    ap.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers host:port")
+    ap.add_argument("--topic", default="cachescope.events")
+    ap.add_argument("--late-topic", default="cachescope.events.late", help="late events (side output)")
+    ap.add_argument("--reject-topic", default="cachescope.events.rejects", help="messages that do not decode")
+    ap.add_argument("--consumer-group", default="cachescope-shadow-caches")
+    ap.add_argument("--clickhouse", required=True, help="clickhouse://host:port[/database]")
+    ap.add_argument("--database", default=None)
+    ap.add_argument("--config", default=None, help="pipeline YAML (policies × sizes, windows, curve)")
+    ap.add_argument("--checkpoint-dir", required=True, help="checkpoints (file:// path locally, s3:// in production)")
+    ap.add_argument("--checkpoint-interval", default="30s",
+                    help="also how often late/rejected records become visible (transactional side outputs)")
+    ap.add_argument("--restore", default=None, help="checkpoint or savepoint path to resume from")
+    ap.add_argument("--bounded", action="store_true", help="stop at the offsets that are the latest at start")
+    ap.add_argument("--parallelism", type=int, default=1)
+    ap.add_argument("--execution-mode", choices=("process", "thread"), default="process")
+    ap.add_argument("--flush-seconds", type=float, default=2.0, help="how often rows are written")
+    ap.add_argument("--flush-rows", type=int, default=100_000,
+                    help="a cache group writes as soon as this many rows (raw events included) wait")
+    ap.add_argument("--bundle-time", default="5s",
+                    help="PyFlink bundle length: keyed state is serialised once per bundle and at checkpoints")
+    ap.add_argument("--restart-attempts", type=int, default=10,
+                    help="restarts from the last checkpoint before the job fails (0: fail at once)")
+    ap.add_argument("--jar", action="append", default=None, help="connector jar(s)")
+    args = ap.parse_args(argv)
+
+    from pyflink.common import Configuration, Types, WatermarkStrategy
+    from pyflink.common.serialization import ByteArraySchema, SimpleStringSchema
+    from pyflink.datastream import OutputTag, StreamExecutionEnvironment
+    from pyflink.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource
+
+    from cachescope.config import load_config
+    config = load_config(args.config).pipeline
+    jars = args.jar or default_jars()
+    ckpt = args.checkpoint_dir if "://" in args.checkpoint_dir else Path(args.checkpoint_dir).resolve().as_uri()
+
+    conf = Configuration()
+    conf.set_string("pipeline.jars", ";".join(Path(j).resolve().as_uri() for j in jars))
+    conf.set_string("python.executable", sys.executable)
+    conf.set_string("python.client.executable", sys.executable)
+    conf.set_string("python.execution-mode", args.execution_mode)
+    conf.set_string("python.state.cache-size", "100000")
+    conf.set_string("python.fn-execution.bundle.time", str(_millis(args.bundle_time)))
+    conf.set_string("execution.checkpointing.interval", args.checkpoint_interval)
+    conf.set_string("execution.checkpointing.mode", "EXACTLY_ONCE")
+    conf.set_string("execution.checkpointing.dir", ckpt)
+    conf.set_string("state.checkpoints.dir", ckpt)
+    conf.set_string("execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION")
+    conf.set_string("execution.checkpointing.num-retained", "3")
+    conf.set_string("restart-strategy.type", "fixed-delay" if args.restart_attempts else "none")
+    conf.set_string("restart-strategy.fixed-delay.attempts", str(args.restart_attempts))
+    conf.set_string("restart-strategy.fixed-delay.delay", "5s")
+    if args.restore:
+        conf.set_string("execution.state-recovery.path", args.restore)
+        conf.set_string("execution.savepoint.path", args.restore)
+    env = StreamExecutionEnvironment.get_execution_environment(conf)
+    env.set_parallelism(args.parallelism)
+
+    # Messages travel as bytes in process mode: a String would be re-encoded at every hop
+    # (Kafka → JVM → Python → shuffle → Python), which was most of the JVM's time. Thread mode
+    # converts byte arrays element by element, so there they stay strings.
+    if args.execution_mode == "process":
+        value_schema, message_type = ByteArraySchema(), Types.PRIMITIVE_ARRAY(Types.BYTE())
+    else:
+        value_schema, message_type = SimpleStringSchema(), Types.STRING()
+    # event time is the core's business (per cache group, from the events themselves): no watermarks
+    if config.shards == 1 and args.execution_mode == "process":
+        keyed = keyed_by_kafka_key(env, args, message_type)
+    else:
+        builder = (KafkaSource.builder()
+                   .set_bootstrap_servers(args.bootstrap)
+                   .set_topics(args.topic)
+                   .set_group_id(args.consumer_group)
+                   .set_starting_offsets(KafkaOffsetsInitializer.earliest())
+                   .set_value_only_deserializer(value_schema)
+                   # the shippers write in transactions: read only committed batches
+                   .set_property("isolation.level", "read_committed"))
+        if args.bounded:
+            builder = builder.set_bounded(KafkaOffsetsInitializer.latest())
+        keyed = (env.from_source(builder.build(), WatermarkStrategy.no_watermarks(), "kafka: " + args.topic,
+                                 type_info=message_type)
+                 .flat_map(make_router(config.shards),
+                           output_type=Types.TUPLE([Types.STRING(), Types.STRING(), Types.INT(), message_type]))
+                 .name(f"cache group (and shard of {config.shards}) of message")
+                 .key_by(lambda t: t[0], key_type=Types.STRING()))
+
+    late_tag = OutputTag("late-events", Types.STRING())
+    reject_tag = OutputTag("rejected-messages", Types.STRING())
+    url = args.clickhouse
+    database = args.database or (url.rstrip("/").rsplit("/", 1)[-1] if url.count("/") > 2 else "default")
+    shadow = (keyed
+              .process(make_function(config.model_dump_json(), url, database, args.flush_seconds, args.flush_rows,
+                                     late_tag, reject_tag),
+                       output_type=Types.STRING())
+              .name("shadow caches → ClickHouse"))
+    for tag, topic in ((late_tag, args.late_topic), (reject_tag, args.reject_topic)):
+        shadow.get_side_output(tag).sink_to(kafka_sink(args.bootstrap, topic)).name("→ " + topic)
+    env.execute("cachescope shadow caches")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""The read layer on both backends, on rows written by the real embedded pipeline."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cachescope import reads
+from cachescope.config import load_config
+from cachescope.runners.embedded import replay
+
+CLI = Path(sys.executable).parent / "cachescope"
+
+
+@pytest.fixture(scope="module")
+def gstream_logs(tmp_path_factory) -> list[Path]:
+    out = tmp_path_factory.mktemp("logs")
+    subprocess.run([str(CLI), "generate", "--out", str(out), "-f", "xrootd-gstream", "-n", "8000", "--days", "0.5",
+                    "--seed", "3"], check=True, capture_output=True)
+    return sorted(p for p in out.rglob("*") if p.is_file())
+
+
+@pytest.fixture
+def filled(store, gstream_logs):
+    summary = replay(gstream_logs, "xrootd-gstream", config=load_config(), store=store)
+    assert summary.events > 4000
+    return store, summary
+
+
+def test_every_resolution_and_the_totals_agree_with_the_replay(filled):
+    store, summary = filled
+    first, last = reads.time_span(store)
+    want = summary.efficiency.set_index(["cache_group", "policy", "size_bytes"])[["requests", "hits", "bytes_hit"]]
+    for step in (60, 300, 3600, 86400):
+        got = reads.efficiency_series(store, first, last, step).groupby(
+            ["cache_group", "policy", "size_bytes"])[["requests", "hits", "bytes_hit"]].sum()
+        assert (got.sort_index().to_numpy() == want.sort_index().to_numpy()).all(), step
+    tot = reads.efficiency_totals(store, first, last).set_index(["cache_group", "policy", "size_bytes"])
+    assert (tot[["requests", "hits", "bytes_hit"]].sort_index().to_numpy() == want.sort_index().to_numpy()).all()
+    by_tier = reads.efficiency_totals(store, first, last, by_tier=True)
+    assert len(set(by_tier["tier_key"])) > 1 and "ALL" not in set(by_tier["tier_key"])
+    assert by_tier["requests"].sum() == tot["requests"].sum()
+    e = tot["hit_efficiency"]
+    assert ((e >= 0) & (e <= 1)).all()
+
+
+def test_filters_curves_real_cache_and_whatif_read(filled):
+    store, summary = filled
+    first, last = reads.time_span(store)
+    group = summary.efficiency["cache_group"].iloc[0]
+    one = reads.efficiency_series(store, first, last, 3600, cache_groups=[group], policies=["arc"], tiers=[])
+    assert set(one["cache_group"]) == {group} and set(one["policy"]) == {"arc"}
+    curve = reads.mrc(store, first, last, cache_groups=[group])
+    assert len(curve) == 64 and curve["hit_efficiency"].is_monotonic_increasing
+    real = reads.observed_series(store, first, last, 3600, cache_groups=[group])
+    assert len(real) and (real["transfer_efficiency"].dropna().between(0, 1)).all()
+    assert len(reads.observed_servers(store, first, last)) >= 2
+    acc = reads.whatif_accesses(store, first, last, cache_groups=[group])
+    assert len(acc) == reads.access_count(store, first, last, cache_groups=[group]) > 0
+    key = list(zip(acc["ts_us"].tolist(), acc["origin"].tolist(), acc["seq"].tolist()))
+    assert key == sorted(key)
+    assert acc["file_id"].dtype == np.uint64 and set(acc["op_code"].unique()) <= {0, 1, 2}
+    configs = reads.live_configs(store)
+    assert len(configs) == len(summary.efficiency)
+    assert len(reads.cache_groups(store)) == summary.efficiency["cache_group"].nunique()
+    health = reads.pipeline_health(store, dt.datetime(2000, 1, 1), dt.datetime(2100, 1, 1), 3600)
+    assert {"events_in", "rows_written"} <= set(health["metric"])
+
+
+def test_values_are_parameters_never_sql(filled):
+    store, _ = filled
+    first, last = reads.time_span(store)
+    hostile = ["x' OR 1=1 --", "'; DROP TABLE efficiency; --"]
+    assert len(reads.efficiency_series(store, first, last, 3600, cache_groups=hostile)) == 0
+    assert len(reads.efficiency_series(store, first, last, 3600)) > 0  # the table is still there
+    for q in reads.ALL:
+        assert "'" not in re.sub(r"'[A-Za-z0-9_ ]*'", "", q.sql.replace("\\'", "")), q.name  # only fixed literals
+
+
+def test_grafana_rendering_replaces_every_parameter():
+    bindings = {"start": "$__fromTime", "end": "$__toTime", "step_s": "$__interval_s", "by_tier": "1",
+                "cache_groups": "[${cache_group:singlequote}]", "policies": "[${policy:singlequote}]",
+                "sizes": "[${size:csv}]", "tiers": "[${tier:singlequote}]", "metrics": "[]"}
+    for q in reads.ALL:
+        sql = q.grafana(bindings)
+        assert "{" not in sql.replace("${", "").replace("{{", ""), q.name
+    with pytest.raises(KeyError, match="no Grafana binding"):
+        reads.MRC.grafana({})
