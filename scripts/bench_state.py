@@ -23,7 +23,7 @@ import msgspec
 import numpy as np
 
 from cachescope.core.columns import NO_OBSERVATION, EventColumns
-from cachescope.core.config import PipelineConfig
+from cachescope.config import PipelineConfig
 from cachescope.core.group_state import GroupState
 
 SIZES = ["1TB", "2TB", "5TB", "10TB", "20TB", "50TB", "100TB", "200TB"]

@@ -20,7 +20,15 @@ replicas (the Altinity ClickHouseInstallation in deploy/k8s/) runs the same stat
 Statements of a kind this module does not know raise an error instead of passing through
 unchanged: a new migration kind must be thought about here once.
 
-    python -m cachescope.store.cluster render [--no-replicated] [--no-distributed] [--cluster C] [--on-cluster]
+Two ways in, both from the migrations:
+* a fresh database gets the *final* schema: the migrations run on a scratch database of the same
+  server with their single-node engines (`plan`), and every object they leave is created in its
+  cluster form. No ALTER, RENAME or copy of a migration's history runs on the cluster.
+* a database that has migrations applied gets the new ones one by one: .sql statements rewritten;
+  a Python migration (`forward(store, values)`) runs against a store that rewrites every command
+  it sends (ALTER and RENAME of a sharded table recreate its Distributed table).
+
+    python -m cachescope.store.cluster render [--no-replicated] [--no-distributed] [--cluster C] [--on-cluster]   (plans in chDB)
     python -m cachescope.store.cluster apply --clickhouse URL [--database D] [same options]
 """
 
@@ -29,7 +37,9 @@ from __future__ import annotations
 import datetime as dt
 import re
 import sys
+import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 from cachescope.store import migrations
 from cachescope.store.tables import SCHEMA_MIGRATIONS
@@ -83,7 +93,30 @@ def _after_name(stmt: str, m: re.Match, text: str) -> str:
     return stmt[:m.end()] + text + stmt[m.end():]
 
 
-def _localize(stmt: str, database: str, tables: set[str]) -> str:
+def _sharding_key(stmt: str) -> str:
+    # a cache_group column, in a migration's layout or in ClickHouse's one-line SHOW CREATE
+    has = re.search(r"(?:^|[(,])\s*`?cache_group`?\s+[A-Z]", stmt, re.M)
+    return "cityHash64(cache_group)" if has else "rand()"
+
+
+def _distributed(database: str, name: str, key: str, variant: Variant) -> str:
+    return (f"CREATE TABLE IF NOT EXISTS {database}.{name}{variant.on()} AS {database}.{name}{LOCAL_SUFFIX}\n"
+            f"ENGINE = Distributed('{variant.cluster}', '{database}', '{name}{LOCAL_SUFFIX}', {key})")
+
+
+_CREATE_AS = re.compile(r"^CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(?P<db>\w+)\.(?P<name>\w+)\s+AS\s+(?P<sdb>\w+)\.(?P<src>\w+)\s*$",
+                        re.IGNORECASE)
+_TRUNCATE = re.compile(r"^TRUNCATE\s+(?:TABLE\s+)?(?:IF\s+EXISTS\s+)?(?P<db>\w+)\.(?P<name>\w+)", re.IGNORECASE)
+_RENAME = re.compile(r"^RENAME\s+TABLE\s+(?P<db>\w+)\.(?P<name>\w+)\s+TO\s+(?P<db2>\w+)\.(?P<new>\w+)\s*$", re.IGNORECASE)
+_REPLICATED = re.compile(r"Replicated(?P<kind>\w*MergeTree)\('[^']*',\s*'[^']*'(?:,\s*)?")
+
+
+def single_node_engine(engine_full: str) -> str:
+    """`engine_full` of a local table with its Replicated prefix and Keeper arguments taken out."""
+    return _REPLICATED.sub(lambda m: m.group("kind") + "(", engine_full).replace("MergeTree()", "MergeTree")
+
+
+def _localize(stmt: str, database: str, tables) -> str:
     """Point references to distributed tables at their local tables."""
     for t in sorted(tables, key=len, reverse=True):
         stmt = re.sub(rf"\b{re.escape(database)}\.{re.escape(t)}\b(?!{LOCAL_SUFFIX})",
@@ -91,13 +124,24 @@ def _localize(stmt: str, database: str, tables: set[str]) -> str:
     return stmt
 
 
-def rewrite(statements: list[str], database: str, variant: Variant, tables: set[str]) -> list[str]:
-    """The cluster form of one migration's statements. `tables` collects (and is read for) the
-    names that became `<name>_local` + Distributed, across migrations in order."""
+def rewrite(statements: list[str], database: str, variant: Variant, tables: dict[str, str],
+            engine_of=None) -> list[str]:
+    """The cluster form of statements. `tables` collects (and is read for) the names that became
+    `<name>_local` + Distributed, with their sharding keys, across migrations in order.
+    `engine_of(table)`: the single-node ENGINE clause of a table, for `CREATE TABLE t AS src`."""
     out: list[str] = []
     on = variant.on()
     for raw in statements:
         stmt = _strip_comments(raw)
+        if m := _CREATE_AS.match(stmt):
+            if engine_of is None:
+                raise ClusterSchemaError(f"CREATE TABLE {m.group('name')} AS {m.group('src')}: needs the source's engine")
+            # the copy gets its own Keeper path: AS alone would make it a replica of the source
+            stmt = f"{stmt} ENGINE = {engine_of(m.group('src'))}"
+            if variant.distributed and m.group("src") in tables:
+                tables[m.group("name")] = tables[m.group("src")]
+            out.extend(rewrite([stmt], database, variant, tables, engine_of))
+            continue
         if m := _CREATE_TABLE.match(stmt):
             name = m.group("name")
             engine = _ENGINE.search(stmt)
@@ -111,10 +155,9 @@ def rewrite(statements: list[str], database: str, variant: Variant, tables: set[
             body = _after_name(body, _CREATE_TABLE.match(body), on)
             out.append(body)
             if variant.distributed:
-                tables.add(name)
-                key = "cityHash64(cache_group)" if re.search(r"^\s*cache_group\s", stmt, re.M) else "rand()"
-                out.append(f"CREATE TABLE IF NOT EXISTS {database}.{name}{on} AS {database}.{local}\n"
-                           f"ENGINE = Distributed('{variant.cluster}', '{database}', '{local}', {key})")
+                key = tables.get(name) or _sharding_key(stmt)
+                tables[name] = key
+                out.append(_distributed(database, name, key, variant))
         elif m := _CREATE_MV.match(stmt):
             # the view fires on inserts into its (local) source and writes its (local) target
             body = _localize(stmt, database, tables) if variant.distributed else stmt
@@ -124,19 +167,40 @@ def rewrite(statements: list[str], database: str, variant: Variant, tables: set[
         elif m := _ALTER.match(stmt):
             name = m.group("name")
             if variant.distributed and name in tables:
-                # the local table first: a Distributed table must not name a column its shards lack
+                # the local table, then a fresh Distributed table over it (it takes the new columns;
+                # a Distributed table accepts no ORDER BY, TTL, … changes)
                 local = _localize(stmt, database, {name})
                 out.append(_after_name(local, _ALTER.match(local), on))
-            out.append(_after_name(stmt, m, on))
+                out.append(f"DROP TABLE IF EXISTS {database}.{name}{on} SYNC")
+                out.append(_distributed(database, name, tables[name], variant))
+            else:
+                out.append(_after_name(stmt, m, on))
+        elif m := _TRUNCATE.match(stmt):
+            local = _localize(stmt, database, {m.group("name")}) if variant.distributed else stmt
+            out.append(_after_name(local, _TRUNCATE.match(local), on))
+        elif m := _RENAME.match(stmt):
+            name, new = m.group("name"), m.group("new")
+            if variant.distributed and name in tables:
+                out.append(f"RENAME TABLE {database}.{name}{LOCAL_SUFFIX} TO {database}.{new}{LOCAL_SUFFIX}{on}")
+                out.append(f"DROP TABLE IF EXISTS {database}.{name}{on} SYNC")
+                tables[new] = tables.pop(name)
+                out.append(_distributed(database, new, tables[new], variant))
+            else:
+                out.append(f"{stmt}{on}")
         elif m := _DROP.match(stmt):
             name = m.group("name")
             out.append(_after_name(stmt, m, on))
             if variant.distributed and name in tables:
                 local = _localize(stmt, database, {name})
-                out.append(_after_name(local, _DROP.match(local), on))
-                tables.discard(name)
+                local = _after_name(local, _DROP.match(local), on)
+                out.append(local if re.search(r"\bSYNC\s*$", local) else local + " SYNC")
+                tables.pop(name)
         elif _INSERT.match(stmt):
-            out.append(stmt)  # through the Distributed tables, once (not ON CLUSTER: that would repeat it per node)
+            # ON CLUSTER: once, through the Distributed tables (every node has the DDL by then).
+            # Node by node: each node copies its own rows, local table to local table (another
+            # shard may not have the target table yet)
+            local = variant.distributed and not variant.on_cluster
+            out.append(_localize(stmt, database, tables) if local else stmt)
         else:
             raise ClusterSchemaError(f"cannot rewrite this statement for a cluster, teach cachescope.store.cluster: "
                                      f"{stmt.splitlines()[0][:80]}")
@@ -163,35 +227,126 @@ def schema_migrations_ddl(database: str, variant: Variant) -> str:
     return _after_name(ddl, m, variant.on())
 
 
-def render(database: str, variant: Variant, events_ttl_days: int = migrations.DEFAULT_EVENTS_TTL_DAYS,
-           health_ttl_days: int = migrations.DEFAULT_HEALTH_TTL_DAYS) -> list[tuple[migrations.Migration, list[str]]]:
-    """Every migration with its cluster statements, in order."""
-    vals = values(database, events_ttl_days, health_ttl_days)
-    tables: set[str] = set()
-    return [(m, rewrite(m.statements(vals), database, variant, tables)) for m in migrations.discover()]
+class _RewritingStore:
+    """The store a migration sees: every command rewritten for the cluster, run on `target` and
+    recorded; queries (system tables, INSERT … SELECT sources) answered by `oracle`."""
+
+    def __init__(self, database: str, variant: Variant, tables: dict[str, str], engine_of, target, oracle=None,
+                 run_original: bool = False):
+        self.database = database
+        self.variant, self.tables, self.engine_of = variant, tables, engine_of
+        self.target, self.oracle = target, oracle or target
+        self.run_original = run_original  # planning: the oracle runs the single-node statement
+        self.statements: list[str] = []
+
+    def command(self, sql: str, params=None) -> None:
+        if params:
+            raise ClusterSchemaError("a migration command with query parameters cannot be rewritten")
+        if self.run_original:
+            self.oracle.command(sql)
+        for stmt in rewrite([sql], self.database, self.variant, self.tables, self.engine_of):
+            self.statements.append(stmt)
+            if self.target is not None:
+                self.target.command(stmt)
+
+    def query(self, sql: str, params=None):
+        return self.oracle.query(sql, params)
+
+    def insert(self, table: str, columns, settings=None):
+        return self.oracle.insert(table, columns, settings)
+
+
+def _engine_lookup(store, database: str, tables: dict[str, str]):
+    def engine_of(table: str) -> str:
+        name = table + LOCAL_SUFFIX if table in tables else table
+        full = store.query("SELECT engine_full FROM system.tables WHERE database = {d:String} AND name = {n:String}",
+                           {"d": database, "n": name}).rows
+        if not full:
+            raise ClusterSchemaError(f"no table {database}.{name} to copy the engine of")
+        return single_node_engine(full[0][0])
+    return engine_of
+
+
+def final_schema(scratch, database: str, variant: Variant, events_ttl_days: int = migrations.DEFAULT_EVENTS_TTL_DAYS,
+                 health_ttl_days: int = migrations.DEFAULT_HEALTH_TTL_DAYS, directory=None) -> list[str]:
+    """The cluster statements that create, in an empty `database`, what every migration leaves.
+    `scratch`: a store on an empty database of any ClickHouse (the single-node migrations run there)."""
+    migrations.migrate(scratch, events_ttl_days, health_ttl_days, directory)
+    rows = scratch.query("SELECT name, engine, create_table_query FROM system.tables WHERE database = {d:String} "
+                         "AND name != {m:String} ORDER BY name", {"d": scratch.database, "m": SCHEMA_MIGRATIONS}).rows
+    rank = {"MaterializedView": 1, "View": 2}
+    unknown = [(n, e) for n, e, _ in rows if e not in rank and not e.endswith("MergeTree")]
+    if unknown:
+        raise ClusterSchemaError(f"cannot create these for a cluster, teach cachescope.store.cluster: {unknown}")
+    tables: dict[str, str] = {}
+    out: list[str] = []
+    for name, engine, ddl in sorted(rows, key=lambda r: (rank.get(r[1], 0), r[0])):
+        ddl = re.sub(rf"\b{re.escape(scratch.database)}\.", f"{database}.", ddl)
+        ddl = re.sub(r"^CREATE (TABLE|VIEW|MATERIALIZED VIEW) ", r"CREATE \1 IF NOT EXISTS ", ddl)
+        out.extend(rewrite([ddl], database, variant, tables))
+    return out
+
+
+def render(database: str, variant: Variant, scratch, events_ttl_days: int = migrations.DEFAULT_EVENTS_TTL_DAYS,
+           health_ttl_days: int = migrations.DEFAULT_HEALTH_TTL_DAYS, directory=None) -> list[str]:
+    """The whole cluster schema for a fresh database: schema_migrations, then final_schema."""
+    return [schema_migrations_ddl(database, variant)] + final_schema(
+        scratch, database, variant, events_ttl_days, health_ttl_days, directory)
+
+
+def _distributed_tables(store, database: str) -> dict[str, str]:
+    """The sharded tables a database has: name → sharding key, read from its Distributed tables."""
+    out = {}
+    for name, full in store.query("SELECT name, engine_full FROM system.tables WHERE database = {d:String} "
+                                  "AND engine = 'Distributed'", {"d": database}).rows:
+        m = re.search(r"Distributed\((?:'[^']*',\s*){3}(.*)\)\s*$", full)
+        out[name] = m.group(1) if m else "rand()"
+    return out
 
 
 def apply(store, variant: Variant, events_ttl_days: int = migrations.DEFAULT_EVENTS_TTL_DAYS,
-          health_ttl_days: int = migrations.DEFAULT_HEALTH_TTL_DAYS) -> list[migrations.Migration]:
-    """Apply the migrations not yet recorded, in their cluster form; return those applied."""
+          health_ttl_days: int = migrations.DEFAULT_HEALTH_TTL_DAYS, directory=None) -> list[migrations.Migration]:
+    """Apply the migrations not yet recorded, in their cluster form; return those applied.
+    A fresh database gets the final schema (planned on a scratch database of the same server);
+    one with migrations applied gets each new migration rewritten."""
+    from cachescope.store.server import ClickHouseStore
+
     db = store.database
     if variant.on_cluster:
         store.command(f"CREATE DATABASE IF NOT EXISTS {db}{variant.on()}")
     store.command(schema_migrations_ddl(db, variant))
     done = migrations.applied(store)
-    ran = []
-    for m, stmts in render(db, variant, events_ttl_days, health_ttl_days):
-        if m.version in done:
-            if done[m.version][1] != m.checksum:
-                raise migrations.MigrationError(f"migration {m.label} was changed after it was applied to {db}: "
-                                                "add a new migration instead")
-            continue
-        for s in stmts:
-            store.command(s)
+    all_migrations = migrations.discover(directory)
+    todo = [m for m in all_migrations if m.version not in done]
+    for m in all_migrations:
+        if m.version in done and done[m.version][1] != m.checksum:
+            raise migrations.MigrationError(f"migration {m.label} was changed after it was applied to {db}: "
+                                            "add a new migration instead")
+    if not todo:
+        return []
+    if not done:
+        scratch = ClickHouseStore(store.url, database=f"{db}__plan_{uuid.uuid4().hex[:8]}")
+        try:
+            stmts = final_schema(scratch, db, variant, events_ttl_days, health_ttl_days, directory)
+        finally:
+            scratch.command(f"DROP DATABASE IF EXISTS {scratch.database} SYNC")
+            scratch.close()
+        for stmt in stmts:
+            store.command(stmt)
+    else:
+        vals = values(db, events_ttl_days, health_ttl_days)
+        tables = _distributed_tables(store, db) if variant.distributed else {}
+        for m in todo:
+            proxy = _RewritingStore(db, variant, tables, _engine_lookup(store, db, tables), store)
+            if m.path.suffix == ".py":
+                m.apply(proxy, vals)
+            else:
+                for stmt in m.statements(vals):
+                    proxy.command(stmt)
+    for m in todo:
         store.insert(SCHEMA_MIGRATIONS, {"version": [m.version], "name": [m.name], "checksum": [m.checksum],
                                          "applied_at": [dt.datetime.now(dt.timezone.utc)]})
-        ran.append(m)
-    return ran
+    return todo
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -212,16 +367,27 @@ def main(argv: list[str] | None = None) -> int:
     variant = Variant(not a.no_replicated, not a.no_distributed, a.cluster, a.on_cluster)
     try:
         if a.action == "render":
-            print(f"-- {variant}\n" + schema_migrations_ddl(a.database, variant) + ";\n")
-            for m, stmts in render(a.database, variant, a.events_ttl_days, a.health_ttl_days):
-                print(f"-- {m.label}")
-                print(";\n\n".join(stmts) + ";\n")
+            import tempfile
+
+            from cachescope.store import EmbeddedStore
+
+            # the single-node migrations run in an embedded ClickHouse (chDB) in a temporary folder
+            with tempfile.TemporaryDirectory() as tmp:
+                scratch = EmbeddedStore(Path(tmp) / "plan", database="plan")
+                try:
+                    stmts = render(a.database, variant, scratch, a.events_ttl_days, a.health_ttl_days)
+                finally:
+                    scratch.close()
+            print(f"-- {variant}: a fresh database\n" + ";\n\n".join(stmts) + ";")
             return 0
         if not a.clickhouse:
             print("cluster: apply needs --clickhouse clickhouse://host:port", file=sys.stderr)
             return 2
+        import logging
+
         from cachescope.store import ClickHouseStore, StoreError
 
+        logging.getLogger("clickhouse_driver").setLevel(logging.CRITICAL)  # one line below, no traceback
         try:
             store = ClickHouseStore(a.clickhouse, database=a.database)
             ran = apply(store, variant, a.events_ttl_days, a.health_ttl_days)

@@ -104,7 +104,7 @@ def _stores(ports: list[int], db: str) -> list[ClickHouseStore]:
     return [ClickHouseStore(f"clickhouse://127.0.0.1:{p}", database=db) for p in ports]
 
 
-def _events(groups: list[str], per_group: int) -> dict[str, list]:
+def _events(groups: list[str], per_group: int, origin: bool = True) -> dict[str, list]:
     t0 = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
     rows = [(g, i) for g in groups for i in range(per_group)]
     n = len(rows)
@@ -114,6 +114,7 @@ def _events(groups: list[str], per_group: int) -> dict[str, list]:
         "file_id": [i for _, i in rows], "file_size": [100] * n, "bytes_read": [100] * n, "op": ["read"] * n,
         "tier": ["AOD"] * n, "cache_group": [g for g, _ in rows], "observed_hit_bytes": [None] * n,
         "observed_miss_bytes": [None] * n, "observed_bypass_bytes": [None] * n, "seq": [i for _, i in rows],
+        **({"origin": ["host:/log"] * n} if origin else {}),
     }
 
 
@@ -161,19 +162,59 @@ def test_sharded_schema_writes_and_reads_through_distributed_tables(two_shards):
             s.close()
 
 
+def test_upgrade_runs_new_migrations_rewritten(two_shards, tmp_path):
+    """A cluster schema made by the first six migrations, with rows, then upgraded: the Python
+    migrations (0007 rebuilds access_events by copy and RENAME, 0008 ALTERs keys and creates the
+    hour/day tables AS efficiency) run through the rewriting store on both shards."""
+    import shutil
+
+    from cachescope.store import migrations
+
+    every = migrations.discover()
+    if len(every) <= 6:
+        pytest.fail("expected Python migrations after 0006 (event identity, core rollups)")
+    first = tmp_path / "first"
+    first.mkdir()
+    for m in every[:6]:
+        shutil.copy(m.path, first / m.path.name)
+    db = f"clu_{uuid.uuid4().hex[:8]}"
+    stores = _stores(two_shards, db)
+    variant = cl.Variant(replicated=False, distributed=True, cluster=CLUSTER)
+    try:
+        for s in stores:
+            assert len(cl.apply(s, variant, events_ttl_days=0, directory=first)) == 6
+        ev = _events([f"g{i}" for i in range(6)], 20, origin=False)
+        stores[0].insert("access_events", ev, settings={"distributed_foreground_insert": 1})
+        for s in stores:
+            ran = cl.apply(s, variant, events_ttl_days=0)
+            assert [m.version for m in ran] == [m.version for m in every[6:]]
+        # each shard copied its own rows (node by node, local to local)
+        assert stores[1].query("SELECT count(), countIf(startsWith(origin, 'legacy:')) FROM access_events FINAL"
+                               ).rows == [(120, 120)]
+        for s in stores:
+            engines = dict(s.query(f"SELECT name, engine FROM system.tables WHERE database = '{db}'").rows)
+            assert engines["efficiency_hourly"] == "Distributed" and engines["efficiency_hourly_local"] == "ReplacingMergeTree"
+            cols = s.query(f"SELECT name FROM system.columns WHERE database = '{db}' AND table = 'efficiency'").column("name")
+            assert "run" in cols
+            assert not [n for n in engines if n.startswith("access_events_") and n != "access_events_local"]
+    finally:
+        for s in stores:
+            s.command(f"DROP DATABASE IF EXISTS {db}")
+            s.close()
+
+
 def test_replicated_schema_creates_on_both_shards(two_shards):
     """ReplicatedReplacingMergeTree locals + Distributed tables: every statement created on both
     shards, Keeper paths from the macros. Inserts are not run (read-only replicas here)."""
     db = f"clr_{uuid.uuid4().hex[:8]}"
     stores = _stores(two_shards, db)
     variant = cl.Variant(replicated=True, distributed=True, cluster=CLUSTER)
-    rendered = cl.render(db, variant)
+    scratch = ClickHouseStore(f"clickhouse://127.0.0.1:{two_shards[0]}", database=f"plan_{uuid.uuid4().hex[:8]}")
     try:
+        rendered = cl.render(db, variant, scratch)
         for s in stores:
-            s.command(cl.schema_migrations_ddl(db, variant))
-            for _, stmts in rendered:
-                for stmt in stmts:
-                    s.command(stmt)
+            for stmt in rendered:
+                s.command(stmt)
         for shard, s in enumerate(stores, start=1):
             replicas = dict(s.query(f"SELECT table, zookeeper_path FROM system.replicas WHERE database = '{db}'").rows)
             assert replicas["access_events_local"] == f"/clickhouse/{CLUSTER}/tables/{shard:02d}/{db}/access_events_local"
@@ -182,11 +223,19 @@ def test_replicated_schema_creates_on_both_shards(two_shards):
             engines = dict(s.query(f"SELECT name, engine FROM system.tables WHERE database = '{db}'").rows)
             assert engines["access_events_local"] == "ReplicatedReplacingMergeTree"
             assert engines["pipeline_health_local"] == "ReplicatedMergeTree"
-            for name in ("access_events", "efficiency", "mrc", "observed", "pipeline_health"):
+            for name in ("access_events", "efficiency", "efficiency_hourly", "mrc", "observed", "pipeline_health"):
                 assert engines[name] == "Distributed", name
+            # the same columns as the single-node schema
+            plan_cols = scratch.query(f"SELECT table, name, type FROM system.columns WHERE database = '{scratch.database}' "
+                                      "AND table = 'access_events' ORDER BY position").rows
+            cols = s.query(f"SELECT 'access_events', name, type FROM system.columns WHERE database = '{db}' "
+                           "AND table = 'access_events_local' ORDER BY position").rows
+            assert cols == plan_cols
             # a read through the Distributed table reaches both shards' replicated tables
             assert s.query("SELECT count() FROM access_events").scalar() == 0
     finally:
+        scratch.command(f"DROP DATABASE IF EXISTS {scratch.database}")
+        scratch.close()
         for s in stores:
             s.command(f"DROP DATABASE IF EXISTS {db} SYNC")
             s.close()
@@ -195,43 +244,60 @@ def test_replicated_schema_creates_on_both_shards(two_shards):
 def test_on_cluster_statements_parse_on_the_server(clickhouse):
     """The ON CLUSTER form (one migration job for every node, needs Keeper) is valid SQL for
     ClickHouse 26.7: formatQuery on the real server parses every statement."""
-    from cachescope.store import ClickHouseStore as CHS
-
-    s = CHS(clickhouse.url, database="default")
+    s = ClickHouseStore(clickhouse.url, database="default")
+    scratch = ClickHouseStore(clickhouse.url, database=f"plan_{uuid.uuid4().hex[:8]}")
     try:
         variant = cl.Variant(replicated=True, distributed=True, cluster=CLUSTER, on_cluster=True)
-        stmts = [cl.schema_migrations_ddl("cachescope", variant)]
-        stmts += [x for _, xs in cl.render("cachescope", variant) for x in xs]
-        for stmt in stmts:
+        for stmt in cl.render("cachescope", variant, scratch):
             formatted = s.query("SELECT formatQuery({q:String})", {"q": stmt}).scalar()
-            if not formatted.startswith("INSERT"):
-                assert f"ON CLUSTER {CLUSTER}" in formatted, formatted[:120]
+            assert f"ON CLUSTER {CLUSTER}" in formatted, formatted[:120]
     finally:
+        scratch.command(f"DROP DATABASE IF EXISTS {scratch.database}")
+        scratch.close()
         s.close()
 
 
 def test_unknown_statement_kinds_are_refused():
     with pytest.raises(cl.ClusterSchemaError, match="teach"):
-        cl.rewrite(["OPTIMIZE TABLE db.t FINAL"], "db", cl.Variant(), set())
+        cl.rewrite(["OPTIMIZE TABLE db.t FINAL"], "db", cl.Variant(), {})
 
 
-def test_alter_and_drop_reach_local_and_distributed_tables():
-    tables: set[str] = set()
-    v = cl.Variant(cluster="c", on_cluster=True)
+def test_alter_rename_and_drop_reach_local_and_distributed_tables():
+    tables: dict[str, str] = {}
+    v = cl.Variant(replicated=False, cluster="c", on_cluster=True)
+    on = " ON CLUSTER 'c'"
     cl.rewrite(["CREATE TABLE IF NOT EXISTS db.t (cache_group String) ENGINE = MergeTree ORDER BY cache_group"],
                "db", v, tables)
-    alter = cl.rewrite(["ALTER TABLE db.t ADD COLUMN IF NOT EXISTS x UInt8"], "db", v, tables)
-    assert alter == ["ALTER TABLE db.t_local ON CLUSTER 'c' ADD COLUMN IF NOT EXISTS x UInt8",
-                     "ALTER TABLE db.t ON CLUSTER 'c' ADD COLUMN IF NOT EXISTS x UInt8"]
-    drop = cl.rewrite(["DROP TABLE IF EXISTS db.t"], "db", v, tables)
-    assert drop == ["DROP TABLE IF EXISTS db.t ON CLUSTER 'c'", "DROP TABLE IF EXISTS db.t_local ON CLUSTER 'c'"]
-    assert tables == set()
+    dist = "CREATE TABLE IF NOT EXISTS db.{n}%s AS db.{n}_local\nENGINE = Distributed('c', 'db', '{n}_local', " \
+           "cityHash64(cache_group))" % on
+    assert cl.rewrite(["ALTER TABLE db.t ADD COLUMN x UInt8, MODIFY ORDER BY (cache_group, x)"], "db", v, tables) == [
+        f"ALTER TABLE db.t_local{on} ADD COLUMN x UInt8, MODIFY ORDER BY (cache_group, x)",
+        f"DROP TABLE IF EXISTS db.t{on} SYNC", dist.format(n="t")]
+    assert cl.rewrite(["RENAME TABLE db.t TO db.u"], "db", v, tables) == [
+        f"RENAME TABLE db.t_local TO db.u_local{on}", f"DROP TABLE IF EXISTS db.t{on} SYNC", dist.format(n="u")]
+    assert cl.rewrite(["TRUNCATE TABLE db.u"], "db", v, tables) == [f"TRUNCATE TABLE db.u_local{on}"]
+    assert cl.rewrite(["DROP TABLE IF EXISTS db.u"], "db", v, tables) == [
+        f"DROP TABLE IF EXISTS db.u{on}", f"DROP TABLE IF EXISTS db.u_local{on} SYNC"]
+    assert tables == {}
 
 
-def test_cli_render_and_unreachable_server(capsys):
-    assert cl.main(["render", "--database", "x", "--cluster", "c"]) == 0
-    out = capsys.readouterr().out
-    assert "ReplicatedReplacingMergeTree('/clickhouse/{cluster}/tables/{shard}/x/access_events_local'" in out
-    assert cl.main(["apply", "--clickhouse", f"clickhouse://127.0.0.1:{_free_port()}"]) == 1
-    err = capsys.readouterr().err
-    assert err.startswith("cluster: clickhouse://127.0.0.1:") and "Traceback" not in err
+def test_copied_engine_gets_its_own_keeper_path():
+    full = "ReplicatedReplacingMergeTree('/clickhouse/{cluster}/tables/{shard}/db/e_local', '{replica}') ORDER BY a"
+    assert cl.single_node_engine(full) == "ReplacingMergeTree ORDER BY a"
+    tables = {"e": "cityHash64(cache_group)"}
+    out = cl.rewrite(["CREATE TABLE IF NOT EXISTS db.h AS db.e"], "db", cl.Variant(cluster="c"), tables,
+                     engine_of=lambda t: cl.single_node_engine(full))
+    assert "ReplicatedReplacingMergeTree('/clickhouse/{cluster}/tables/{shard}/db/h_local', '{replica}')" in out[0]
+    assert tables["h"] == tables["e"]
+
+
+def test_cli_render_and_unreachable_server():
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+    p = subprocess.run([sys.executable, "-m", "cachescope.store.cluster", "render", "--database", "x", "--cluster", "c"],
+                       capture_output=True, text=True, env=env)
+    assert p.returncode == 0, p.stderr
+    assert "ReplicatedReplacingMergeTree('/clickhouse/{cluster}/tables/{shard}/x/access_events_local'" in p.stdout
+    p = subprocess.run([sys.executable, "-m", "cachescope.store.cluster", "apply", "--clickhouse",
+                        f"clickhouse://127.0.0.1:{_free_port()}"], capture_output=True, text=True, env=env)
+    assert p.returncode == 1
+    assert p.stderr.startswith("cluster: clickhouse://127.0.0.1:") and "Traceback" not in p.stderr
