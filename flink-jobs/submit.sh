@@ -27,6 +27,9 @@ if [ -n "$latest" ]; then
   restore=(--restore "file://$(dirname "$latest")")
   echo "submit: resuming from $(dirname "$latest")"
 fi
-exec flink run --detached --jobmanager "$jm" --python /opt/cachescope/shadow_caches.py \
+# the REST address as generic options: the image's entrypoint (which writes FLINK_PROPERTIES into
+# the configuration) does not run for this command
+exec flink run --detached --target remote -Drest.address="${jm%:*}" -Drest.port="${jm##*:}" \
+  --python /opt/cachescope/shadow_caches.py \
   -pyclientexec /opt/venv/bin/python -pyexec /opt/venv/bin/python \
   "$@" --jar /opt/cachescope/jars/flink-sql-connector-kafka-5.0.0-2.2.jar "${restore[@]}"
