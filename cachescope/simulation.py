@@ -5,7 +5,6 @@ Everything here hands whole numpy columns to Rust; no per-event Python runs on t
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
@@ -112,6 +111,7 @@ class Trace:
     bytes_read: np.ndarray
     tier: np.ndarray
     tier_names: list[str]
+    error: str | None = None  # the input was damaged: the rows are those read before the damage
 
     def __len__(self) -> int:
         return len(self.file_id)
@@ -126,34 +126,45 @@ class TraceError(ValueError):
     pass
 
 
-def read_trace_bytes(path: str | Path) -> bytes:
-    """The trace's CSV bytes; `.zst` files are decompressed, `-` is stdin."""
-    import sys
+def read_trace_bytes(path: str | Path) -> tuple[bytes, str | None]:
+    """The trace's CSV bytes (gzip/zstd decompressed, whatever the file is called; `-` is stdin)
+    and, when the compressed data is damaged, why reading stopped (the bytes are then those
+    before the damage, cut after the last complete line)."""
+    from cachescope.errors import InputError
+    from cachescope.compressed import open_decompressed
 
-    import zstandard
-
-    if str(path) == "-":
-        raw = sys.stdin.buffer.read()
-    else:
+    try:
+        stream = open_decompressed(path)
+    except OSError as e:
+        raise TraceError(f"cannot read trace {path}: {e.strerror}") from None
+    parts: list[bytes] = []
+    error = None
+    with stream:
         try:
-            raw = Path(path).read_bytes()
+            while block := stream.read1(1 << 20):  # read1: a damage found later keeps what came before
+                parts.append(block)
+        except InputError as e:
+            error = str(e)
         except OSError as e:
             raise TraceError(f"cannot read trace {path}: {e.strerror}") from None
-    if raw[:4] == b"\x28\xb5\x2f\xfd":  # zstd magic, whatever the file is called
-        try:
-            with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw)) as r:
-                raw = r.read()
-        except zstandard.ZstdError as e:
-            raise TraceError(f"{path}: corrupt zstd data: {e}") from None
-    return raw
+    raw = b"".join(parts)
+    if error is not None:
+        raw = raw[: raw.rfind(b"\n") + 1]
+    return raw, error
 
 
 def load_trace(path: str | Path) -> Trace:
+    """The trace's columns; `trace.error` says why reading stopped early (a damaged file), else None."""
+    raw, error = read_trace_bytes(path)
+    if error is not None and raw.count(b"\n") < 2:  # not even the header and one row before the damage
+        raise TraceError(error)
     try:
-        cols = _simcore.read_csv_trace(read_trace_bytes(path))
+        cols = _simcore.read_csv_trace(raw)
     except ValueError as e:
         raise TraceError(f"{path}: {e}") from None
-    return Trace(**cols)
+    trace = Trace(**cols)
+    trace.error = error
+    return trace
 
 
 def simulate(

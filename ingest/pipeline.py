@@ -13,12 +13,10 @@ Every non-blank input line becomes an event or a RejectRecord with its reason: n
 
 from __future__ import annotations
 
-import gzip
 import io
 import os
 import re
 import socket
-import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -29,8 +27,10 @@ from zoneinfo import ZoneInfo
 import msgspec
 
 from cachescope.config import CachescopeConfig, load_config
+from cachescope.errors import InputError
 from cachescope.events import AccessEvent
 from cachescope.tiers import TierClassifier
+from cachescope.compressed import open_decompressed
 from ingest.enrich import Enricher
 from ingest.formats import INTERNAL_ERROR, Access, BadRecord, Format, ParseContext, Reject, get_format
 
@@ -52,7 +52,8 @@ class ParseStats:
     skipped: int = 0  # well-formed lines that are not accesses (door requests, failures ...)
     clamped: int = 0  # events whose bytes_read was cut to file_size
     internal_errors: int = 0  # parser bugs (must stay 0)
-    reasons: Counter = field(default_factory=Counter)
+    reasons: Counter = field(default_factory=Counter)  # rejected and skipped lines by reason
+    skipped_reasons: Counter = field(default_factory=Counter)  # skipped lines only, by reason
 
     def as_dict(self) -> dict:
         return {
@@ -63,6 +64,7 @@ class ParseStats:
             "clamped": self.clamped,
             "internal_errors": self.internal_errors,
             "reasons": dict(self.reasons.most_common()),
+            "skipped_by_reason": dict(self.skipped_reasons.most_common()),
         }
 
 
@@ -148,6 +150,7 @@ class LineParser:
         self.rejects: list[RejectRecord] = []
         self._on_reject = on_reject if on_reject is not None else self.rejects.append
         self._line_no = 0
+        self.error: str | None = None  # why reading stopped early (a damaged input), else None
         self._reason_keys: dict[str, str] = {}
 
     def continue_at_line(self, line_no: int) -> None:
@@ -169,6 +172,8 @@ class LineParser:
             if len(self._reason_keys) < 10_000:
                 self._reason_keys[reason] = key
         stats.reasons[key] += 1
+        if rej.skipped:
+            stats.skipped_reasons[key] += 1
         self._on_reject(RejectRecord(line_no, reason, text, rej.skipped))
 
     def batches(self, lines: Iterable[str], batch_size: int = 4096) -> Iterator[list[AccessEvent]]:
@@ -182,8 +187,17 @@ class LineParser:
         append = out.append
         line_no = first = self._line_no
         blank = 0
+        failure: BaseException | None = None
+        source = iter(lines)
         try:
-            for line in lines:
+            while True:
+                try:
+                    line = next(source)
+                except StopIteration:
+                    break
+                except InputError as exc:  # damaged input: keep the events read before it
+                    failure = exc
+                    break
                 line_no += 1
                 line = line.rstrip("\r\n")
                 if not line or line.isspace():
@@ -223,6 +237,9 @@ class LineParser:
         if out:
             stats.events += len(out)
             yield out
+        if failure is not None:
+            self.error = str(failure)
+            raise failure
 
     def parse_all(self, lines: Iterable[str]) -> list[AccessEvent]:
         events: list[AccessEvent] = []
@@ -234,31 +251,12 @@ class LineParser:
 # ---------------------------------------------------------------------------------------------
 # input files (plain, gzip, zstd; '-' is stdin)
 
-_GZIP_MAGIC = b"\x1f\x8b"
-_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-
 
 def open_lines(source: str | Path) -> IO[str]:
     """Text lines of a file or '-' (stdin), decompressing gzip/zstd (told by magic bytes).
 
     Undecodable bytes become U+FFFD (the line still parses or is rejected with its reason).
-    Raises OSError when the input cannot be read.
+    Raises OSError when the input cannot be opened; reading raises InputError (file and byte
+    offset) when compressed data is corrupt or truncated.
     """
-    if str(source) == "-":
-        raw: io.BufferedIOBase = sys.stdin.buffer  # type: ignore[assignment]
-        if not hasattr(raw, "peek"):
-            raw = io.BufferedReader(raw)  # type: ignore[arg-type]
-    else:
-        raw = open(source, "rb")  # noqa: SIM115 - returned to the caller
-    head = raw.peek(4)[:4]  # type: ignore[attr-defined]
-    stream: IO[bytes]
-    if head[:2] == _GZIP_MAGIC:
-        stream = gzip.GzipFile(fileobj=raw)  # type: ignore[arg-type]
-    elif head == _ZSTD_MAGIC:
-        import zstandard
-
-        stream = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)  # type: ignore[assignment]
-        stream = io.BufferedReader(stream)  # type: ignore[arg-type]
-    else:
-        stream = raw  # type: ignore[assignment]
-    return io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline="\n")  # type: ignore[arg-type]
+    return io.TextIOWrapper(open_decompressed(source), encoding="utf-8", errors="replace", newline="\n")

@@ -1,9 +1,118 @@
-"""The typer application every command module registers on."""
+"""The typer application every command module registers on, and the one place where errors become
+one stderr line and an exit code (1 bad data / unreachable server, 2 bad usage; see errors.py)."""
 
+from __future__ import annotations
+
+import errno
+import sys
+
+from typer._click import exceptions as cx  # typer vendors click: its exceptions are these
 import typer
+from typer.core import TyperGroup
+
+from cachescope.errors import EXIT_DATA, EXIT_SIGINT, EXIT_USAGE, UserError
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _library_error(exc: BaseException) -> tuple[str, int] | None:
+    """Message and exit code of errors the libraries raise that a user can act on (looked up only
+    in modules already imported, so `--help` stays light)."""
+    store = sys.modules.get("cachescope.store.base")
+    if store is not None and isinstance(exc, store.StoreError):
+        return f"store: {exc}", EXIT_DATA
+    mig = sys.modules.get("cachescope.store.migrations")
+    if mig is not None and isinstance(exc, mig.MigrationError):
+        return f"migration: {exc}", EXIT_DATA
+    kafka_errors = sys.modules.get("kafka.errors")
+    if kafka_errors is not None and isinstance(exc, kafka_errors.KafkaError):
+        return f"Kafka: {type(exc).__name__}: {exc} (is the broker running and reachable?)", EXIT_DATA
+    ch_errors = sys.modules.get("clickhouse_driver.errors")
+    if ch_errors is not None and isinstance(exc, ch_errors.Error):
+        return f"ClickHouse: {exc} (is the server running and reachable?)", EXIT_DATA
+    for name in ("cachescope.tiers.classifier", "cachescope.units", "cachescope.simulation"):
+        mod = sys.modules.get(name)
+        for cls in ("RulesError", "SizeError", "TraceError"):
+            err = getattr(mod, cls, None) if mod is not None else None
+            if err is not None and isinstance(exc, err):
+                return str(exc), EXIT_USAGE if cls != "TraceError" else EXIT_DATA
+    return None
+
+
+class CachescopeGroup(TyperGroup):
+    """Runs a command and turns every error into one line `cachescope CMD: message` on stderr."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # type: ignore[override]
+        argv = list(sys.argv[1:] if args is None else args)
+        command = next((a for a in argv if a in self.commands), "")
+        sub = getattr(self.commands.get(command), "commands", None)  # a group: `bench accuracy`
+        if sub:
+            after = argv[argv.index(command) + 1:]
+            command = " ".join([command, *[a for a in after if a in sub][:1]])
+        prefix = f"cachescope {command}".strip()
+        try:
+            rv = super().main(argv, prog_name or "cachescope", complete_var, standalone_mode=False, **extra)
+            code = rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
+        except typer.Exit as exc:
+            code = exc.exit_code
+        except cx.NoArgsIsHelpError as exc:
+            typer.echo(exc.format_message(), err=True)
+            code = EXIT_USAGE
+        except cx.UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx is not None else prefix
+            hint = f" (see `{where} --help`)" if exc.ctx is not None else ""
+            message = exc.format_message()
+            typer.echo(f"{where}: {_one_line(message)}{hint}", err=True)
+            code = EXIT_USAGE
+        except cx.ClickException as exc:
+            typer.echo(f"{prefix}: {_one_line(exc.format_message())}", err=True)
+            code = exc.exit_code
+        except typer.Abort as exc:
+            cause = exc.__cause__ or exc.__context__
+            if isinstance(cause, EOFError):  # a truncated gzip stream seen by code that did not wrap it
+                typer.echo(f"{prefix}: input ended early: {_one_line(str(cause))}", err=True)
+                code = EXIT_DATA
+            else:
+                typer.echo(f"{prefix}: interrupted", err=True)
+                code = EXIT_SIGINT
+        except UserError as exc:
+            typer.echo(f"{prefix}: {_one_line(exc.message)}", err=True)
+            code = exc.exit_code
+        except KeyboardInterrupt:
+            typer.echo(f"{prefix}: interrupted", err=True)
+            code = EXIT_SIGINT
+        except RecursionError as exc:
+            typer.echo(f"{prefix}: input nested too deeply ({exc})", err=True)
+            code = EXIT_DATA
+        except MemoryError:
+            typer.echo(f"{prefix}: out of memory (use a smaller input or fewer caches)", err=True)
+            code = EXIT_DATA
+        except OSError as exc:
+            if exc.errno == errno.EPIPE:  # `cachescope parse … | head`
+                code = 0
+            else:
+                what = f"{exc.filename}: " if exc.filename else ""
+                typer.echo(f"{prefix}: {what}{exc.strerror or _one_line(str(exc))}", err=True)
+                code = EXIT_DATA
+        except Exception as exc:  # noqa: BLE001 - the last guard: still one line, never a traceback
+            known = _library_error(exc)
+            if known is not None:
+                typer.echo(f"{prefix}: {_one_line(known[0])}", err=True)
+                code = known[1]
+            else:
+                typer.echo(f"{prefix}: internal error: {type(exc).__name__}: {_one_line(str(exc))} "
+                           "(a bug: please report it with the command line)", err=True)
+                code = EXIT_DATA
+        if not standalone_mode:
+            return code
+        sys.exit(code)
+
 
 app = typer.Typer(
     name="cachescope",
+    cls=CachescopeGroup,
     help="Shadow-cache analytics for grid storage: hit and transfer efficiency by data tier.",
     no_args_is_help=True,
     add_completion=False,

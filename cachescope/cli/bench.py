@@ -19,12 +19,12 @@ TARGETS = {"lru": 5e6, "arc": 3.5e6, "s3fifo": 2e6}
 
 @bench_app.command("engine")
 def engine(
-    requests: Annotated[int, typer.Option(help="requests in the generated Zipf trace")] = 5_000_000,
-    files: Annotated[int, typer.Option(help="distinct files")] = 200_000,
-    alpha: Annotated[float, typer.Option(help="Zipf exponent")] = 0.9,
+    requests: Annotated[int, typer.Option(min=1000, max=500_000_000, help="requests in the generated Zipf trace")] = 5_000_000,
+    files: Annotated[int, typer.Option(min=10, max=100_000_000, help="distinct files")] = 200_000,
+    alpha: Annotated[float, typer.Option(min=0.0, max=5.0, help="Zipf exponent")] = 0.9,
     policies: Annotated[str, typer.Option(help="policies to time alone (comma-separated; default all)")] = "",
     bank_policies: Annotated[str, typer.Option(help="policies of the bank (× 8 sizes)")] = "lru,arc,s3fifo",
-    repeat: Annotated[int, typer.Option(help="runs per figure; the best is reported")] = 3,
+    repeat: Annotated[int, typer.Option(min=1, max=100, help="runs per figure; the best is reported")] = 3,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Single-policy requests/s, bank (3 policies × 8 sizes) events/s, exact LRU curve (64 sizes) events/s."""
@@ -32,6 +32,11 @@ def engine(
     from cachescope.bench.workload import zipf_trace
     from cachescope.simulation import POLICIES, log_grid
 
+    from cachescope.errors import UsageError
+
+    unknown = [p for p in (policies + "," + bank_policies).split(",") if p and p not in POLICIES]
+    if unknown:
+        raise UsageError(f"unknown policies {', '.join(unknown)}; known: {', '.join(POLICIES)}")
     t0 = time.perf_counter()
     trace = zipf_trace(requests, files, alpha)
     ws = trace.working_set()
@@ -78,12 +83,27 @@ def accuracy(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Error of SHARDS sampling and hash partitions against full simulation, on TRACE."""
-    from cachescope.bench.accuracy import curve_errors, variant_errors
-    from cachescope.simulation import load_trace, log_grid
+    from pathlib import Path
 
-    trace = load_trace(trace_path)
+    from cachescope.bench.accuracy import curve_errors, variant_errors
+    from cachescope.errors import UsageError, UserError
+    from cachescope.simulation import POLICIES, TraceError, load_trace, log_grid
+
+    unknown = [p for p in policies.split(",") if p not in POLICIES or p == "belady"]
+    if unknown:
+        raise UsageError(f"--policies: unknown {', '.join(unknown)}; known: {', '.join(POLICIES)} (not belady)")
+    if trace_path != "-" and not Path(trace_path).is_file():
+        raise UsageError(f"{trace_path}: no such file (give a CSV trace)")
+    try:
+        trace = load_trace(trace_path)
+    except TraceError as exc:
+        raise UserError(str(exc)) from None
+    if trace.error:  # an error figure on part of a trace would mislead
+        raise UserError(trace.error)
     ws = trace.working_set()
-    capacities = [ws // 100, ws // 20, ws // 10, ws * 3 // 10]
+    if len(trace) < 2 or ws < 1000:
+        raise UserError(f"{trace_path}: {len(trace)} requests over {ws} bytes: too small to measure an error on")
+    capacities = [max(1, ws // 100), max(1, ws // 20), max(1, ws // 10), max(1, ws * 3 // 10)]
     rows = variant_errors(trace, policies.split(","), capacities, [
         ("sampled 0.1", 0.1, 1), ("sampled 0.01", 0.01, 1), ("4 partitions", 1.0, 4), ("48 partitions", 1.0, 48)])
     curve = curve_errors(trace, log_grid(ws // 1000, ws, 32), [

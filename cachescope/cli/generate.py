@@ -12,15 +12,22 @@ import typer
 from cachescope.cli.app import app
 from ingest.generate import PER_SITE, RENDERERS, make_workload, write
 
+# bounds that keep a run within this machine's memory and minutes (the model loops per day and
+# names every server): about 100 bytes per access in memory
+MAX_EVENTS = 50_000_000
+MAX_DAYS = 3660.0
+MAX_SITES = 1000
+MAX_SERVERS = 1000
+
 
 @app.command("generate")
 def generate(
     out: Path = typer.Option(..., "--out", help="directory (one tree per format) or, for one format, a file"),
     fmt: str = typer.Option("all", "--format", "-f", help=f"all, or a comma list of: {', '.join(RENDERERS)}"),
-    events: int = typer.Option(100_000, "--events", "-n", min=1, help="accesses (reads, writes, deletes) to draw"),
-    days: float = typer.Option(7.0, "--days", min=1e-6, help="length of the period (fractions: 0.001 = 86 s)"),
-    sites: int = typer.Option(2, "--sites", min=1, help="sites (alternately mostly-ATLAS and mostly-CMS)"),
-    servers: int = typer.Option(4, "--servers", min=1, help="file servers (and XCache servers) per site"),
+    events: int = typer.Option(100_000, "--events", "-n", min=1, max=MAX_EVENTS, help="accesses (reads, writes, deletes) to draw"),
+    days: float = typer.Option(7.0, "--days", min=1e-6, max=MAX_DAYS, help="length of the period (fractions: 0.001 = 86 s)"),
+    sites: int = typer.Option(2, "--sites", min=1, max=MAX_SITES, help="sites (alternately mostly-ATLAS and mostly-CMS)"),
+    servers: int = typer.Option(4, "--servers", min=1, max=MAX_SERVERS, help="file servers (and XCache servers) per site"),
     seed: int = typer.Option(1, "--seed", help="random seed: same seed, same output"),
     start: str = typer.Option("2024-01-01", "--start", help="UTC start date (ISO 8601)"),
     cache_fraction: float = typer.Option(0.2, "--xcache-fraction", min=0.0,

@@ -3,7 +3,8 @@
 AccessEvent JSON lines on stdout; every line that gives no event as a JSON line
 `{"line": N, "reason": ..., "text": ..., "skipped": bool}` on stderr or in --rejects
 (`skipped`: well-formed but not an access that counts, e.g. a dCache door request).
-Exit status 0 unless the input (or the config) cannot be read.
+Exit status 0 unless the input (or the config) cannot be read: 1 when the input is damaged
+(truncated or corrupt gzip/zstd; the events before the damage are written), 2 for bad usage.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def parse(
     config: Optional[Path] = typer.Option(None, "--config", help="cachescope YAML config"),
     rejects: Optional[Path] = typer.Option(None, "--rejects", help="write rejected lines here instead of stderr"),
     server: str = typer.Option("", "--server", help="server name for records that name none"),
-    year: Optional[int] = typer.Option(None, "--year", help="year of dCache billing dates (default: from the file name)"),
+    year: Optional[int] = typer.Option(None, "--year", min=1970, max=9999, help="year of dCache billing dates (default: from the file name)"),
     seq_start: Optional[int] = typer.Option(None, "--seq-start", min=0, help="first seq number"),
     stats: bool = typer.Option(False, "--stats", help='finish with one {"stats": {...}} JSON line on stderr'),
 ) -> None:
@@ -46,6 +47,9 @@ def parse(
     except Exception as exc:  # noqa: BLE001 - any config problem is a usage error
         typer.echo(f"cachescope parse: config {config}: {exc}", err=True)
         raise typer.Exit(2) from None
+    if source != "-" and not Path(source).exists():  # a typo on the command line: usage, as for the others
+        typer.echo(f"cachescope parse: cannot read {source}: no such file", err=True)
+        raise typer.Exit(2)
     try:
         lines = open_lines(source)
     except OSError as exc:
@@ -77,12 +81,12 @@ def parse(
             return
         typer.echo(f"cachescope parse: reading {source} failed: {exc}", err=True)
         raise typer.Exit(1) from None
-    except EOFError as exc:  # truncated gzip
-        typer.echo(f"cachescope parse: {source} is truncated: {exc}", err=True)
-        raise typer.Exit(1) from None
-    finally:
+    finally:  # a damaged input (InputError) ends here too: the events before it are out, exit 1
         if stats:
-            sys.stderr.buffer.write(orjson.dumps({"stats": parser.stats.as_dict()}) + b"\n")
+            summary = parser.stats.as_dict()
+            if parser.error:
+                summary["error"] = parser.error
+            sys.stderr.buffer.write(orjson.dumps({"stats": summary}) + b"\n")
         if rejects:
             reject_out.close()
         else:

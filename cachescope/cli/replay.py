@@ -2,12 +2,18 @@
 
 Parses the logs, runs the configured shadow caches (the `pipeline:` section of the config) and
 writes events, efficiencies, curves and the real cache's observations into the embedded store at
-DIR. Rejected lines and late events are kept (JSON lines, with their reason), never dropped.
+DIR. Rejected (malformed) lines and late events are kept in DIR/rejects.jsonl (JSON lines, with
+their reason), never dropped; lines skipped by design (door requests, headers ...) are counted by
+reason in the summary. Exit 1 when an input is damaged (the lines before the damage are stored),
+130/143 when stopped by SIGINT/SIGTERM (at a batch boundary; run the same command again).
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Optional
 
@@ -16,6 +22,7 @@ import orjson
 import typer
 
 from cachescope.cli.app import app
+from cachescope.errors import EXIT_SIGINT, EXIT_SIGTERM, UsageError, UserError
 from cachescope.units import format_size
 
 _encode = msgspec.json.Encoder().encode
@@ -36,7 +43,6 @@ def replay(
     """Replay storage or cache logs through the shadow caches into the embedded store."""
     from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-    from rich.table import Table
 
     from cachescope.config import load_config
     from cachescope.runners.embedded import replay as run_replay
@@ -44,24 +50,25 @@ def replay(
     from cachescope.store.migrations import MigrationError
     from ingest.formats import FORMATS
 
-    err = Console(stderr=True)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
     if fmt not in FORMATS:
-        err.print(f"replay: unknown format {fmt!r}; known: {', '.join(FORMATS)}")
-        raise typer.Exit(2)
-    missing = [str(f) for f in files if str(f) != "-" and not f.is_file()]
-    if missing:
-        err.print(f"replay: no such file: {', '.join(missing)}")
-        raise typer.Exit(2)
-    try:
-        cfg = load_config(config)
-    except Exception as exc:  # noqa: BLE001 - any config problem is a usage error
-        err.print(f"replay: config {config}: {exc}")
-        raise typer.Exit(2) from None
-    store.mkdir(parents=True, exist_ok=True)
-    rejects_path = rejects or store / "rejects.jsonl"
-    out = open(rejects_path, "ab")  # noqa: SIM115
+        raise UsageError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
+    for f in files:
+        if str(f) != "-" and not f.is_file():
+            raise UsageError(f"{f}: {'is a directory, not a log file' if f.is_dir() else 'no such file'}")
+    from cachescope.cli._checks import database_name
 
-    def on_reject(source, rec) -> None:
+    database_name(database)
+    cfg = load_config(config)  # UsageError naming the field on a bad configuration
+    _check_store(store)
+    rejects_path = rejects or store / "rejects.jsonl"
+    try:
+        out = open(rejects_path, "ab")  # noqa: SIM115
+    except OSError as exc:
+        raise UserError(f"cannot write the rejects file {rejects_path}: {exc.strerror} "
+                        "(give a writable --rejects FILE)", 2 if rejects else 1) from None
+
+    def on_reject(source, rec) -> None:  # malformed lines only: lines skipped by design are counted
         out.write(orjson.dumps({"file": source, **orjson.loads(_encode(rec))}) + b"\n")
 
     def on_late(late) -> None:
@@ -71,34 +78,80 @@ def replay(
                                     "cache_group": late.cache_group[i], "ts": int(late.ts[i]),
                                     "seq": int(late.seq[i]), "path": late.path[i]}) + b"\n")
 
+    # SIGINT / SIGTERM: finish the batch in hand, write it, stop (a second signal stops at once)
+    stop = threading.Event()
+    received: list[int] = []
+
+    def on_signal(signum, frame) -> None:
+        received.append(signum)
+        stop.set()
+        signal.signal(signum, previous[signum])
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                         console=err, transient=True, disable=not err.is_terminal)
     try:
         with progress, open_store(store_dir=store, database=database) as st:
             task = progress.add_task("replaying", total=None)
             summary = run_replay(files, fmt, config=cfg, store=st, site=site, on_reject=on_reject, on_late=on_late,
-                                 on_progress=lambda n: progress.update(task, description=f"{n:,} events"))
-    except (StoreError, MigrationError, OSError) as exc:
-        err.print(f"replay: {exc}")
-        raise typer.Exit(1) from None
+                                 on_progress=lambda n: progress.update(task, description=f"{n:,} events"),
+                                 stop=stop)
+    except (StoreError, MigrationError) as exc:
+        raise UserError(f"store {store}: {exc}") from None
     finally:
+        for s, handler in previous.items():
+            if signal.getsignal(s) is on_signal:
+                signal.signal(s, handler)
         out.close()
+
+    if not summary.interrupted:
+        _print_results(summary, as_json)
+    rate = summary.events / summary.seconds if summary.seconds else 0.0
+    skipped = ", ".join(f"{reason} {n:,}" for reason, n in sorted(summary.skipped_by_reason.items(),
+                                                                    key=lambda kv: -kv[1]))
+    err.print(f"{summary.files} file(s), {summary.lines:,} lines → {summary.events:,} events "
+              f"({summary.rejected:,} rejected, {summary.skipped:,} skipped, {summary.late:,} late; "
+              f"rejects in {rejects_path}); rows written: "
+              + ", ".join(f"{t} {n:,}" for t, n in sorted(summary.rows.items()))
+              + f"; {summary.seconds:.1f} s, {rate:,.0f} events/s; store {store}")
+    if skipped:
+        err.print(f"skipped by design (not accesses, not in the rejects): {skipped}")
+    if summary.interrupted:
+        name = signal.Signals(received[0]).name if received else "a signal"
+        raise UserError(f"interrupted by {name}: stored {summary.events:,} events and the windows closed before "
+                        "the stop (open windows were not written); run the same command again to complete the "
+                        "store (rows already written are replaced by identical ones)",
+                        EXIT_SIGTERM if received and received[0] == signal.SIGTERM else EXIT_SIGINT)
+    if summary.errors:
+        raise UserError(f"{len(summary.errors)} damaged input file(s), the lines before the damage were stored: "
+                        + "; ".join(summary.errors))
+
+
+def _check_store(store: Path) -> None:
+    """The store must be a writable directory (created when missing)."""
+    if store.exists() and not store.is_dir():
+        raise UsageError(f"--store {store} is a file; give a directory (created when missing)")
+    try:
+        store.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create the store directory {store}: {exc.strerror}") from None
+    if not os.access(store, os.W_OK | os.X_OK):
+        raise UserError(f"the store directory {store} is not writable (check its permissions or give another --store)")
+
+
+def _print_results(summary, as_json: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
 
     df = summary.ratios()
     if as_json:
         for row in df.to_dict("records"):
             sys.stdout.buffer.write(orjson.dumps(row, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
-    else:
-        table = Table(title=f"shadow caches over {summary.events:,} events", title_justify="left")
-        for col in ("cache group", "policy", "size", "requests", "hit ratio", "byte hit ratio"):
-            table.add_column(col, justify="left" if col in ("cache group", "policy") else "right")
-        for r in df.sort_values(["cache_group", "policy", "size_bytes"]).itertuples():
-            table.add_row(r.cache_group, r.policy, format_size(int(r.size_bytes)), f"{r.requests:,}",
-                          f"{r.hit_ratio:.4f}", f"{r.byte_hit_ratio:.4f}")
-        Console().print(table)
-    rate = summary.events / summary.seconds if summary.seconds else 0.0
-    err.print(f"{summary.files} file(s), {summary.lines:,} lines → {summary.events:,} events "
-              f"({summary.rejected:,} rejected, {summary.skipped:,} skipped, {summary.late:,} late; "
-              f"rejects in {rejects_path}); rows written: "
-              + ", ".join(f"{t} {n:,}" for t, n in sorted(summary.rows.items()))
-              + f"; {summary.seconds:.1f} s, {rate:,.0f} events/s; store {store}", highlight=False)
+        return
+    table = Table(title=f"shadow caches over {summary.events:,} events", title_justify="left")
+    for col in ("cache group", "policy", "size", "requests", "hit ratio", "byte hit ratio"):
+        table.add_column(col, justify="left" if col in ("cache group", "policy") else "right")
+    for r in df.sort_values(["cache_group", "policy", "size_bytes"]).itertuples():
+        table.add_row(r.cache_group, r.policy, format_size(int(r.size_bytes)), f"{r.requests:,}",
+                      f"{r.hit_ratio:.4f}", f"{r.byte_hit_ratio:.4f}")
+    Console().print(table)

@@ -33,8 +33,26 @@ def ship(
     metrics_port: Annotated[Optional[int], typer.Option(help="serve Prometheus metrics on this port")] = None,
 ) -> None:
     """Ship the accesses of a log file or topic to Kafka as batched AccessEvent messages keyed by cache group."""
+    from cachescope.cli import _checks
     from cachescope.config import load_config
+    from cachescope.errors import UsageError
+    from ingest.formats import FORMATS
 
+    # everything checkable is checked before connecting
+    if fmt not in FORMATS:
+        raise UsageError(f"--format {fmt!r}: unknown; known: {', '.join(FORMATS)}")
+    if batch < 1 or linger < 0:
+        raise UsageError(f"--batch {batch} / --linger {linger:g}: need at least 1 line and 0 seconds")
+    bootstrap, _ = _checks.kafka_url(to, "--to")
+    if source.startswith("kafka://"):
+        source_bootstrap, _ = _checks.kafka_url(source, "--from")
+    else:
+        _checks.input_file(source, "--from")
+        _checks.plain_text_log(source, "--from")
+    load_config(config)
+    _checks.kafka_reachable(bootstrap, "--to")
+    if source.startswith("kafka://"):
+        _checks.kafka_reachable(source_bootstrap, "--from")
     if metrics_port:
         from prometheus_client import start_http_server
 

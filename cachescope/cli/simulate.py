@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Annotated, Optional
 
 import orjson
 import typer
 
 from cachescope.cli.app import app
+from cachescope.errors import UsageError, UserError
 from cachescope.units import SizeError, format_size, parse_size_spec
 
 
-def fail(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(code=2)
+def fail(message: str) -> UsageError:
+    """A usage error (exit 2), printed as one line by the command line's error handler."""
+    return UsageError(message)
+
+
+#: hash partitions of one cache (as many as a cache group has Flink subtasks, at most)
+MAX_PARTITIONS = 1024
 
 
 def split_list(values: list[str]) -> list[str]:
@@ -42,9 +48,9 @@ def simulate(
     trace_format: Annotated[str, typer.Option("--format", help="trace format (csv)")] = "csv",
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object per line per (policy, size)")] = False,
     mrc: Annotated[bool, typer.Option("--mrc", help="also print the exact LRU miss-ratio curve")] = False,
-    mrc_points: Annotated[int, typer.Option(help="capacities on the curve (log-spaced)")] = 64,
-    sample_rate: Annotated[float, typer.Option(help="SHARDS spatial sampling rate (1 = every file)")] = 1.0,
-    partitions: Annotated[int, typer.Option(help="hash-partitioned sub-caches of capacity C/P")] = 1,
+    mrc_points: Annotated[int, typer.Option(min=1, max=4096, help="capacities on the curve (log-spaced)")] = 64,
+    sample_rate: Annotated[float, typer.Option(help="SHARDS spatial sampling rate, 0 < R ≤ 1 (1 = every file)")] = 1.0,
+    partitions: Annotated[int, typer.Option(min=1, max=MAX_PARTITIONS, help="hash-partitioned sub-caches of capacity C/P")] = 1,
     param: Annotated[list[str], typer.Option("--param", help="policy parameter name=value (repeatable)")] = [],
     progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="progress bar (default: on a terminal)")] = None,
 ) -> None:
@@ -61,12 +67,16 @@ def simulate(
     if not sizes and not mrc:
         raise fail("give at least one --size (e.g. --size 10TB,50TB) or --mrc")
     params = parse_params(param)
+    if not 0.0 < sample_rate <= 1.0:
+        raise fail(f"--sample-rate {sample_rate:g}: must be above 0 and at most 1")
+    if trace_path != "-" and not Path(trace_path).is_file():
+        raise fail(f"{trace_path}: no such file (give a CSV trace, or - for stdin)")
     try:
         trace = load_trace(trace_path)
     except TraceError as e:
-        raise fail(str(e)) from None
+        raise UserError(str(e)) from None
     if len(trace) == 0:
-        raise fail(f"{trace_path}: the trace has no requests")
+        raise UserError(trace.error or f"{trace_path}: the trace has no requests")
     working_set = trace.working_set() if any(s.endswith("%") for s in sizes) or mrc else None
     try:
         capacities = [(s, parse_size_spec(s, working_set)) for s in sizes]
@@ -116,6 +126,8 @@ def simulate(
         out.flush()
     else:
         _print_tables(results, curve_points, len(trace), working_set)
+    if trace.error:  # the results are printed; the run still fails: the trace was not whole
+        raise UserError(f"{trace.error}; the results above cover the {len(trace):,} requests read before it")
 
 
 def _with_progress(show: bool, total: int, what: str, work):

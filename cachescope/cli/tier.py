@@ -1,4 +1,9 @@
-"""`cachescope tier PATH...` (or paths on stdin): one `TIER<TAB>PATH` line per path."""
+"""`cachescope tier PATH...` (or paths on stdin): one `TIER<TAB>PATH` line per path.
+
+PATH is printed escaped so a line stays one line with one TAB: backslash as `\\`, TAB, NUL and the
+other control characters as `\t`, `\x00` … Paths longer than PATH_MAX (4096 bytes, what POSIX
+storage accepts) are refused with a message on stderr; the others are still printed; exit 1.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,17 @@ import typer
 from cachescope.cli.app import app
 from cachescope.config import load_config
 from cachescope.tiers import RulesError, TierClassifier
+
+
+#: Linux PATH_MAX; XRootD, dCache and EOS refuse longer paths too
+PATH_MAX = 4096
+_ESCAPES = {i: f"\\x{i:02x}" for i in [*range(0x20), 0x7F]} | {ord("\\"): "\\\\", ord("\t"): "\\t",
+                                                             ord("\n"): "\\n", ord("\r"): "\\r"}
+
+
+def escape(path: str) -> str:
+    """PATH as printed: no TAB, newline or NUL left raw in the TIER<TAB>PATH line."""
+    return path.translate(_ESCAPES)
 
 
 def _paths(args: list[str] | None) -> Iterable[str]:
@@ -40,8 +56,15 @@ def tier(
         typer.echo(f"cachescope tier: {exc}", err=True)
         raise typer.Exit(2) from None
     out = sys.stdout
+    refused = 0
     try:
         for path in _paths(paths):
+            size = len(path.encode("utf-8", "surrogatepass"))
+            if size > PATH_MAX:
+                refused += 1
+                typer.echo(f"cachescope tier: path {escape(path[:60])}… is {size:,} bytes, longer than PATH_MAX "
+                           f"({PATH_MAX}): refused", err=True)
+                continue
             info = classifier.classify(path, vo)
             if details:
                 out.write(
@@ -62,7 +85,10 @@ def tier(
                     + "\n"
                 )
             else:
-                out.write(f"{info.tier}\t{path}\n")
+                out.write(f"{info.tier}\t{escape(path)}\n")
         out.flush()
     except BrokenPipeError:
         sys.stderr.close()
+        return
+    if refused:
+        raise typer.Exit(1)

@@ -160,14 +160,53 @@ class CachescopeConfig(BaseSettings):
 def load_config(path: str | Path | None = None, **overrides: Any) -> CachescopeConfig:
     """Configuration from `path` (YAML; None: defaults), environment variables, then `overrides`.
 
-    Relative `tiers.rules_files` are resolved against the YAML file's directory.
+    Relative `tiers.rules_files` are resolved against the YAML file's directory. Everything is
+    checked here: a problem raises UsageError with one line naming the file and the field path
+    (`pipeline.curve.min: ...`), never later in the run.
     """
+    from pydantic import ValidationError
+
+    from cachescope.errors import UsageError
+
+    where = f"config {path}" if path is not None else "configuration (environment variables)"
+    if path is not None and not Path(path).is_file():
+        raise UsageError(f"config {path}: {'is a directory' if Path(path).is_dir() else 'no such file'}")
     token = _yaml_file.set(Path(path) if path is not None else None)
     try:
         config = CachescopeConfig(**overrides)
+    except ValidationError as exc:
+        raise UsageError(f"{where}: {_describe(exc)}") from None
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{where}: not valid YAML: {' '.join(str(exc).split())}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{where}: cannot read: {exc}") from None
+    except ValueError as exc:
+        raise UsageError(f"{where}: {' '.join(str(exc).split())}") from None
     finally:
         _yaml_file.reset(token)
     if path is not None:
         base = Path(path).resolve().parent
         config.tiers.rules_files = [p if p.is_absolute() else base / p for p in config.tiers.rules_files]
+    for i, rules in enumerate(config.tiers.rules_files):
+        if not rules.is_file():
+            raise UsageError(f"{where}: tiers.rules_files[{i}]: no such file {rules}")
+    if config.tiers.rules_files:
+        from cachescope.tiers import TierClassifier
+
+        try:
+            TierClassifier.load(config.tiers.rules_files)
+        except Exception as exc:  # noqa: BLE001 - RulesError, YAML errors: name the file
+            raise UsageError(f"{where}: tiers.rules_files: {' '.join(str(exc).split())}") from None
     return config
+
+
+def _describe(exc: Any) -> str:
+    """pydantic's errors as one line: `field.path: message (got value)`; …"""
+    parts = []
+    for e in exc.errors(include_url=False):
+        loc = ".".join(str(x) for x in e["loc"] if x != "__root__") or "(top level)"
+        msg = e["msg"].removeprefix("Value error, ")
+        got = e.get("input")
+        shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {str(got)[:80]!r})"
+        parts.append(f"{loc}: {msg}{shown}")
+    return "; ".join(parts)

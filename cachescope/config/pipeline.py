@@ -6,13 +6,26 @@ default a Tier-2 site can start from.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Annotated, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from cachescope.config.durations import parse_duration_us
 from cachescope.simulation import POLICIES, CacheSpec, log_grid
 from cachescope.units import parse_size, parse_size_spec
+
+
+def _size_text(value: object) -> object:
+    """Sizes as the command line takes them: a plain integer (YAML `1000000`) is bytes."""
+    if isinstance(value, bool):
+        raise ValueError("a size is a number of bytes or a text like 10TB, not true/false")
+    if isinstance(value, int):
+        return str(value)
+    return value
+
+
+#: a size as the command line takes it: "10TB", "10TiB", "5%" or an integer of bytes
+Size = Annotated[str, BeforeValidator(_size_text)]
 
 
 class _Strict(BaseModel):
@@ -22,13 +35,16 @@ class _Strict(BaseModel):
 class ShadowCaches(_Strict):
     """The bank every cache group runs: each policy at each size."""
 
-    policies: list[str] = ["lru", "arc", "s3fifo"]
-    sizes: list[str] = ["1TB", "2TB", "5TB", "10TB", "20TB", "50TB", "100TB", "200TB"]
+    policies: list[str] = Field(["lru", "arc", "s3fifo"], min_length=1)
+    #: "10TB", "10TiB", "5%" (of storage_capacity) or a plain integer of bytes, as on the command line
+    sizes: list[Size] = Field(["1TB", "2TB", "5TB", "10TB", "20TB", "50TB", "100TB", "200TB"], min_length=1)
     #: lets sizes be given as a percentage of the storage behind the cache group ("1%")
-    storage_capacity: Optional[str] = None
+    storage_capacity: Optional[Size] = None
+    #: per policy: parameter name → value (each policy's file in simcore/src/policy/ names its own)
     params: dict[str, dict[str, float]] = {}
     sample_rate: float = Field(1.0, gt=0, le=1)
-    partitions: int = Field(1, ge=1)
+    #: hash partitions per cache (bounded: each one is a cache of its own)
+    partitions: int = Field(1, ge=1, le=1024)
 
     @field_validator("policies")
     @classmethod
@@ -43,7 +59,17 @@ class ShadowCaches(_Strict):
 
     @model_validator(mode="after")
     def _sizes_resolve(self) -> "ShadowCaches":
-        self.capacities()
+        if any(s.endswith("%") for s in self.sizes) and not self.storage_capacity:
+            raise ValueError("sizes in % need storage_capacity (the bytes of storage behind the cache group)")
+        capacities = self.capacities()
+        unknown = sorted(set(self.params) - set(self.policies))
+        if unknown:
+            raise ValueError(f"params for {', '.join(unknown)}, which is not in policies {self.policies}")
+        # the engine checks each policy's parameter names: build one cache per policy now, not mid-run
+        from cachescope.simulation import ShadowBank
+
+        ShadowBank([CacheSpec(p, capacities[0], self.params.get(p, {}), self.sample_rate, self.partitions)
+                    for p in self.policies], 2)
         return self
 
     def capacities(self) -> list[int]:
@@ -91,11 +117,18 @@ class Curve(_Strict):
 
     enabled: bool = True
     points: int = Field(64, ge=1, le=1024)
-    min: str = "100GB"
-    max: str = "10PB"
+    min: Size = "100GB"
+    max: Size = "10PB"
     sample_rate: float = Field(1.0, gt=0, le=1)
     #: > 0: fixed-size SHARDS, at most this many files tracked
     max_objects: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _range(self) -> "Curve":
+        low, high = parse_size(self.min), parse_size(self.max)
+        if low > high:
+            raise ValueError(f"min {self.min} is above max {self.max}")
+        return self
 
     def grid(self) -> list[int]:
         return log_grid(parse_size(self.min), parse_size(self.max), self.points)

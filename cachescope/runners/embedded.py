@@ -10,6 +10,7 @@ same files again writes identical rows, which the tables keep once.
 from __future__ import annotations
 
 import heapq
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from cachescope.core.columns import EventColumns
 from cachescope.core.group_state import GroupState
 from cachescope.core.shards import split
 from cachescope.core.writer import RowWriter
+from cachescope.errors import InputError
 from cachescope.events import AccessEvent
 from cachescope.store import Store, migrations, tables
 from ingest.pipeline import LineParser, RejectRecord, open_lines
@@ -39,6 +41,14 @@ class ReplaySummary:
     rejected: int = 0
     skipped: int = 0
     late: int = 0
+    #: lines skipped by design (door requests, writes to a cache log, headers ...) by reason;
+    #: they are counted here, not written to the rejects
+    skipped_by_reason: dict[str, int] = field(default_factory=dict)
+    #: damaged inputs (truncated or corrupt compressed data): the lines before the damage were replayed
+    errors: list[str] = field(default_factory=list)
+    #: set when `stop` ended the replay early: open windows were not closed, so a rerun of the same
+    #: files completes the store (rows already written are replaced by identical ones)
+    interrupted: bool = False
     rows: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     #: per (cache_group, policy, size_bytes), over all tiers and windows of the replay
@@ -77,6 +87,14 @@ def _merged_by_time(streams: list[Iterator[list[AccessEvent]]]) -> Iterator[Acce
     return heapq.merge(*flat, key=attrgetter("ts", "origin")) if len(flat) > 1 else flat[0]
 
 
+def _guarded(batches: Iterator[list[AccessEvent]], errors: list[str]) -> Iterator[list[AccessEvent]]:
+    """A file's batches, ending (not failing) at damaged compressed data: the other files go on."""
+    try:
+        yield from batches
+    except InputError as exc:
+        errors.append(str(exc))
+
+
 def _chunks(events: Iterable[AccessEvent], size: int) -> Iterator[list[AccessEvent]]:
     chunk: list[AccessEvent] = []
     for ev in events:
@@ -100,8 +118,13 @@ def replay(
     on_progress: Callable[[int], None] = lambda events: None,
     batch_events: int = 65_536,
     write_rows: int = 500_000,
+    stop: threading.Event | None = None,
 ) -> ReplaySummary:
-    """Replay `files` (one format) through the configured shadow caches into `store`."""
+    """Replay `files` (one format) through the configured shadow caches into `store`.
+
+    Lines skipped by design are counted by reason, not passed to `on_reject`. When `stop` is set
+    (a signal), the replay ends at the next batch boundary: what was processed is written, open
+    windows stay open (`summary.interrupted`)."""
     t0 = time.perf_counter()
     migrations.migrate(store, events_ttl_days=0)  # idempotent; old logs must not expire on insert
     pipeline = config.pipeline
@@ -110,11 +133,11 @@ def replay(
         name = str(f)
         parsers.append(LineParser(fmt, config=config, site=site, source_name=name,
                                   seq_start=config.ingest.seq_start,
-                                  on_reject=lambda rec, name=name: on_reject(name, rec)))
-    streams = [p.batches(open_lines(f)) for p, f in zip(parsers, files)]
+                                  on_reject=lambda rec, name=name: None if rec.skipped else on_reject(name, rec)))
+    summary = ReplaySummary(files=len(files))
+    streams = [_guarded(p.batches(open_lines(f)), summary.errors) for p, f in zip(parsers, files)]
     groups: dict[tuple[str, int], GroupState] = {}
     totals = _Totals()
-    summary = ReplaySummary(files=len(files))
 
     def written(tables_written: dict[str, dict[str, np.ndarray]]) -> None:  # on the writer's thread
         totals.add(tables_written)
@@ -145,14 +168,23 @@ def replay(
         on_progress(summary.events)
         if sum(len(st.outbox) for st in groups.values()) >= write_rows:
             write_all()
-    for st in groups.values():
-        st.finish()
+        if stop is not None and stop.is_set():
+            summary.interrupted = True
+            break
+    if summary.interrupted:
+        for s in streams:
+            s.close()  # the parsers count the lines they read
+    else:
+        for st in groups.values():
+            st.finish()
     write_all()
     writer.close()
     for p in parsers:
         summary.lines += p.stats.lines
         summary.rejected += p.stats.rejected
         summary.skipped += p.stats.skipped
+        for reason, n in p.stats.skipped_reasons.items():
+            summary.skipped_by_reason[reason] = summary.skipped_by_reason.get(reason, 0) + n
     summary.efficiency = totals.frame()
     summary.seconds = time.perf_counter() - t0
     return summary

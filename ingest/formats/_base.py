@@ -259,6 +259,8 @@ def decode_struct(decoder: "msgspec.json.Decoder", line: str) -> Any:
         raise BadRecord(f"field {where}: {what[:1].lower()}{what[1:]}" if where else f"not a record: {what}") from None
     except msgspec.DecodeError as exc:
         raise BadRecord(f"not valid JSON: {exc}") from None
+    except RecursionError:  # msgspec skips unknown values recursively: a hostile nesting depth
+        raise BadRecord("not valid JSON: nested too deeply (more than the interpreter's recursion limit)") from None
 
 
 def json_object(line: str, loads: Callable[[str], Any]) -> dict[str, Any]:

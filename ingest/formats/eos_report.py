@@ -79,8 +79,11 @@ _FST = re.compile(
     r"log=[^&]*&path=([^&]+)" + _skip_to("td") + r"&td=([^&]*)&host=([^&]*)" + _skip_to("fid")
     + r"&fid=(\d+)" + _skip_to("ots") + r"&ots=(\d+)&otms=(\d+)" + _skip_to("nwc")
     + r"&nwc=(\d+)&rb=(\d+)" + _skip_to("rvb_sum") + r"&rvb_sum=(\d+)" + _skip_to("wb") + r"&wb=(\d+)"
-    + _skip_to("osize") + r"&osize=(\d+)&csize=(\d+)" + _skip_to(r"sec\.vorg") + r"&sec\.vorg=([^&]*)"
+    + _skip_to("osize") + r"&osize=(\d+)&csize=(\d+)" + _skip_to(r"sec\.vorg") + r"&sec\.vorg=([^&]*)(?=&)"
 )
+#: every FST and MGM record ends with the sec.* fields: a line without sec.app was cut short
+_LAST_KEY = "sec.app"
+
 _FID_MEMO_LIMIT = 1_000_000
 
 
@@ -117,6 +120,8 @@ def _parse(line: str, ctx: ParseContext) -> Access | Reject:
     if m is not None:
         return _fst(m, ctx)
     kv = parse_kv(line.strip())
+    if _LAST_KEY not in kv and "log" in kv:
+        raise BadRecord("record cut short: no sec.app field (EOS ends every record with the sec.* fields)")
     app = kv.get("sec.app", "")
     path = kv.get("path")
     if path is not None and "ots" in kv:
@@ -130,16 +135,16 @@ def _parse(line: str, ctx: ParseContext) -> Access | Reject:
         client = td.rsplit("@", 1)[1] if "@" in td else ""
         server = kv.get("host", "") or ctx.server
         vo = kv.get("sec.vorg", "").lower()
-        written = _num(kv, "wb", 0)
+        written = _num(kv, "wb")  # required: a record without its byte counts is no 0-byte access
         if written > 0 or _num(kv, "nwc", 0) > 0:
-            size = _num(kv, "csize", 0)
+            size = _num(kv, "csize")
             if written > size:
                 size = written
             return Access(ts, path, size, written, "write", server, client, vo)
-        read = _num(kv, "rb", 0) + _num(kv, "rvb_sum", 0)
+        read = _num(kv, "rb") + _num(kv, "rvb_sum", 0)
         if read == 0:
             return skip("open without data (rb and wb are 0)")
-        size = _num(kv, "osize", 0) or _num(kv, "csize", 0)
+        size = _num(kv, "osize") or _num(kv, "csize")
         return Access(ts, path, size, read, "read", server, client, vo)
     if app == "deletion":
         return skip("FST replica deletion (one filesystem; the file may live on)")

@@ -44,6 +44,8 @@ def _doc(rec: object, ctx: ParseContext) -> Access | Reject:
         if not path.startswith("/") and "/rucio/" not in path and path.count("/") >= 3:
             path = "rucio/" + path  # the reporter stripped /atlas/rucio/ from the cinfo path
         size = uint(rec.get("size"), "size")
+        if "bytes_hit" not in rec and "bytes_miss" not in rec:  # no counters: not an access of 0 bytes
+            raise BadRecord("fields bytes_hit and bytes_miss: missing")
         hit = uint(rec.get("bytes_hit", 0), "bytes_hit")
         miss = uint(rec.get("bytes_miss", 0), "bytes_miss")
         bypass = uint(rec.get("bytes_bypassed", 0), "bytes_bypassed")

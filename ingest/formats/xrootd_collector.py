@@ -74,6 +74,8 @@ def _transfer(rec: dict, ctx: ParseContext, wlcg: bool) -> Access | Reject:
     if wlcg:
         path = rec.get("file_lfn")
         size = _size(rec, "file_size")
+        if "read_bytes" not in rec and "read_bytes_at_close" not in rec:
+            raise BadRecord("field read_bytes: missing (no byte counts: not an access of 0 bytes)")
         at_close = rec.get("read_bytes_at_close")
         read = uint(at_close, "read_bytes_at_close") if at_close else 0
         if read == 0:
@@ -86,6 +88,8 @@ def _transfer(rec: dict, ctx: ParseContext, wlcg: bool) -> Access | Reject:
     else:
         path = rec.get("filename")
         size = _size(rec, "filesize", "file_size")
+        if "read" not in rec and "readv" not in rec and "write" not in rec:
+            raise BadRecord("fields read and write: missing (no byte counts: not an access of 0 bytes)")
         read = uint(rec.get("read", 0), "read") + uint(rec.get("readv", 0), "readv")
         written = uint(rec.get("write", 0), "write")
         server = opt_text(rec.get("server_hostname")) or opt_text(rec.get("server"))

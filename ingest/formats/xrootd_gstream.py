@@ -56,6 +56,8 @@ def cache_record(rec: dict, ctx: ParseContext, keys: tuple[str, ...]) -> Access 
     if type(path) is not str or not path:
         raise BadRecord(f"field {k_path}: missing or not a string")
     size = uint(rec.get(k_size), k_size)
+    if k_hit not in rec and k_miss not in rec:  # a record without its byte counters is no access of 0 bytes
+        raise BadRecord(f"fields {k_hit} and {k_miss}: missing")
     hit = uint(rec.get(k_hit, 0), k_hit)
     miss = uint(rec.get(k_miss, 0), k_miss)
     bypass = uint(rec.get(k_bypass, 0), k_bypass)

@@ -49,21 +49,21 @@ def produce(bootstrap: str, topic: str, values: list[str], partitions: int) -> l
         return out
 
 
-def expected_events(records: list[tuple[int, int, str]]) -> dict[int, dict]:
-    """seq -> event of every record that is an access, the record parsed on its own; its seq is
-    where it is: partition << 48 | offset."""
+def expected_events(topic: str, records: list[tuple[int, int, str]]) -> dict[tuple[str, int], dict]:
+    """(origin, seq) -> event of every record that is an access, the record parsed on its own; its
+    identity is where it is: origin kafka:TOPIC/PARTITION, seq its offset."""
     parser = LineParser("dcache-json", config=load_config(), on_reject=lambda r: None)
     out = {}
     for partition, offset, value in records:
-        seq = partition << 48 | offset
-        parser.enrich.seq = seq
+        parser.enrich.origin = f"kafka:{topic}/{partition}"
+        parser.enrich.seq = offset
         for e in parser.parse_all([value]):
-            out[seq] = msgspec.to_builtins(e)
+            out[(parser.enrich.origin, offset)] = msgspec.to_builtins(e)
     return out
 
 
 def shipped(bootstrap: str, topic: str) -> list[dict]:
-    return sorted(topic_items(bootstrap, topic), key=lambda e: e["seq"])
+    return sorted(topic_items(bootstrap, topic), key=lambda e: (e["origin"], e["seq"]))
 
 
 def committed_records(bootstrap: str, group: str) -> int:
@@ -82,7 +82,7 @@ def test_billing_topic_to_events_once_rejects_by_partition_and_offset(kafka, kaf
     make_topic(kafka.bootstrap, billing, partitions=2)
     lines = fixture_lines("dcache_json.jsonl")
     records = produce(kafka.bootstrap, billing, lines[:5] + [MALFORMED] + lines[5:], partitions=2)
-    want = expected_events(records)
+    want = expected_events(billing, records)
     assert {e["op"] for e in want.values()} == {"read", "write", "delete"}
     args = [CLI, "ship", "--format", "dcache-json", "--from", f"kafka://{kafka.bootstrap}/{billing}",
             "--to", f"kafka://{kafka.bootstrap}/{events}", "--shipper-id", kafka_topic, "--no-follow",
@@ -136,7 +136,7 @@ def test_stop_part_way_produce_more_and_resume(kafka, kafka_topic):
         assert sh.records == 3000 - 700  # resumed where the first run's transactions ended
     finally:
         sh.close()
-    want = expected_events(records)
+    want = expected_events(billing, records)
     assert shipped(kafka.bootstrap, events) == [want[s] for s in sorted(want)]
 
 
@@ -163,8 +163,8 @@ def test_sigkill_mid_stream_and_restart_sends_every_event_exactly_once(kafka, ka
     records += produce(kafka.bootstrap, billing, lines[20_000:], partitions=2)
     done = subprocess.run(args + ["--no-follow"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    want = expected_events(records)
+    want = expected_events(billing, records)
     got = shipped(kafka.bootstrap, events)
-    seqs = [e["seq"] for e in got]
-    assert len(seqs) == len(set(seqs))  # none twice
+    ids = [(e["origin"], e["seq"]) for e in got]
+    assert len(ids) == len(set(ids))  # none twice
     assert got == [want[s] for s in sorted(want)]  # none lost, each as parsed

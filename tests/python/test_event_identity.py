@@ -121,8 +121,11 @@ def test_several_shippers_into_one_group_through_flink_store_every_event_once(
         assert db.query("SELECT uniqExact(origin) FROM access_events").scalar() == shippers
         eff = db.query("SELECT sum(requests) FROM efficiency FINAL WHERE policy = 'lru' AND size_bytes = "
                        "(SELECT min(size_bytes) FROM efficiency)").scalar()
+        # the shadow caches count every read except those that arrived after their window closed:
+        # the streams are shipped one after the other, so later copies are partly late (side output)
+        late = db.query("SELECT max(value) FROM pipeline_health WHERE metric = 'late_events'").scalar()
         reads_per_log = sum(1 for e in parsed(logs[1]) if e.op == "read")
-        assert eff == shippers * reads_per_log
+        assert eff + late == shippers * reads_per_log
     finally:
         db.command(f"DROP DATABASE IF EXISTS {name}")
         db.close()

@@ -77,7 +77,7 @@ def test_gzip_and_zstd_inputs_give_the_same_output(tmp_path: Path):
 
 def test_exit_status(tmp_path: Path):
     missing = runner.invoke(app, ["parse", "-f", "csv", str(tmp_path / "nope.csv")])
-    assert missing.exit_code == 1 and "cannot read" in missing.stderr
+    assert missing.exit_code == 2 and "cannot read" in missing.stderr  # a missing input is a usage error
     unknown = runner.invoke(app, ["parse", "-f", "syslog", str(tmp_path / "nope.csv")])
     assert unknown.exit_code == 2 and "unknown format" in unknown.stderr
     garbage = _write(tmp_path, "junk.txt", ["not a record", "{]", "a=b&c"])
@@ -89,7 +89,7 @@ def test_exit_status(tmp_path: Path):
     truncated = tmp_path / "t.gz"
     truncated.write_bytes(gzip.compress(b"x" * 100_000)[:50])
     broken = runner.invoke(app, ["parse", "-f", "csv", str(truncated)])
-    assert broken.exit_code == 1
+    assert broken.exit_code == 1 and "truncated gzip" in broken.stderr and "t.gz" in broken.stderr
 
 
 def test_seq_start_and_site_override(tmp_path: Path):

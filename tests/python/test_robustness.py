@@ -229,3 +229,62 @@ def test_fuzz_100k_mutated_lines(fmt, workload):
     assert with_reject or events
     for ev in events:
         assert 0 <= ev.bytes_read <= ev.file_size <= U64_MAX and ev.op in ("read", "write", "delete")
+
+
+# --- nothing lost to defaults: a damaged record is a reject, never an event with made-up values -------
+
+JSON_FORMATS = [f for f in FORMATS if f in KEYS_OF]
+
+
+@pytest.mark.parametrize("fmt", JSON_FORMATS + ["eos-report"])
+@pytest.mark.parametrize("depth", [2_000, 100_000])
+def test_deeply_nested_json_is_a_reject(fmt, depth):
+    ctx = _ctx(fmt)
+    for line in ("[" * depth + "]" * depth, '{"a":' * depth + "1" + "}" * depth, "[" * depth):
+        result = FORMATS[fmt].parse(line, ctx)
+        items = result if isinstance(result, list) else [result]
+        assert all(isinstance(r, Reject) and r.reason and not r.reason.startswith(INTERNAL_ERROR) for r in items)
+
+
+def _records(fmt: str, workload) -> list[str]:
+    seeds = [line for name in FIXTURES_OF[fmt] for line in fixture_lines(name)]
+    return seeds + [line for i, _, _, line in render(fmt, workload) if i >= 0][:200]
+
+
+@pytest.mark.parametrize("fmt", JSON_FORMATS + ["eos-report"])
+def test_a_record_cut_anywhere_is_never_an_event(fmt, workload):
+    """A line cut in the middle (a truncated file, a torn write) gives a reject with its reason: JSON
+    cut anywhere is invalid; an EOS record ends with its sec.* fields, so a cut before them is seen."""
+    ctx = _ctx(fmt)
+    for line in _records(fmt, workload):
+        end = line.find("&sec.") if fmt == "eos-report" and not line.startswith("{") else len(line)
+        for cut in range(1, max(1, end)):
+            result = FORMATS[fmt].parse(line[:cut], ctx)
+            items = result if isinstance(result, list) else [result]
+            assert not any(isinstance(r, Access) for r in items), (cut, line[:cut])
+            assert all(r.reason for r in items)
+
+
+@pytest.mark.parametrize("fmt, keys", [
+    ("xrootd-gstream", ("b_hit", "b_miss")),
+    ("xcache-reporter", ("bytes_hit", "bytes_miss")),
+    ("xrootd-collector", ("read_bytes", "read_bytes_at_close")),
+    ("eos-report", ("rb", "wb")),
+])
+def test_a_record_without_its_byte_counts_is_a_reject_not_a_zero_byte_event(fmt, keys, workload):
+    ctx = _ctx(fmt)
+    checked = 0
+    for line in _records(fmt, workload):
+        if fmt == "eos-report":
+            if line.startswith("{") or "&rb=" not in line:
+                continue
+            damaged = "&".join(p for p in line.split("&") if p.split("=", 1)[0] not in keys)
+        else:
+            rec = orjson.loads(line) if _is_json(line) else None
+            if not isinstance(rec, dict) or not any(k in rec for k in keys):
+                continue
+            damaged = orjson.dumps({k: v for k, v in rec.items() if k not in keys}).decode()
+        result = FORMATS[fmt].parse(damaged, ctx)
+        assert isinstance(result, Reject) and not result.skipped and "missing" in result.reason, (damaged, result)
+        checked += 1
+    assert checked >= 10
