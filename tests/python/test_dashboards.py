@@ -137,7 +137,12 @@ def test_provisioning_files():
     prov = REPO / "dashboards" / "provisioning"
     ds = yaml.safe_load((prov / "datasources" / "clickhouse.yaml").read_text())["datasources"][0]
     assert ds["uid"] == generate.DATASOURCE_UID and ds["type"] == "grafana-clickhouse-datasource"
-    assert ds["jsonData"]["protocol"] == "native" and ds["jsonData"]["defaultDatabase"] == "cachescope"
+    # the variables docker-compose.yml and deploy/k8s set for Grafana
+    assert ds["jsonData"]["protocol"] == "native" and ds["jsonData"]["defaultDatabase"] == "${CLICKHOUSE_DATABASE}"
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())["services"]["grafana"]["environment"]
+    for value in (*ds["jsonData"].values(), *ds["secureJsonData"].values()):
+        if isinstance(value, str) and value.startswith("${"):
+            assert value[2:-1] in compose, value
     assert "database" not in ds["jsonData"] and ds["secureJsonData"]["password"].startswith("${")
     rules = yaml.safe_load((prov / "alerting" / "cachescope-rules.yaml").read_text())
     assert rules["apiVersion"] == 1
