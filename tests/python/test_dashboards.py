@@ -153,7 +153,8 @@ def test_provisioning_files():
         assert [d["refId"] for d in r["data"]] == ["A", "B", "C"]
         assert r["data"][1]["datasourceUid"] == r["data"][2]["datasourceUid"] == "__expr__"
     cp = yaml.safe_load((prov / "alerting" / "contact-points.yaml").read_text())
-    assert cp["contactPoints"][0]["receivers"][0]["type"] == "webhook"
+    receiver = cp["contactPoints"][0]["receivers"][0]
+    assert receiver["type"] == "webhook" and receiver["settings"]["url"][2:-1] in compose
 
 
 # --------------------------------------------------------------------------- every panel's SQL
