@@ -243,7 +243,7 @@ ALERTS_FIRING_SERIES = NamedQuery(
     "AS resolved "
     f"FROM {tables.ALERTS} FINAL WHERE " + _any_of("cache_group", "cache_groups") + " "
     "GROUP BY cache_group, rule, starts_at) AS a "
-    "ARRAY JOIN arrayMap(i -> toStartOfInterval(toDateTime({start:DateTime64(6)}), "
+    "ARRAY JOIN arrayMap(i -> toStartOfInterval(toDateTime({start:DateTime64(6)}, 'UTC'), "
     "toIntervalSecond({step_s:UInt32})) + toIntervalSecond(i * {step_s:UInt32}), "
     "range(toUInt32(intDiv(dateDiff('second', toDateTime({start:DateTime64(6)}), "
     "toDateTime({end:DateTime64(6)})), {step_s:UInt32}) + 1))) AS time "
