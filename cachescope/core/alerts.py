@@ -239,7 +239,7 @@ class AlertEvaluator:
             if breached:
                 if st[0] is None:
                     st[0] = end - self.window_us  # the condition holds from this window on
-                if st[1] is None and end - st[0] >= self.for_us(b):
+                if st[1] is None and end - st[0] >= b.for_us:
                     st[1] = st[0]
                     rows.append(self._row(b, end, "firing", v, st[1]))
             else:
@@ -249,10 +249,6 @@ class AlertEvaluator:
                     st[1] = None
                 if v is not None or st[1] is None:
                     st[0] = None
-
-    @staticmethod
-    def for_us(b: _Bound) -> int:
-        return b.for_us
 
     def _row(self, b: _Bound, end: int, state: str, v: tuple[float, float, int, str], starts_at: int) -> tuple:
         r = b.rule
