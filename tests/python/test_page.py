@@ -28,8 +28,6 @@ CLI = str(Path(sys.executable).parent / "cachescope")
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = REPO / "var" / "test-artifacts" / "page"
 
-pytestmark = pytest.mark.skipif(not (REPO / "api" / "static" / "vendor" / "uPlot.iife.min.js").exists(),
-                                reason="run scripts/page-assets (uPlot from npm) first")
 
 
 def _free_port() -> int:
@@ -47,6 +45,8 @@ def _get(url: str, body: dict | None = None):
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
+    if not (REPO / "api" / "static" / "vendor" / "uPlot.iife.min.js").exists():
+        pytest.fail("the page's chart library is missing: bash scripts/page-assets (uPlot from npm)")
     tmp = tmp_path_factory.mktemp("page")
     w, _ = apply("hit-drop", make_workload(30_000, days=2, sites=1, servers=2, seed=13))
     files = write("xrootd-gstream", w, tmp / "logs", single_file=False)
