@@ -89,5 +89,5 @@ def generate(
         print(f"{name}: {len(files)} file(s) in {where}{per_site}, {time.perf_counter() - t1:.1f}s", file=sys.stderr)
     if incident is not None:
         print(f"scenario {incident.describe()}", file=sys.stderr)
-    print(f"generated {events} accesses over {days:g} days at {sites} site(s) in {time.perf_counter() - t0:.1f}s",
+    print(f"generated {len(workload)} accesses over {days:g} days at {sites} site(s) in {time.perf_counter() - t0:.1f}s",
           file=sys.stderr)
