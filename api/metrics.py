@@ -42,8 +42,9 @@ class LatencyMiddleware:
         try:
             await self.app(scope, receive, send_status)
         finally:
-            route = scope.get("route")
-            path = getattr(route, "path", None) or "unmatched"
+            # no route has path parameters, so a matched path is its own template; anything
+            # unmatched shares one label (bounded cardinality)
+            path = scope.get("path", "") if scope.get("route") is not None else "unmatched"
             self.metrics.latency.labels(scope.get("method", ""), path, str(status["code"])).observe(time.perf_counter() - t0)
 
 
