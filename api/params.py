@@ -71,6 +71,13 @@ def sizes(values: list[str] | None, field: str = "size") -> list[int]:
     return out
 
 
+def one_size(value: str, field: str) -> int:
+    got = sizes([value], field)
+    if len(got) != 1:
+        raise ApiError(422, field, f"{field} must be one size like 10TB, 10TiB or a number of bytes")
+    return got[0]
+
+
 def groups_of(store: Store, cache_group: list[str] | None, site: str | None) -> list[str]:
     """Cache groups asked for; a site adds (or, alone, means) the groups of that site."""
     groups = split(cache_group)

@@ -40,7 +40,7 @@ def compare(
 ):
     """Per window and overall: observed transfer efficiency (hit bytes / all bytes the real cache
     served), each shadow's transfer efficiency (bytes hit / bytes requested) and the difference."""
-    size_b = P.sizes([size])[0]
+    size_b = P.one_size(size, "size")
     start, end = P.time_range(store, from_, to)
     step_s = P.step_seconds(step, start, end)
     obs = reads.observed_series(store, start, end, step_s, cache_groups=[cache_group])
