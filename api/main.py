@@ -10,6 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.core.config import Settings
+from api.cache import AnswerCache
 from api.deps import Auth, StorePool
 from api.errors import ApiError, api_error, error_body, unexpected, validation_error
 from api.limits import Limits
@@ -46,6 +47,7 @@ def create_app(settings: Settings | None = None, stores: StorePool | None = None
     app.state.auth = Auth(settings.tokens())
     app.state.metrics = metrics
     app.state.limits = Limits(settings, metrics)
+    app.state.answers = AnswerCache(settings.answer_cache_seconds)
 
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(RequestValidationError, validation_error)

@@ -278,9 +278,17 @@ def run_whatif(store: Store, req: WhatIf, *, tier_names: Sequence[str] | None = 
                   start_us, step_us, n_groups, groups)
             pos += k
     else:
-        for a, b, warm in ranges:
-            _feed(res, read(a, b), warm, None, bank, shared_bank, replica_banks, rep_tot, start_us, step_us,
-                  n_groups, groups)
+        # the next chunk is read while the engine feeds this one (both leave the GIL: chDB's query
+        # and the bank's feed run native code), so a replay takes about max(read, engine)
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(1, thread_name_prefix="whatif-read") as pool:
+            pending = pool.submit(read, *ranges[0][:2]) if ranges else None
+            for i, (a, b, warm) in enumerate(ranges):
+                cols = pending.result()
+                pending = pool.submit(read, *ranges[i + 1][:2]) if i + 1 < len(ranges) else None
+                _feed(res, cols, warm, None, bank, shared_bank, replica_banks, rep_tot, start_us, step_us,
+                      n_groups, groups)
     if replica_banks:
         tot = rep_tot.sum(axis=2)  # (replicas, caches, fields)
         res.replicas = np.stack([tot[..., F["hits"]] / np.maximum(tot[..., F["requests"]], 1),

@@ -42,6 +42,9 @@ class Settings(BaseSettings):
     whatif_max_configs: int = Field(64, ge=1)
     #: request bodies above this are refused (413)
     max_body_bytes: int = Field(65_536, ge=1024)
+    #: read answers (efficiency, curves, configs, compare) are kept this long, single-flight;
+    #: 0 turns the cache off
+    answer_cache_seconds: float = Field(15.0, ge=0)
     #: server connections kept for concurrent reads (ClickHouse server only; chDB has one session)
     store_connections: int = Field(4, ge=1, le=64)
 

@@ -6,7 +6,7 @@ import datetime as dt
 from typing import Optional
 
 import numpy as np
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Request, Query
 
 from api import params as P
 from api.deps import get_store, require
@@ -46,6 +46,7 @@ def columnar_series(df) -> list[dict]:
 
 @router.get("/efficiency", response_model=EfficiencyAnswer, responses=ERRORS, dependencies=[require("read")])
 def efficiency(
+    request: Request,
     store=Depends(get_store),
     site: Optional[str] = Query(None, max_length=200, description="the cache groups of this site"),
     cache_group: list[str] = Query([], description="cache groups (repeat or comma-separate); all by default"),
@@ -58,11 +59,14 @@ def efficiency(
     step: str = Query("1h", max_length=20, description="bucket length: 1m, 1h, 1d (picks the minute, hour or day table)"),
 ):
     """Hit efficiency (hits/requests) and transfer efficiency (bytes hit/bytes requested) per bucket."""
-    start, end = P.time_range(store, from_, to)
-    step_s = P.step_seconds(step, start, end)
-    groups = P.groups_of(store, cache_group, site)
-    tiers = P.split(tier)
-    df = reads.efficiency_series(store, start, end, step_s, cache_groups=groups, policies=P.split(policy),
-                                 sizes=P.sizes(size), tiers=tiers, by_tier=by_tier or bool(tiers))
-    return P.json_response({"step": step, "table": reads.table_for_step(step_s), "from": start.isoformat(),
-                            "to": end.isoformat(), "series": columnar_series(df)})
+    def compute():
+        start, end = P.time_range(store, from_, to)
+        step_s = P.step_seconds(step, start, end)
+        groups = P.groups_of(store, cache_group, site)
+        tiers = P.split(tier)
+        df = reads.efficiency_series(store, start, end, step_s, cache_groups=groups, policies=P.split(policy),
+                                     sizes=P.sizes(size), tiers=tiers, by_tier=by_tier or bool(tiers))
+        return P.json_response({"step": step, "table": reads.table_for_step(step_s), "from": start.isoformat(),
+                                "to": end.isoformat(), "series": columnar_series(df)})
+
+    return request.app.state.answers.get(request, compute)
