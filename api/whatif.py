@@ -28,6 +28,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from cachescope import reads
+from cachescope.admission import sampled_mask
 from cachescope.simulation import FIELDS, POLICIES, CacheSpec, ShadowBank
 from cachescope.store import Store
 
@@ -40,7 +41,6 @@ DAY = dt.timedelta(days=1)
 SAMPLE_REPLICAS = 4
 _T95 = {3: 3.182}
 _SALTS = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9)
-_SAMPLE_MODULUS = 1 << 24
 
 
 class WhatIfError(ValueError):
@@ -164,26 +164,6 @@ def _scaled(d: dict, rate: float) -> dict:
     for k in ("requests", "hits", "bytes_requested", "bytes_hit", "bytes_filled", "evictions"):
         d[k] = int(round(d[k] / rate))
     return d
-
-
-def _mix64(x: np.ndarray) -> np.ndarray:
-    """The engine's splitmix64 finaliser (cachescope simcore util/hash.rs), vectorised."""
-    x = x.astype(np.uint64, copy=True)
-    with np.errstate(over="ignore"):
-        x ^= x >> np.uint64(30)
-        x *= np.uint64(0xBF58476D1CE4E5B9)
-        x ^= x >> np.uint64(27)
-        x *= np.uint64(0x94D049BB133111EB)
-        x ^= x >> np.uint64(31)
-    return x
-
-
-def sampled_mask(file_id: np.ndarray, rate: float) -> np.ndarray:
-    """Which files the engine's SHARDS sampling at `rate` simulates (its exact rule)."""
-    threshold = min(max(int(round(rate * _SAMPLE_MODULUS)), 1), _SAMPLE_MODULUS)
-    if threshold == _SAMPLE_MODULUS:
-        return np.ones(len(file_id), dtype=bool)
-    return (_mix64(file_id) & np.uint64(_SAMPLE_MODULUS - 1)) < np.uint64(threshold)
 
 
 def _salted(file_id: np.ndarray, salt: int) -> np.ndarray:

@@ -145,9 +145,11 @@ async def load(url: str, params: dict, clients: int, requests: int, headers: dic
     return lat
 
 
-def bench_serve(args) -> None:
+def bench_serve(args, cache_seconds: float) -> None:
     port = free_port()
     env = dict(os.environ)
+    env["CACHESCOPE_ANSWER_CACHE_SECONDS"] = str(cache_seconds)
+    mode = f"answer cache {cache_seconds:g} s" if cache_seconds else "answer cache off"
     headers = {}
     cmd = [str(Path(sys.executable).parent / "cachescope"), "serve", "--port", str(port), "--database", args.database]
     if args.store:
@@ -178,23 +180,27 @@ def bench_serve(args) -> None:
                  ("24 configurations, tiers summed (17,280 points)", base),
                  ("24 configurations x 8 tiers (138,240 points)", {**base, "by_tier": "true"}))
         for label, params in cases:
-            n = args.requests if "points)" in label and "138" not in label else max(32, args.requests // 8)
+            n = args.requests if label.startswith("one") else max(32, args.requests // 8)
             asyncio.run(load(f"http://127.0.0.1:{port}/v1/efficiency", params, 2, 4, headers))  # warm
             t0 = time.perf_counter()
             lat = asyncio.run(load(f"http://127.0.0.1:{port}/v1/efficiency", params, args.clients, n, headers))
             wall = time.perf_counter() - t0
             p = np.percentile(np.array(lat) * 1000, [50, 95, 99])
-            print(f"/v1/efficiency {label}, {args.clients} clients, {n} requests: p50 {p[0]:.1f} ms, "
+            print(f"[{store_label(args)}, {mode}] /v1/efficiency {label}, {args.clients} clients, {n} requests: p50 {p[0]:.1f} ms, "
                   f"p95 {p[1]:.1f} ms, p99 {p[2]:.1f} ms, {n / wall:.1f} requests/s", flush=True)
         t0 = time.perf_counter()
         r = httpx.post(f"http://127.0.0.1:{port}/v1/whatif", headers=headers, timeout=600,
                        json={"policy": "arc", "size": "10TB", "from": START.isoformat(),
                              "to": (START + dt.timedelta(days=args.days)).isoformat(), "cache_group": GROUP})
-        print(f"POST /v1/whatif over HTTP (arc 10TB, {args.days} days): HTTP {r.status_code} in "
+        print(f"[{store_label(args)}] POST /v1/whatif over HTTP (arc 10TB, {args.days} days): HTTP {r.status_code} in "
               f"{time.perf_counter() - t0:.2f} s", flush=True)
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+
+
+def store_label(args) -> str:
+    return "chDB" if args.store else "ClickHouse server"
 
 
 def main() -> None:
@@ -233,7 +239,8 @@ def main() -> None:
         bench_whatif(store, args.days, f"{args.days} days")
     store.close()  # chDB: one process per store directory; `serve` opens it next
     if not args.skip_load:
-        bench_serve(args)
+        bench_serve(args, 0)
+        bench_serve(args, 15)
 
 
 if __name__ == "__main__":
