@@ -37,6 +37,8 @@ OTHER_TIER = "OTHER"
 #: the engine counts by at most 256 tiers: the most used 255 get codes, the rest count as OTHER
 MAX_TIERS = 255
 DAY = dt.timedelta(days=1)
+#: counters one answer may hold (buckets × groups × caches × tiers × fields, 8 bytes each)
+MAX_COUNTER_CELLS = 20_000_000
 #: salted replicas of a sampled cache for the error bound, and Student's t (95 %, replicas - 1 d.o.f.)
 SAMPLE_REPLICAS = 4
 _T95 = {3: 3.182}
@@ -220,7 +222,15 @@ def run_whatif(store: Store, req: WhatIf, *, tier_names: Sequence[str] | None = 
     start_us = int(_utc(req.start).timestamp() * 1_000_000)
     n_buckets = -(-int((req.end - req.start).total_seconds() * 1_000_000) // step_us) if step_us else 1
 
-    bank = ShadowBank(specs, n_tiers)
+    cells = n_buckets * n_groups * len(specs) * n_tiers * len(FIELDS)
+    if cells > MAX_COUNTER_CELLS:
+        raise WhatIfError("step" if step_us else "size", f"{n_buckets:,} buckets x {n_groups} groups x {len(specs)} "
+                          f"caches x {n_tiers} tiers is too many counters for one answer: use a longer step, fewer "
+                          "caches or groups", status=413)
+    try:
+        bank = ShadowBank(specs, n_tiers)
+    except ValueError as e:  # the engine refuses a parameter it does not know, or a bad value
+        raise WhatIfError("params", str(e)) from None
     shared_bank = (ShadowBank([replace(s, partitions=1) for s in specs], n_tiers) if req.partitions > 1 else None)
     sampled = req.sample_rate < 1.0
     replica_banks = [ShadowBank(specs, n_tiers) for _ in range(SAMPLE_REPLICAS - 1)] if sampled else []

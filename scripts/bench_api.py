@@ -103,12 +103,13 @@ def fill_efficiency(store, days: int = 30) -> int:
     return n
 
 
-def bench_whatif(store, days: int, weeks_label: str) -> None:
+def bench_whatif(store, days: int, weeks_label: str, configs: list[int]) -> None:
     from api.whatif import WhatIf, run_whatif, scope
 
     end = START + dt.timedelta(days=days)
-    for label, policies, sizes in (("1 configuration (arc 10TB)", ["arc"], [10**13]),
-                                   ("24 configurations (6 policies x 4 sizes)", POLICIES, SIZES)):
+    cases = {1: ("1 configuration (arc 10TB)", ["arc"], [10**13]),
+             24: ("24 configurations (6 policies x 4 sizes)", POLICIES, SIZES)}
+    for label, policies, sizes in (cases[c] for c in configs):
         req = WhatIf(policies, sizes, START, end, cache_groups=[GROUP])
         t0 = time.perf_counter()
         n, tiers = scope(store, req)
@@ -215,6 +216,7 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=16)
     ap.add_argument("--requests", type=int, default=400)
     ap.add_argument("--skip-whatif", action="store_true")
+    ap.add_argument("--configs", default="1,24", help="what-if cases: 1 and/or 24 configurations")
     ap.add_argument("--skip-load", action="store_true")
     args = ap.parse_args()
     if (args.store is None) == (args.clickhouse is None):
@@ -236,7 +238,7 @@ def main() -> None:
     print(f"backend {store.backend}; {store.query(f'SELECT count() FROM {tables.ACCESS_EVENTS}').scalar():,} "
           f"stored accesses; peak RSS {rss_mb():,.0f} MB", flush=True)
     if not args.skip_whatif:
-        bench_whatif(store, args.days, f"{args.days} days")
+        bench_whatif(store, args.days, f"{args.days} days", [int(c) for c in args.configs.split(",")])
     store.close()  # chDB: one process per store directory; `serve` opens it next
     if not args.skip_load:
         bench_serve(args, 0)

@@ -249,6 +249,8 @@ def test_mrc_configs_compare_recommend_alerts_health(client):
     ({"warmup": "P-1D"}, "warmup"),
     ({"sample_rate": 0}, "sample_rate"),
     ({"admission": {"max_file_size": "big"}}, "admission.max_file_size"),
+    ({"policy": "arc", "params": {"arc": {"nope": 1}}}, "params"),
+    ({"step": "0s"}, "step"),
 ])
 def test_bad_fields_are_named_in_a_422(client, body, field):
     r = client.post("/v1/whatif", json={"policy": "lru", "size": "1TB", "from": FROM, "to": TO, **body})
