@@ -36,11 +36,16 @@ def create_app(settings: Settings | None = None, stores: StorePool | None = None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        app.state.stores = stores if stores is not None else StorePool(settings)
+        # a second start-up of the same app (a test client inside another) shares the open store
+        owner = getattr(app.state, "stores", None) is None
+        if owner:
+            app.state.stores = stores if stores is not None else StorePool(settings)
         try:
             yield
         finally:
-            app.state.stores.close()
+            if owner:
+                app.state.stores.close()
+                app.state.stores = None
 
     app = FastAPI(title="cachescope", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
     app.state.settings = settings
