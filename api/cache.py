@@ -5,6 +5,7 @@ store (chDB serves one query at a time)."""
 
 from __future__ import annotations
 
+import gzip
 import threading
 import time
 from collections import OrderedDict
@@ -26,17 +27,18 @@ class AnswerCache:
             return compute()
         key = request.url.path + "?" + "&".join(sorted(f"{k}={v}" for k, v in request.query_params.multi_items()))
         now = time.monotonic()
+        gz = "gzip" in request.headers.get("accept-encoding", "")
         with self._lock:
             hit = self._done.get(key)
             if hit is not None and now - hit[0] < self.seconds:
                 self._done.move_to_end(key)
-                return _copy(hit[1])
+                return _copy(hit[1], gz)
             fut = self._running.get(key)
             owner = fut is None
             if owner:
                 fut = self._running[key] = Future()
         if not owner:
-            return _copy(fut.result())
+            return _copy(fut.result(), gz)
         try:
             answer = compute()
         except BaseException as e:
@@ -44,15 +46,39 @@ class AnswerCache:
                 self._running.pop(key, None)
             fut.set_exception(e)
             raise
+        entry = _Entry(answer)
         with self._lock:
             self._running.pop(key, None)
             if answer.status_code == 200:
-                self._done[key] = (time.monotonic(), answer)
+                self._done[key] = (time.monotonic(), entry)
                 while len(self._done) > self.entries:
                     self._done.popitem(last=False)
-        fut.set_result(answer)
-        return answer
+        fut.set_result(entry)
+        return _copy(entry, gz)
 
 
-def _copy(r: Response) -> Response:
-    return Response(r.body, status_code=r.status_code, media_type=r.media_type)
+class _Entry:
+    """An answer's bytes, and their gzip (made once, for every client that accepts it: a large
+    series answer shrinks about 5×, and a cached answer then costs no compression at all)."""
+
+    def __init__(self, r: Response):
+        self.body, self.status, self.media_type = r.body, r.status_code, r.media_type
+        self._gz: bytes | None = None
+        self._lock = threading.Lock()
+
+    def gz(self) -> bytes:
+        with self._lock:
+            if self._gz is None:
+                self._gz = gzip.compress(self.body, compresslevel=5, mtime=0)
+            return self._gz
+
+
+#: below this, compression costs more than it saves
+_GZIP_MIN = 4096
+
+
+def _copy(e: _Entry, gz: bool) -> Response:
+    if gz and len(e.body) >= _GZIP_MIN:
+        return Response(e.gz(), status_code=e.status, media_type=e.media_type,
+                        headers={"Content-Encoding": "gzip", "Vary": "Accept-Encoding"})
+    return Response(e.body, status_code=e.status, media_type=e.media_type, headers={"Vary": "Accept-Encoding"})

@@ -216,6 +216,7 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=16)
     ap.add_argument("--requests", type=int, default=400)
     ap.add_argument("--skip-whatif", action="store_true")
+    ap.add_argument("--cache", default="0,15", help="answer cache seconds to run the load with (0: off)")
     ap.add_argument("--configs", default="1,24", help="what-if cases: 1 and/or 24 configurations")
     ap.add_argument("--skip-load", action="store_true")
     args = ap.parse_args()
@@ -241,8 +242,8 @@ def main() -> None:
         bench_whatif(store, args.days, f"{args.days} days", [int(c) for c in args.configs.split(",")])
     store.close()  # chDB: one process per store directory; `serve` opens it next
     if not args.skip_load:
-        bench_serve(args, 0)
-        bench_serve(args, 15)
+        for seconds in args.cache.split(","):
+            bench_serve(args, float(seconds))
 
 
 if __name__ == "__main__":
