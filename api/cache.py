@@ -25,7 +25,9 @@ class AnswerCache:
     def get(self, request: Request, compute: Callable[[], Response]) -> Response:
         if self.seconds <= 0:
             return compute()
-        key = request.url.path + "?" + "&".join(sorted(f"{k}={v}" for k, v in request.query_params.multi_items()))
+        # the scopes are part of the key: an answer may depend on them (compare replays only for whatif)
+        scopes = "+".join(sorted(request.app.state.auth.scopes(request)))
+        key = scopes + " " + request.url.path + "?" + "&".join(sorted(f"{k}={v}" for k, v in request.query_params.multi_items()))
         now = time.monotonic()
         gz = "gzip" in request.headers.get("accept-encoding", "")
         with self._lock:

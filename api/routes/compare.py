@@ -70,7 +70,10 @@ def compare(
                 tot[0] += int(bh)
                 tot[1] += int(br)
         note = ""
-        if xcache and "xcache" not in source:
+        may_replay = "whatif" in request.app.state.auth.scopes(request)
+        if xcache and "xcache" not in source and not may_replay:
+            note = "xcache is not stored at this size and this token lacks the whatif scope to replay it"
+        if xcache and "xcache" not in source and may_replay:
             res = request.app.state.limits.run(store, WhatIf(["xcache"], [size_b], start, end, cache_groups=[cache_group],
                                                              step_s=step_s), where="query")
             source["xcache"] = "whatif"

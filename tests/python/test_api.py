@@ -291,6 +291,11 @@ def test_tokens_are_required_with_their_scopes(data, monkeypatch):
         r = c.post("/v1/whatif", json=body, headers={"Authorization": f"Bearer {reader}"})
         assert r.status_code == 403 and r.json()["field"] == "authorization"
         assert c.post("/v1/whatif", json=body, headers={"Authorization": f"Bearer {full}"}).status_code == 200
+        # compare replays the xcache model only for a token that may run what-ifs
+        q = {"cache_group": "SITE-A", "size": "1TB", "from": FROM, "to": TO}
+        ro = c.get("/v1/compare", params=q, headers={"Authorization": f"Bearer {reader}"}).json()
+        rw = c.get("/v1/compare", params=q, headers={"Authorization": f"Bearer {full}"}).json()
+        assert "xcache" not in ro["source"] and "whatif scope" in ro["note"] and rw["source"]["xcache"] == "whatif"
     with pytest.raises(SettingsError, match="not loopback"):
         create_app(Settings(store_dir=data["store"], host="0.0.0.0"))
     with pytest.raises(SettingsError, match="needs API tokens"):
