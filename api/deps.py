@@ -90,7 +90,8 @@ class Auth:
 
 
 def require(scope: str):
-    def check(request: Request) -> None:
+    # async: a hash and a comparison, no I/O; a sync dependency would cost a thread hop per request
+    async def check(request: Request) -> None:
         if scope not in request.app.state.auth.scopes(request):
             raise ApiError(403, "authorization", f"this token lacks the {scope!r} scope", "header")
     return Depends(check)

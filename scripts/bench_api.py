@@ -21,9 +21,11 @@ import hashlib
 import os
 import resource
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -37,6 +39,16 @@ GROUP = "BENCH-XCACHE"
 TIERS = np.array(["AOD", "DAOD_PHYS", "HITS", "USER", "RAW", "MINIAOD", "NANOAOD", "PREMIX"], dtype=object)
 POLICIES = ["lru", "arc", "s3fifo", "sieve", "wtinylfu", "xcache"]
 SIZES = [10**12, 5 * 10**12, 10**13, 5 * 10**13]
+
+
+#: wrk's summary with the 95th percentile (its --latency prints 50/75/90/99 only)
+WRK_LUA = """done = function(summary, latency, requests)
+  io.write(string.format("wrk: %d requests, %.1f req/s, p50 %.1f ms, p95 %.1f ms, p99 %.1f ms, errors %d\\n",
+    summary.requests, summary.requests / (summary.duration / 1e6), latency:percentile(50) / 1000,
+    latency:percentile(95) / 1000, latency:percentile(99) / 1000,
+    summary.errors.status + summary.errors.connect + summary.errors.read + summary.errors.timeout))
+end
+"""
 
 
 def rss_mb() -> float:
@@ -181,6 +193,18 @@ def bench_serve(args, cache_seconds: float) -> None:
                  ("24 configurations, tiers summed (17,280 points)", base),
                  ("24 configurations x 8 tiers (138,240 points)", {**base, "by_tier": "true"}))
         for label, params in cases:
+            if shutil.which("wrk"):  # a native load generator: the Python one costs the server's cores
+                from urllib.parse import urlencode
+
+                lua = Path(tempfile.mkdtemp()) / "p95.lua"
+                lua.write_text(WRK_LUA)
+                auth = [f"-H", f"Authorization: {headers['Authorization']}"] if headers else []
+                out = subprocess.run(["wrk", "-t2", f"-c{args.clients}", "-d10s", "--timeout", "60s", "-H",
+                                      "Accept-Encoding: gzip", *auth, "-s", str(lua),
+                                      f"http://127.0.0.1:{port}/v1/efficiency?{urlencode(params)}"],
+                                     capture_output=True, text=True)
+                print(f"[{store_label(args)}, {mode}] /v1/efficiency {label}, {args.clients} connections, "
+                      f"{out.stdout.strip().splitlines()[-1] if out.stdout.strip() else out.stderr.strip()}", flush=True)
             n = args.requests if label.startswith("one") else max(32, args.requests // 8)
             asyncio.run(load(f"http://127.0.0.1:{port}/v1/efficiency", params, 2, 4, headers))  # warm
             t0 = time.perf_counter()
