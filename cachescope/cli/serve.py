@@ -61,6 +61,9 @@ def serve(
     server = uvicorn.Server(config)
     try:
         server.run()
+    except SystemExit as e:  # uvicorn exits when it cannot bind (it logged why)
+        if e.code not in (0, None):
+            raise fail(f"cannot listen on {host}:{port}: the port is in use or the address is not this host's", 1) from None
     except (StoreError, OSError, ValueError) as e:
         raise fail(f"{where}: {e}", 1) from None
     if not server.started:

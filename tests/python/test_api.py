@@ -389,6 +389,12 @@ def test_serve_refuses_to_start_open_off_loopback_and_names_a_missing_store(tmp_
     assert out.returncode == 2 and "no store" in out.stderr
     out = run("serve", "--clickhouse", "clickhouse://127.0.0.1:1", env=env)
     assert out.returncode == 2 and "tokens" in out.stderr
+    # a port in use: one line, exit 1
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        out = run("serve", "--store", str(tmp_path / "s"), "--port", str(busy.getsockname()[1]), env=env)
+    assert out.returncode == 1 and "cannot listen" in out.stderr and "Traceback" not in out.stderr
 
 
 # ------------------------------------------------------------------------------------------ ClickHouse server
