@@ -16,6 +16,8 @@ MRC = "mrc"
 OBSERVED = "observed"
 PIPELINE_HEALTH = "pipeline_health"
 SCHEMA_MIGRATIONS = "schema_migrations"
+#: written by the alerting component (its migration creates it); readers tolerate its absence
+ALERTS = "alerts"
 
 #: tables a component writes rows into
 DATA_TABLES = (ACCESS_EVENTS, EFFICIENCY, EFFICIENCY_HOURLY, EFFICIENCY_DAILY, MRC, OBSERVED, PIPELINE_HEALTH)
