@@ -172,6 +172,33 @@ WHATIF_ACCESSES = NamedQuery(
     "stored accesses of a range (reads, writes and deletes), in replay order",
 )
 
+#: the what-if replay's feed: numeric columns only, in (ts, origin, seq) order. Tiers and cache
+#: groups come as their 1-based index in the given lists (0: not listed), and `admitted` applies
+#: the admission filter in the store: a string column per row would cost more than the replay
+WHATIF_FEED = NamedQuery(
+    "whatif_feed",
+    "SELECT toUnixTimestamp64Micro(ts) AS ts_us, file_id, file_size, bytes_read, CAST(op, 'UInt8') AS op_code, "
+    "toUInt8(indexOf({tier_names:Array(String)}, tier)) AS tier_code, "
+    "toUInt16(indexOf({cache_groups:Array(String)}, cache_group)) AS group_code, "
+    "toUInt8(NOT has({exclude_tiers:Array(String)}, tier) AND file_size <= {max_file_size:UInt64}) AS admitted "
+    f"FROM {tables.ACCESS_EVENTS} FINAL "
+    "WHERE ts >= {start:DateTime64(6)} AND ts < {end:DateTime64(6)} AND "
+    + _any_of("cache_group", "cache_groups") + " AND " + _any_of("site", "sites") + " "
+    "ORDER BY ts, origin, seq",
+    "a what-if replay's accesses as engine columns (tier and group codes, admission flag), in replay order",
+)
+
+#: what a what-if range holds, before reading it: accesses per tier (the bound and the tier codes)
+WHATIF_SCOPE = NamedQuery(
+    "whatif_scope",
+    "SELECT tier, count() AS accesses, countIf(op = 'read') AS reads "
+    f"FROM {tables.ACCESS_EVENTS} "
+    "WHERE ts >= {start:DateTime64(6)} AND ts < {end:DateTime64(6)} AND "
+    + _any_of("cache_group", "cache_groups") + " AND " + _any_of("site", "sites") + " "
+    "GROUP BY tier ORDER BY accesses DESC, tier",
+    "accesses and reads per tier in a range (to bound a what-if and number its tiers)",
+)
+
 ACCESS_COUNT = NamedQuery(
     "access_count",
     f"SELECT count() AS accesses FROM {tables.ACCESS_EVENTS} "
@@ -427,6 +454,23 @@ def whatif_accesses(store: "Store", start: dt.datetime, end: dt.datetime, *,
     return WHATIF_ACCESSES.run(store, start=_utc(start), end=_utc(end), **_lists(cache_groups=cache_groups))
 
 
+def whatif_feed(store: "Store", start: dt.datetime, end: dt.datetime, *, tier_names: Sequence[str],
+                cache_groups: Sequence[str] = (), sites: Sequence[str] = (), exclude_tiers: Sequence[str] = (),
+                max_file_size: int | None = None) -> "pd.DataFrame":
+    """Engine columns of [start, end) in (ts, origin, seq) order: ts_us, file_id, file_size,
+    bytes_read, op_code, tier_code (1-based in tier_names, 0 other), group_code (1-based in
+    cache_groups, 0 when all groups), admitted (0 when the admission filter excludes the access)."""
+    return WHATIF_FEED.run(store, start=_utc(start), end=_utc(end), tier_names=[str(t) for t in tier_names],
+                           max_file_size=int(2**64 - 1 if max_file_size is None else max_file_size),
+                           **_lists(cache_groups=cache_groups, sites=sites, exclude_tiers=exclude_tiers))
+
+
+def whatif_scope(store: "Store", start: dt.datetime, end: dt.datetime, *, cache_groups: Sequence[str] = (),
+                 sites: Sequence[str] = ()) -> "pd.DataFrame":
+    """tier, accesses, reads of [start, end) (not deduplicated: an upper bound)."""
+    return WHATIF_SCOPE.run(store, start=_utc(start), end=_utc(end), **_lists(cache_groups=cache_groups, sites=sites))
+
+
 def access_count(store: "Store", start: dt.datetime, end: dt.datetime, *, cache_groups: Sequence[str] = ()) -> int:
     df = ACCESS_COUNT.run(store, start=_utc(start), end=_utc(end), **_lists(cache_groups=cache_groups))
     return int(df["accesses"].iloc[0]) if len(df) else 0
@@ -483,8 +527,9 @@ def alert_spans(store: "Store", start: dt.datetime, end: dt.datetime, *,
 
 
 #: every named query, for tests and the dashboards generator
+#: (ALERTS is not listed: its table exists only once the alerting component created it)
 ALL: tuple[NamedQuery, ...] = (*EFFICIENCY_SERIES.values(), *EFFICIENCY_TOTALS.values(), MRC, OBSERVED_SERIES,
-                               OBSERVED_SERVERS, WHATIF_ACCESSES, ACCESS_COUNT, CACHE_GROUPS, LIVE_CONFIGS, TIME_SPAN,
+                               OBSERVED_SERVERS, WHATIF_ACCESSES, WHATIF_FEED, WHATIF_SCOPE, ACCESS_COUNT, CACHE_GROUPS, LIVE_CONFIGS, TIME_SPAN,
                                PIPELINE_HEALTH, ALERTS, ALERT_SPANS, ALERTS_FIRING_SERIES,
                                EFFICIENCY_VS_BASELINE, BEST_POLICY, READ_VOLUME, CACHE_SPLIT, WINDOW_COMPLETENESS, SITES, SITE_CACHE_GROUPS,
                                POLICIES, SIZES, TIERS)

@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
+from cachescope.admission import AdmissionConfig
 from cachescope.config.alerts import AlertRule
 from cachescope.config.durations import parse_duration_us
 from cachescope.simulation import POLICIES, CacheSpec, log_grid
@@ -46,6 +47,9 @@ class ShadowCaches(_Strict):
     sample_rate: float = Field(1.0, gt=0, le=1)
     #: hash partitions per cache (bounded: each one is a cache of its own)
     partitions: int = Field(1, ge=1, le=1024)
+    #: what the caches do not insert, so a shadow mirrors its real cache's setup (PIC's CMS
+    #: XCache: everything but pileup and unmerged data): an excluded read is a request and a miss
+    admission: AdmissionConfig = AdmissionConfig()
 
     @field_validator("policies")
     @classmethod

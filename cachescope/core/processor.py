@@ -20,6 +20,7 @@ import numpy as np
 import xxhash
 import pandas as pd
 
+from cachescope.admission import add_bypassed, excluded
 from cachescope.core.alerts import AlertEvaluator
 from cachescope.core.columns import NO_OBSERVATION, EventColumns
 from cachescope.config.pipeline import PipelineConfig
@@ -166,7 +167,18 @@ class GroupProcessor:
         if starts is None:
             starts, window_index = np.unique(win, return_inverse=True)
         window_index = window_index.astype(np.uint32).reshape(-1)
-        counters = self.bank.feed(ev.file_id, ev.file_size, ev.bytes_read, tier, ev.op, window=window_index)
+        adm = self.config.shadow.admission
+        out = excluded(ev.tier, ev.file_size, ev.op, adm.exclude_tiers, adm.max_file_size) if adm else None
+        if out is None or not out.any():
+            counters = self.bank.feed(ev.file_id, ev.file_size, ev.bytes_read, tier, ev.op, window=window_index)
+        else:
+            keep = ~out
+            fed = self.bank.feed(ev.file_id[keep], ev.file_size[keep], ev.bytes_read[keep], tier[keep], ev.op[keep],
+                                 window=window_index[keep])
+            counters = np.zeros((len(starts), *fed.shape[1:]), dtype=fed.dtype)
+            counters[:min(len(fed), len(starts))] += fed[:len(starts)]
+            add_bypassed(counters, window_index[out], tier[out], ev.bytes_read[out], ev.file_id[out],
+                         [s.sample_rate for s in self.bank.specs])
         for i, start in enumerate(starts.tolist()):
             acc = self.open_eff.get(start)
             if acc is None:

@@ -1,0 +1,86 @@
+"""A short-lived cache of read answers, single-flight: a dashboard opened by many people asks the
+same questions at once, and results change only when a window closes (every minute at most).
+Concurrent identical requests wait for the first one's answer instead of each querying the
+store (chDB serves one query at a time)."""
+
+from __future__ import annotations
+
+import gzip
+import threading
+import time
+from collections import OrderedDict
+from concurrent.futures import Future
+from typing import Callable
+
+from fastapi import Request, Response
+
+
+class AnswerCache:
+    def __init__(self, seconds: float, entries: int = 512):
+        self.seconds, self.entries = seconds, entries
+        self._lock = threading.Lock()
+        self._done: OrderedDict[str, tuple[float, Response]] = OrderedDict()
+        self._running: dict[str, Future] = {}
+
+    def get(self, request: Request, compute: Callable[[], Response]) -> Response:
+        if self.seconds <= 0:
+            return compute()
+        # the scopes are part of the key: an answer may depend on them (compare replays only for whatif)
+        scopes = "+".join(sorted(request.app.state.auth.scopes(request)))
+        key = scopes + " " + request.url.path + "?" + "&".join(sorted(f"{k}={v}" for k, v in request.query_params.multi_items()))
+        now = time.monotonic()
+        gz = "gzip" in request.headers.get("accept-encoding", "")
+        with self._lock:
+            hit = self._done.get(key)
+            if hit is not None and now - hit[0] < self.seconds:
+                self._done.move_to_end(key)
+                return _copy(hit[1], gz)
+            fut = self._running.get(key)
+            owner = fut is None
+            if owner:
+                fut = self._running[key] = Future()
+        if not owner:
+            return _copy(fut.result(), gz)
+        try:
+            answer = compute()
+        except BaseException as e:
+            with self._lock:
+                self._running.pop(key, None)
+            fut.set_exception(e)
+            raise
+        entry = _Entry(answer)
+        with self._lock:
+            self._running.pop(key, None)
+            if answer.status_code == 200:
+                self._done[key] = (time.monotonic(), entry)
+                while len(self._done) > self.entries:
+                    self._done.popitem(last=False)
+        fut.set_result(entry)
+        return _copy(entry, gz)
+
+
+class _Entry:
+    """An answer's bytes, and their gzip (made once, for every client that accepts it: a large
+    series answer shrinks about 5×, and a cached answer then costs no compression at all)."""
+
+    def __init__(self, r: Response):
+        self.body, self.status, self.media_type = r.body, r.status_code, r.media_type
+        self._gz: bytes | None = None
+        self._lock = threading.Lock()
+
+    def gz(self) -> bytes:
+        with self._lock:
+            if self._gz is None:
+                self._gz = gzip.compress(self.body, compresslevel=5, mtime=0)
+            return self._gz
+
+
+#: below this, compression costs more than it saves
+_GZIP_MIN = 4096
+
+
+def _copy(e: _Entry, gz: bool) -> Response:
+    if gz and len(e.body) >= _GZIP_MIN:
+        return Response(e.gz(), status_code=e.status, media_type=e.media_type,
+                        headers={"Content-Encoding": "gzip", "Vary": "Accept-Encoding"})
+    return Response(e.body, status_code=e.status, media_type=e.media_type, headers={"Vary": "Accept-Encoding"})

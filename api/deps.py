@@ -1,0 +1,97 @@
+"""Dependencies: the store (one chDB session, or a pool of server connections) and auth scopes."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import queue
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+from fastapi import Depends, Request
+
+from api.core.config import Settings
+from api.errors import ApiError
+from cachescope.store import Store, open_store
+
+
+class StorePool:
+    """chDB: one session (it serialises queries itself). Server: up to N connections, each used
+    by one request at a time (a driver client is not thread-safe)."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.backend = "embedded" if settings.store_dir is not None else "server"
+        self._free: queue.LifoQueue[Store] = queue.LifoQueue()
+        self._all: list[Store] = []
+        self._lock = threading.Lock()
+        self._free.put(self._open())  # opening fails here, at start-up, if the store is unusable
+
+    def _open(self) -> Store:
+        s = self.settings
+        store = open_store(store_dir=s.store_dir, database=s.database) if s.store_dir is not None else \
+            open_store(clickhouse_url=s.clickhouse_url, database=s.database)
+        self._all.append(store)
+        return store
+
+    @contextmanager
+    def get(self) -> Iterator[Store]:
+        if self.backend == "embedded":
+            yield self._all[0]
+            return
+        try:
+            store = self._free.get_nowait()
+        except queue.Empty:
+            with self._lock:
+                grow = len(self._all) < self.settings.store_connections
+                store = self._open() if grow else None
+            if store is None:
+                store = self._free.get()
+        try:
+            yield store
+        finally:
+            self._free.put(store)
+
+    def close(self) -> None:
+        for s in self._all:
+            s.close()
+        self._all.clear()
+
+
+def get_store(request: Request) -> Iterator[Store]:
+    with request.app.state.stores.get() as store:
+        yield store
+
+
+class Auth:
+    """Bearer tokens compared by their sha256 in constant time; open when none is configured
+    (only allowed on loopback: Settings.check)."""
+
+    def __init__(self, tokens: dict[bytes, frozenset[str]]):
+        self.tokens = tokens
+
+    def scopes(self, request: Request) -> frozenset[str]:
+        if not self.tokens:
+            return frozenset({"read", "whatif"})
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise ApiError(401, "authorization", "send `Authorization: Bearer TOKEN`", "header",
+                           headers={"WWW-Authenticate": "Bearer"})
+        digest = hashlib.sha256(token.strip().encode()).digest()
+        found: frozenset[str] | None = None
+        for known, scopes in self.tokens.items():  # every entry compared: no early exit on a match
+            if hmac.compare_digest(known, digest):
+                found = scopes
+        if found is None:
+            raise ApiError(401, "authorization", "unknown token", "header", headers={"WWW-Authenticate": "Bearer"})
+        return found
+
+
+def require(scope: str):
+    # async: a hash and a comparison, no I/O; a sync dependency would cost a thread hop per request
+    async def check(request: Request) -> None:
+        if scope not in request.app.state.auth.scopes(request):
+            raise ApiError(403, "authorization", f"this token lacks the {scope!r} scope", "header")
+    return Depends(check)

@@ -1,0 +1,48 @@
+"""What-if replays under the server's bounds: range, accesses, (policy, size) pairs, how many at
+once (429 rather than a queue: a replay holds a core for seconds), with their metrics."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from api.errors import ApiError
+from api.whatif import WhatIf, WhatIfError, WhatIfResult, check, run_whatif, scope
+
+
+class Limits:
+    def __init__(self, settings, metrics):
+        self.settings = settings
+        self.metrics = metrics
+        self._slots = threading.BoundedSemaphore(settings.whatif_concurrency)
+
+    def run(self, store, req: WhatIf, where: str = "body") -> WhatIfResult:
+        s = self.settings
+        try:
+            check(req)
+        except WhatIfError as e:
+            raise ApiError(e.status, e.field, str(e), where) from None
+        days = (req.end - req.start + req.warmup).total_seconds() / 86_400
+        if days > s.whatif_max_days:
+            raise ApiError(413, "to", f"a what-if covers at most {s.whatif_max_days:g} days (warm-up included), "
+                                      f"this one {days:.1f}: shorten the range", where)
+        n = len(req.policies) * len(req.sizes)
+        if n > s.whatif_max_configs:
+            raise ApiError(413, "size", f"{n} (policy, size) pairs; at most {s.whatif_max_configs} per request", where)
+        if not self._slots.acquire(blocking=False):
+            self.metrics.whatif_refused.inc()
+            raise ApiError(429, "", f"{s.whatif_concurrency} what-if replays are running: retry in a few seconds",
+                           where, headers={"Retry-After": "5"})
+        try:
+            t0 = time.perf_counter()
+            accesses, tiers = scope(store, req)
+            if accesses > s.whatif_max_accesses:
+                raise ApiError(413, "to", f"the range holds {accesses:,} accesses; at most {s.whatif_max_accesses:,} "
+                                          "per what-if: shorten it or sample (sample_rate)", where)
+            result = run_whatif(store, req, tier_names=tiers, on_chunk=self.metrics.whatif_rows.inc)
+            self.metrics.whatif_seconds.observe(time.perf_counter() - t0)
+            return result
+        except WhatIfError as e:
+            raise ApiError(e.status, e.field, str(e), where) from None
+        finally:
+            self._slots.release()

@@ -1,0 +1,301 @@
+"""Request and response models (pydantic), with the OpenAPI examples."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from cachescope.units import SizeError, parse_size
+
+SizeValue = Union[int, str]
+
+
+def size_bytes(v: SizeValue) -> int:
+    try:
+        return parse_size(v if isinstance(v, int) and not isinstance(v, bool) else str(v))
+    except SizeError as e:
+        raise ValueError(str(e)) from None
+
+
+class ErrorItem(BaseModel):
+    loc: list[Union[str, int]]
+    msg: str
+    type: str
+
+
+class Error(BaseModel):
+    """Every error: FastAPI's `detail` list and the name of the bad field."""
+    detail: list[ErrorItem]
+    field: str = ""
+
+
+ERRORS = {code: {"model": Error, "description": d} for code, d in (
+    (401, "no or unknown token"), (403, "the token lacks the scope"), (413, "range or body too large"),
+    (422, "a bad field (named in `field`)"), (429, "too many what-if replays at once"), (503, "the store failed"))}
+
+
+class Admission(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    exclude_tiers: list[str] = Field(default=[], max_length=256, description="tiers never inserted (still requests and misses)")
+    max_file_size: Optional[SizeValue] = Field(None, description="files above this size are not inserted: 10GB, 10GiB or bytes")
+
+    @field_validator("max_file_size")
+    @classmethod
+    def _size(cls, v):
+        return None if v is None else size_bytes(v)
+
+
+class WhatIfRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, json_schema_extra={"examples": [
+        {"policy": "arc", "size": "10TB", "from": "2026-01-05T00:00:00Z", "to": "2026-01-12T00:00:00Z",
+         "cache_group": "PIC-CMS-XCACHE", "warmup": "P1D"},
+        {"policy": ["lru", "arc", "belady"], "size": ["10TB", "50TB"], "from": "2026-01-05T00:00:00Z",
+         "to": "2026-01-12T00:00:00Z", "admission": {"exclude_tiers": ["USER"], "max_file_size": "10GB"}},
+        {"policy": "lru", "size": "100TB", "from": "2026-01-05T00:00:00Z", "to": "2026-01-12T00:00:00Z",
+         "cache_group": ["SITE-A", "SITE-B"]},
+    ]})
+
+    policy: Union[str, list[str]] = Field(..., description="a policy of the engine, or a list")
+    size: Union[SizeValue, list[SizeValue]] = Field(..., description='"10TB", "10TiB", "937243626598" or bytes; or a list')
+    from_: dt.datetime = Field(..., alias="from", description="ISO-8601 start (inclusive)")
+    to: dt.datetime = Field(..., description="ISO-8601 end (exclusive)")
+    site: Optional[str] = Field(None, max_length=200)
+    cache_group: Union[str, list[str], None] = Field(None, description="a group, or several merged as one shared cache")
+    warmup: Optional[dt.timedelta] = Field(None, description="ISO-8601 duration before `from` that fills the cache, not counted")
+    partitions: int = Field(1, ge=1, le=1024, description="N hash-partitioned caches of size/N, compared with one shared cache")
+    sample_rate: float = Field(1.0, gt=0, le=1, description="SHARDS spatial sampling rate; the answer states the error bound")
+    admission: Optional[Admission] = None
+    params: dict[str, dict[str, float]] = Field(default={}, description="policy parameters by policy")
+    step: Optional[str] = Field(None, description="also a series per time bucket of this length (1h, 1d)")
+
+    @field_validator("policy")
+    @classmethod
+    def _policies(cls, v):
+        from cachescope.simulation import POLICIES
+
+        items = [v] if isinstance(v, str) else v
+        if not items:
+            raise ValueError("give at least one policy")
+        bad = [p for p in items if p.lower() not in POLICIES]
+        if bad:
+            raise ValueError(f"unknown policy {', '.join(map(str, bad))[:200]}; known: {', '.join(POLICIES)}")
+        return v
+
+    @field_validator("size")
+    @classmethod
+    def _sizes(cls, v):
+        items = v if isinstance(v, list) else [v]
+        if not items:
+            raise ValueError("give at least one size")
+        for s in items:
+            size_bytes(s)
+        return v
+
+    @field_validator("cache_group")
+    @classmethod
+    def _groups(cls, v):
+        if isinstance(v, list) and not (1 <= len(v) <= 64):
+            raise ValueError("give 1 to 64 cache groups")
+        return v
+
+    def policies(self) -> list[str]:
+        return [p.lower() for p in ([self.policy] if isinstance(self.policy, str) else self.policy)]
+
+    def sizes(self) -> list[int]:
+        return [size_bytes(s) for s in (self.size if isinstance(self.size, list) else [self.size])]
+
+    @property
+    def single(self) -> bool:
+        return not isinstance(self.policy, list) and not isinstance(self.size, list)
+
+
+class Counts(BaseModel):
+    requests: int
+    hits: int
+    hit_ratio: float
+    bytes_requested: int
+    bytes_hit: int
+    byte_hit_ratio: float
+    bytes_filled: int = 0
+    evictions: int = 0
+
+
+class SeriesPoint(Counts):
+    time: str
+
+
+class Shared(Counts):
+    note: str
+
+
+class Sampling(BaseModel):
+    sample_rate: float
+    sampled_requests: int
+    method: str
+    hit_ratio_error_bound: Optional[float] = None
+    byte_hit_ratio_error_bound: Optional[float] = None
+    error_bound_method: Optional[str] = None
+
+
+class WhatIfAnswer(Counts):
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "policy": "arc", "size_bytes": 10**13, "requests": 7_000_000, "hits": 5_100_000, "hit_ratio": 0.7286,
+        "bytes_requested": 26_972_756_482_921, "bytes_hit": 18_000_000_000_000, "byte_hit_ratio": 0.667,
+        "bytes_filled": 8_900_000_000_000, "evictions": 1_200_000,
+        "by_tier": {"AOD": {"requests": 900_000, "hits": 700_000, "hit_ratio": 0.778, "bytes_requested": 3 * 10**15,
+                            "bytes_hit": 2 * 10**15, "byte_hit_ratio": 0.667}}}]})
+    policy: str
+    size_bytes: int
+    by_tier: dict[str, Counts]
+    by_cache_group: Optional[dict[str, Counts]] = None
+    series: Optional[list[SeriesPoint]] = None
+    partitions: Optional[int] = None
+    shared: Optional[Shared] = None
+    sampling: Optional[Sampling] = None
+    accesses: int = Field(0, description="stored accesses replayed in the range (warm-up not included)")
+    warmup_accesses: int = 0
+    seconds: float = 0.0
+
+
+class WhatIfResults(BaseModel):
+    results: list[WhatIfAnswer]
+    accesses: int
+    warmup_accesses: int
+    seconds: float
+
+
+class Point(BaseModel):
+    time: list[str]
+
+
+class EfficiencySeries(BaseModel):
+    """One (cache group, policy, size, tier) series, columnar: element i of each list is bucket i."""
+    cache_group: str
+    policy: str
+    size_bytes: int
+    tier: str
+    time: list[str]
+    requests: list[int]
+    hits: list[int]
+    bytes_requested: list[int]
+    bytes_hit: list[int]
+    hit_efficiency: list[Optional[float]]
+    transfer_efficiency: list[Optional[float]]
+
+
+class EfficiencyAnswer(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "step": "1h", "table": "efficiency_hourly", "from": "2026-01-05T00:00:00+00:00", "to": "2026-01-05T02:00:00+00:00",
+        "series": [{"cache_group": "PIC-CMS-XCACHE", "policy": "arc", "size_bytes": 10**13, "tier": "ALL",
+                    "time": ["2026-01-05T00:00:00+00:00", "2026-01-05T01:00:00+00:00"], "requests": [4100, 3900],
+                    "hits": [2900, 2800], "bytes_requested": [9 * 10**12, 8 * 10**12], "bytes_hit": [6 * 10**12, 5 * 10**12],
+                    "hit_efficiency": [0.707, 0.718], "transfer_efficiency": [0.667, 0.625]}]}]})
+    step: str
+    table: str
+    from_: str = Field(..., alias="from")
+    to: str
+    series: list[EfficiencySeries]
+
+
+class CurvePoint(BaseModel):
+    capacity_bytes: int
+    requests: float
+    hits: float
+    bytes_requested: float
+    bytes_hit: float
+    hit_ratio: Optional[float]
+    byte_hit_ratio: Optional[float]
+
+
+class MrcAnswer(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "policy": "lru", "from": "2026-01-05T00:00:00+00:00", "to": "2026-01-12T00:00:00+00:00",
+        "curves": {"ALL": [{"capacity_bytes": 10**13, "requests": 7e6, "hits": 5e6, "bytes_requested": 2.7e16,
+                            "bytes_hit": 1.8e16, "hit_ratio": 0.714, "byte_hit_ratio": 0.667}]}, "sample_rate": 1.0}]})
+    policy: str
+    from_: str = Field(..., alias="from")
+    to: str
+    sample_rate: Optional[float]
+    curves: dict[str, list[CurvePoint]]
+
+
+class ComparePoint(BaseModel):
+    time: str
+    observed_transfer_efficiency: Optional[float]
+    observed_bytes: int
+    shadow: dict[str, Optional[float]]
+    difference: dict[str, Optional[float]]
+
+
+class CompareAnswer(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "cache_group": "PIC-CMS-XCACHE", "size_bytes": 10**13, "step": "1h", "source": {"xcache": "whatif", "lru": "stored"},
+        "overall": {"time": "2026-01-05T00:00:00+00:00", "observed_transfer_efficiency": 0.61, "observed_bytes": 10**15,
+                    "shadow": {"xcache": 0.63, "lru": 0.58}, "difference": {"xcache": 0.02, "lru": -0.03}},
+        "windows": []}]})
+    cache_group: str
+    size_bytes: int
+    step: str
+    source: dict[str, str]
+    overall: ComparePoint
+    windows: list[ComparePoint]
+    note: str = ""
+
+
+class Recommendation(BaseModel):
+    policy: str
+    target: str
+    smallest_size_bytes: Optional[int]
+    reached: bool
+    value_at_size: Optional[float]
+    wan_bytes_saved_per_extra_tb: Optional[float]
+    curve: list[dict[str, Any]]
+
+
+class RecommendAnswer(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "cache_group": ["PIC-CMS-XCACHE"], "from": "2026-01-05T00:00:00+00:00", "to": "2026-01-12T00:00:00+00:00",
+        "method": "what-if passes over a log grid of sizes; the smallest grid size reaching the target", "optimum": {},
+        "recommendations": []}]})
+    cache_group: list[str]
+    from_: str = Field(..., alias="from")
+    to: str
+    method: str
+    optimum: dict[str, Any]
+    recommendations: list[Recommendation]
+
+
+class ConfigRow(BaseModel):
+    cache_group: str
+    policy: str
+    size_bytes: int
+    sample_rate: float
+    partitions: int
+    shards: int
+    first_window: str
+    last_window: str
+
+
+class ConfigsAnswer(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "configs": [{"cache_group": "PIC-CMS-XCACHE", "policy": "arc", "size_bytes": 10**13, "sample_rate": 1.0,
+                     "partitions": 1, "shards": 1, "first_window": "2026-01-05T00:00:00+00:00",
+                     "last_window": "2026-01-12T00:00:00+00:00"}],
+        "cache_groups": [{"cache_group": "PIC-CMS-XCACHE", "site": "PIC", "accesses": 7000000, "servers": 4,
+                          "first_access": "2026-01-05T00:00:00+00:00", "last_access": "2026-01-11T23:59:59+00:00"}]}]})
+    configs: list[ConfigRow]
+    cache_groups: list[dict[str, Any]]
+
+
+class AlertsAnswer(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"alerts": []}]})
+    alerts: list[dict[str, Any]]
+
+
+class Health(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"status": "ok", "backend": "embedded", "database": "cachescope"}]})
+    status: str
+    backend: str
+    database: str

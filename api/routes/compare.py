@@ -1,0 +1,104 @@
+"""GET /v1/compare: the real cache's observed transfer efficiency beside shadows of its size.
+
+The shadows are the stored series of every policy the pipeline runs at that size, and the
+`xcache` model: stored when the pipeline runs it at that size, else replayed from the stored
+accesses (a what-if pass bucketed by the step). Difference = shadow − observed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Optional
+
+import numpy as np
+from fastapi import APIRouter, Depends, Query, Request
+
+from api import params as P
+from api.deps import get_store, require
+from api.errors import ApiError
+from api.models import ERRORS, CompareAnswer
+from api.whatif import F, WhatIf
+from cachescope import reads
+
+router = APIRouter(tags=["compare"])
+
+
+def _eff(hit: float, total: float) -> float | None:
+    return hit / total if total else None
+
+
+@router.get("/compare", response_model=CompareAnswer, responses=ERRORS, dependencies=[require("read")])
+def compare(
+    request: Request,
+    store=Depends(get_store),
+    cache_group: str = Query(..., max_length=200, description="the real cache's group"),
+    size: str = Query(..., max_length=40, description="the real cache's size: 10TB, 10TiB or bytes"),
+    from_: Optional[dt.datetime] = Query(None, alias="from"),
+    to: Optional[dt.datetime] = Query(None),
+    step: str = Query("1h", max_length=20, description="window length: 1h, 1d, …"),
+    xcache: bool = Query(True, description="include the `xcache` model (replayed when not stored)"),
+):
+    """Per window and overall: observed transfer efficiency (hit bytes / all bytes the real cache
+    served), each shadow's transfer efficiency (bytes hit / bytes requested) and the difference."""
+    def compute():
+        size_b = P.one_size(size, "size")
+        start, end = P.time_range(store, from_, to)
+        step_s = P.step_seconds(step, start, end)
+        obs = reads.observed_series(store, start, end, step_s, cache_groups=[cache_group])
+        shadow = reads.efficiency_series(store, start, end, step_s, cache_groups=[cache_group], sizes=[size_b])
+        # time bucket → values
+        buckets: dict[str, dict] = {}
+        overall_obs = [0, 0]
+        for t, hb, mb, bb in zip(P.iso(obs["time"]) if len(obs) else [], obs.get("hit_bytes", []),
+                                 obs.get("miss_bytes", []), obs.get("bypass_bytes", [])):
+            total = int(hb) + int(mb) + int(bb)
+            b = buckets.setdefault(t, {"obs": [0, 0], "shadow": {}})
+            b["obs"][0] += int(hb)
+            b["obs"][1] += total
+            overall_obs[0] += int(hb)
+            overall_obs[1] += total
+        source: dict[str, str] = {}
+        overall_sh: dict[str, list[int]] = {}
+        if len(shadow):
+            for t, pol, bh, br in zip(P.iso(shadow["time"]), shadow["policy"].tolist(), shadow["bytes_hit"].tolist(),
+                                      shadow["bytes_requested"].tolist()):
+                source[str(pol)] = "stored"
+                acc = buckets.setdefault(t, {"obs": [0, 0], "shadow": {}})["shadow"].setdefault(str(pol), [0, 0])
+                acc[0] += int(bh)
+                acc[1] += int(br)
+                tot = overall_sh.setdefault(str(pol), [0, 0])
+                tot[0] += int(bh)
+                tot[1] += int(br)
+        note = ""
+        may_replay = "whatif" in request.app.state.auth.scopes(request)
+        if xcache and "xcache" not in source and not may_replay:
+            note = "xcache is not stored at this size and this token lacks the whatif scope to replay it"
+        if xcache and "xcache" not in source and may_replay:
+            res = request.app.state.limits.run(store, WhatIf(["xcache"], [size_b], start, end, cache_groups=[cache_group],
+                                                             step_s=step_s), where="query")
+            source["xcache"] = "whatif"
+            note = "xcache replayed from the stored accesses with cold caches at `from` (no warm-up)"
+            per = res.counters[:, :, 0].sum(axis=(1, 2))  # (buckets, fields)
+            for i in np.flatnonzero(per[:, F["requests"]]).tolist():
+                t = (start + dt.timedelta(seconds=i * step_s)).isoformat()
+                acc = buckets.setdefault(t, {"obs": [0, 0], "shadow": {}})["shadow"].setdefault("xcache", [0, 0])
+                acc[0] += int(per[i, F["bytes_hit"]])
+                acc[1] += int(per[i, F["bytes_requested"]])
+            tot = per.sum(axis=0)
+            overall_sh["xcache"] = [int(tot[F["bytes_hit"]]), int(tot[F["bytes_requested"]])]
+        if not buckets and not source:
+            raise ApiError(422, "cache_group", f"no observations or shadow results for cache group {cache_group!r} "
+                                               f"at size {size_b} in this range")
+
+        def point(t: str, o: list[int], sh: dict[str, list[int]]) -> dict:
+            oe = _eff(*o)
+            se = {p: _eff(*v) for p, v in sorted(sh.items())}
+            return {"time": t, "observed_transfer_efficiency": oe, "observed_bytes": o[1], "shadow": se,
+                    "difference": {p: (None if v is None or oe is None else v - oe) for p, v in se.items()}}
+
+        windows = [point(t, b["obs"], b["shadow"]) for t, b in sorted(buckets.items())]
+        return P.json_response({"cache_group": cache_group, "size_bytes": size_b, "step": step, "source": source,
+                                "overall": point(start.isoformat(), overall_obs, overall_sh), "windows": windows,
+                                "note": note})
+
+    return request.app.state.answers.get(request, compute)

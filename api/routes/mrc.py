@@ -1,0 +1,53 @@
+"""GET /v1/mrc: the stored exact (or sampled) LRU miss-ratio curves of a group and range."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Optional
+
+from fastapi import APIRouter, Depends, Request, Query
+
+from api import params as P
+from api.deps import get_store, require
+from api.models import ERRORS, MrcAnswer
+from cachescope import reads
+
+router = APIRouter(tags=["mrc"])
+
+
+@router.get("/mrc", response_model=MrcAnswer, responses=ERRORS, dependencies=[require("read")])
+def mrc(
+    request: Request,
+    store=Depends(get_store),
+    site: Optional[str] = Query(None, max_length=200),
+    cache_group: list[str] = Query([], description="cache groups (summed); all by default"),
+    tier: list[str] = Query([], description="tiers (implies by_tier)"),
+    by_tier: bool = Query(False, description="one curve per tier beside ALL"),
+    from_: Optional[dt.datetime] = Query(None, alias="from"),
+    to: Optional[dt.datetime] = Query(None),
+):
+    """Hit ratio and byte hit ratio against capacity (LRU, one pass of the live pipeline's curve)."""
+    def compute():
+        start, end = P.time_range(store, from_, to)
+        groups = P.groups_of(store, cache_group, site)
+        tiers = P.split(tier)
+        curves: dict[str, list] = {}
+        rate = None
+        frames = [reads.mrc(store, start, end, cache_groups=groups, tiers=tiers, by_tier=False)]
+        if by_tier or tiers:
+            frames.append(reads.mrc(store, start, end, cache_groups=groups, tiers=tiers, by_tier=True))
+        for df in frames:
+            if not len(df):
+                continue
+            rate = float(df["sample_rate"].max())
+            hr, bhr = P.floats(df["hit_efficiency"]), P.floats(df["transfer_efficiency"])
+            for i, (key, cap, rq, h, brq, bh) in enumerate(zip(df["tier_key"].tolist(), df["capacity_bytes"].tolist(),
+                                                              P.floats(df["requests"]), P.floats(df["hits"]),
+                                                              P.floats(df["bytes_requested"]), P.floats(df["bytes_hit"]))):
+                curves.setdefault(str(key), []).append({"capacity_bytes": int(cap), "requests": rq, "hits": h,
+                                                        "bytes_requested": brq, "bytes_hit": bh,
+                                                        "hit_ratio": hr[i], "byte_hit_ratio": bhr[i]})
+        return P.json_response({"policy": "lru", "from": start.isoformat(), "to": end.isoformat(), "sample_rate": rate,
+                                "curves": curves})
+
+    return request.app.state.answers.get(request, compute)

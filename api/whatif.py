@@ -1,0 +1,361 @@
+"""What-if replays: stored accesses of a range → the engine's bank → counters by tier (and group).
+
+A library function (`run_whatif`), used by `POST /v1/whatif`, `/v1/recommend`, `/v1/compare` and
+the tests, which compare it with `cachescope simulate` on the same accesses. The read is
+columnar (reads.whatif_feed: numeric columns only, tier and group as codes, admission decided in
+the store) and goes in chunks of days, each fed to one bank straight away: memory stays bounded
+by a chunk, whatever the range (belady is the exception: it needs the whole future, so its
+columns are kept for the range).
+
+Engine tricks, all exact:
+* the bank's `window` argument numbers (time bucket × cache group): one pass gives the split by
+  group (several groups merged as one shared cache) and by time bucket (`step_s`);
+* admission: the bank has no "do not insert" flag, so an access the filter excludes is not fed;
+  it is counted here as a request and a miss of its tier (sampled like the bank samples files),
+  which is what a cache that bypasses it would count;
+* warm-up: accesses before `start` are fed, their counters discarded;
+* SHARDS error bound: replicas of the sampled caches fed with salted file ids (a bijection, so
+  each is an equally valid sample); the spread of their estimates is the stated bound.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from dataclasses import dataclass, field, replace
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from cachescope import reads
+from cachescope.admission import sampled_mask
+from cachescope.simulation import FIELDS, POLICIES, CacheSpec, ShadowBank
+from cachescope.store import Store
+
+F = {name: i for i, name in enumerate(FIELDS)}
+OTHER_TIER = "OTHER"
+#: the engine counts by at most 256 tiers: the most used 255 get codes, the rest count as OTHER
+MAX_TIERS = 255
+DAY = dt.timedelta(days=1)
+#: counters one answer may hold (buckets × groups × caches × tiers × fields, 8 bytes each)
+MAX_COUNTER_CELLS = 20_000_000
+#: salted replicas of a sampled cache for the error bound, and Student's t (95 %, replicas - 1 d.o.f.)
+SAMPLE_REPLICAS = 4
+_T95 = {3: 3.182}
+_SALTS = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9)
+
+
+class WhatIfError(ValueError):
+    """A request the replay cannot answer; `field` names the request field at fault."""
+
+    def __init__(self, field: str, message: str, status: int = 422):
+        super().__init__(message)
+        self.field = field
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Admission:
+    """Which accesses a cache admits: not these tiers, not files above this size (bytes)."""
+
+    exclude_tiers: tuple[str, ...] = ()
+    max_file_size: int | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.exclude_tiers) or self.max_file_size is not None
+
+
+@dataclass
+class WhatIf:
+    """One replay question: every (policy, size) over the accesses of [start, end)."""
+
+    policies: Sequence[str]
+    sizes: Sequence[int]
+    start: dt.datetime
+    end: dt.datetime
+    cache_groups: Sequence[str] = ()
+    sites: Sequence[str] = ()
+    warmup: dt.timedelta = dt.timedelta(0)
+    partitions: int = 1
+    sample_rate: float = 1.0
+    admission: Admission = field(default_factory=Admission)
+    params: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    #: > 0: also counters per time bucket of this many seconds from `start`
+    step_s: int = 0
+    chunk: dt.timedelta = DAY
+
+    def specs(self) -> list[CacheSpec]:
+        return [CacheSpec(p, int(s), dict(self.params.get(p, {})), self.sample_rate, self.partitions)
+                for p in self.policies for s in self.sizes]
+
+
+@dataclass
+class WhatIfResult:
+    request: WhatIf
+    specs: list[CacheSpec]
+    tier_names: list[str]
+    #: counters (buckets, groups, caches, tiers, fields); buckets = 1 without step_s, groups = 1
+    #: unless several cache groups were asked
+    counters: np.ndarray
+    #: same for the shared cache (partitions = 1) when partitions > 1, else None
+    shared: np.ndarray | None
+    #: (replicas, caches, 2): hit and transfer efficiency of each salted replica when sampled
+    replicas: np.ndarray | None
+    accesses: int = 0
+    warmup_accesses: int = 0
+    admitted: int = 0
+    read_seconds: float = 0.0
+    engine_seconds: float = 0.0
+    seconds: float = 0.0
+
+    def answers(self) -> list[dict]:
+        """One JSON-ready answer per (policy, size), in request order (policies outer)."""
+        groups = list(self.request.cache_groups) if len(self.request.cache_groups) > 1 else []
+        out = []
+        for c, spec in enumerate(self.specs):
+            per = self.counters[:, :, c]  # (buckets, groups, tiers, fields)
+            row: dict = {"policy": spec.policy, "size_bytes": spec.capacity}
+            row.update(_scaled(self._ratios(per.sum(axis=(0, 1, 2))), spec.sample_rate))
+            row["by_tier"] = {name: _scaled(self._ratios(per[:, :, t].sum(axis=(0, 1))), spec.sample_rate)
+                              for t, name in enumerate(self.tier_names) if per[:, :, t, F["requests"]].any()}
+            if groups:
+                row["by_cache_group"] = {g: _scaled(self._ratios(per[:, i].sum(axis=(0, 1))), spec.sample_rate)
+                                         for i, g in enumerate(groups)}
+            if self.request.step_s:
+                row["series"] = [
+                    {"time": (self.request.start + dt.timedelta(seconds=b * self.request.step_s)).isoformat(),
+                     **_scaled(self._ratios(per[b].sum(axis=(0, 1))), spec.sample_rate)}
+                    for b in range(per.shape[0]) if per[b, :, :, F["requests"]].any()]
+            if self.shared is not None:
+                shared = self.shared[:, :, c]
+                row["partitions"] = spec.partitions
+                row["shared"] = _scaled(self._ratios(shared.sum(axis=(0, 1, 2))), spec.sample_rate)
+                row["shared"]["note"] = f"one cache of {spec.capacity} bytes instead of {spec.partitions} of 1/{spec.partitions} each"
+            if spec.sample_rate < 1.0:
+                row["sampling"] = self._sampling(c, spec, per)
+            out.append(row)
+        return out
+
+    @staticmethod
+    def _ratios(v: np.ndarray) -> dict:
+        v = [int(x) for x in v]
+        req, hits, breq, bhit = v[F["requests"]], v[F["hits"]], v[F["bytes_requested"]], v[F["bytes_hit"]]
+        return {"requests": req, "hits": hits, "hit_ratio": hits / req if req else 0.0,
+                "bytes_requested": breq, "bytes_hit": bhit, "byte_hit_ratio": bhit / breq if breq else 0.0,
+                "bytes_filled": v[F["bytes_filled"]], "evictions": v[F["evictions"]]}
+
+    def _sampling(self, c: int, spec: CacheSpec, per: np.ndarray) -> dict:
+        tot = per.sum(axis=(0, 1, 2))
+        est = np.array([tot[F["hits"]] / max(tot[F["requests"]], 1), tot[F["bytes_hit"]] / max(tot[F["bytes_requested"]], 1)])
+        info = {"sample_rate": spec.sample_rate, "sampled_requests": int(tot[F["requests"]]),
+                "method": "SHARDS fixed-rate spatial sampling: files whose hash falls under the rate are simulated in a "
+                          "cache of size x rate; counts are scaled by 1/rate"}
+        if self.replicas is not None:
+            reps = np.vstack([est[None, :], self.replicas[:, c, :]])
+            sd = reps.std(axis=0, ddof=1)
+            t = _T95[len(reps) - 1]
+            info.update(hit_ratio_error_bound=float(t * sd[0]), byte_hit_ratio_error_bound=float(t * sd[1]),
+                        error_bound_method=f"95 % bound from {len(reps)} independent samples (salted file hashes): "
+                                           f"t({len(reps) - 1}) x their standard deviation")
+        return info
+
+
+def _scaled(d: dict, rate: float) -> dict:
+    if rate >= 1.0:
+        return d
+    for k in ("requests", "hits", "bytes_requested", "bytes_hit", "bytes_filled", "evictions"):
+        d[k] = int(round(d[k] / rate))
+    return d
+
+
+def _salted(file_id: np.ndarray, salt: int) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return file_id * np.uint64(salt | 1)  # odd multiplier: a bijection of u64, another hash sample
+
+
+def check(req: WhatIf) -> None:
+    """Refuse what the engine would refuse, naming the request field."""
+    if not req.policies:
+        raise WhatIfError("policy", "give at least one policy")
+    bad = [p for p in req.policies if p not in POLICIES]
+    if bad:
+        raise WhatIfError("policy", f"unknown policy {', '.join(bad)}; known: {', '.join(POLICIES)}")
+    if not req.sizes:
+        raise WhatIfError("size", "give at least one size")
+    if req.end <= req.start:
+        raise WhatIfError("to", "`to` must be after `from`")
+    if req.warmup < dt.timedelta(0):
+        raise WhatIfError("warmup", "warmup must not be negative")
+    if not 0 < req.sample_rate <= 1:
+        raise WhatIfError("sample_rate", "sample_rate must be in (0, 1]")
+    if req.partitions < 1:
+        raise WhatIfError("partitions", "partitions must be at least 1")
+
+
+def scope(store: Store, req: WhatIf) -> tuple[int, list[str]]:
+    """(accesses in warm-up + range, tier names by use) without reading the accesses."""
+    df = reads.whatif_scope(store, req.start - req.warmup, req.end, cache_groups=req.cache_groups, sites=req.sites)
+    return int(df["accesses"].sum()) if len(df) else 0, [str(t) for t in df["tier"].tolist()] if len(df) else []
+
+
+def _chunks(start: dt.datetime, end: dt.datetime, step: dt.timedelta):
+    a = start
+    while a < end:
+        b = min(a + step, end)
+        yield a, b
+        a = b
+
+
+def run_whatif(store: Store, req: WhatIf, *, tier_names: Sequence[str] | None = None,
+               on_chunk: Callable[[int], None] = lambda rows: None) -> WhatIfResult:
+    """Replay the stored accesses of req's range (after its warm-up) through every (policy, size)."""
+    t0 = time.perf_counter()
+    check(req)
+    specs = req.specs()
+    if tier_names is None:
+        tier_names = scope(store, req)[1]
+    names = [OTHER_TIER] + [t for t in tier_names if t != OTHER_TIER][:MAX_TIERS]
+    n_tiers = len(names)
+    groups = list(req.cache_groups) if len(req.cache_groups) > 1 else []
+    n_groups = max(1, len(groups))
+    step_us = int(req.step_s) * 1_000_000
+    start_us = int(_utc(req.start).timestamp() * 1_000_000)
+    n_buckets = -(-int((req.end - req.start).total_seconds() * 1_000_000) // step_us) if step_us else 1
+
+    cells = n_buckets * n_groups * len(specs) * n_tiers * len(FIELDS)
+    if cells > MAX_COUNTER_CELLS:
+        raise WhatIfError("step" if step_us else "size", f"{n_buckets:,} buckets x {n_groups} groups x {len(specs)} "
+                          f"caches x {n_tiers} tiers is too many counters for one answer: use a longer step, fewer "
+                          "caches or groups", status=413)
+    try:
+        bank = ShadowBank(specs, n_tiers)
+    except ValueError as e:  # the engine refuses a parameter it does not know, or a bad value
+        raise WhatIfError("params", str(e)) from None
+    shared_bank = (ShadowBank([replace(s, partitions=1) for s in specs], n_tiers) if req.partitions > 1 else None)
+    sampled = req.sample_rate < 1.0
+    replica_banks = [ShadowBank(specs, n_tiers) for _ in range(SAMPLE_REPLICAS - 1)] if sampled else []
+    counters = np.zeros((n_buckets, n_groups, len(specs), n_tiers, len(FIELDS)), dtype=np.uint64)
+    shared = np.zeros_like(counters) if shared_bank is not None else None
+    rep_tot = np.zeros((len(replica_banks), len(specs), n_tiers, len(FIELDS)), dtype=np.uint64)
+    res = WhatIfResult(req, specs, names, counters, shared, None)
+    adm = req.admission
+
+    def read(a: dt.datetime, b: dt.datetime):
+        r0 = time.perf_counter()
+        df = reads.whatif_feed(store, a, b, tier_names=names[1:], cache_groups=req.cache_groups, sites=req.sites,
+                               exclude_tiers=adm.exclude_tiers, max_file_size=adm.max_file_size)
+        cols = {k: df[k].to_numpy() for k in ("ts_us", "file_id", "file_size", "bytes_read", "op_code",
+                                                "tier_code", "group_code", "admitted")}
+        res.read_seconds += time.perf_counter() - r0
+        on_chunk(len(df))
+        return cols
+
+    warm_end = req.start
+    ranges = [(a, b, True) for a, b in _chunks(req.start - req.warmup, warm_end, req.chunk)] + \
+             [(a, b, False) for a, b in _chunks(req.start, req.end, req.chunk)]
+
+    if bank.needs_future:
+        # belady: next-access times over the whole replay, so the columns are kept for it
+        parts = [(read(a, b), warm) for a, b, warm in ranges]
+        all_ids = np.concatenate([p[0]["file_id"][p[0]["admitted"].astype(bool)] for p in parts]) if parts else np.zeros(0, np.uint64)
+        from cachescope import _simcore
+
+        nxt_all = _simcore.next_access_times(np.ascontiguousarray(all_ids, dtype=np.uint64))
+        pos = 0
+        for cols, warm in parts:
+            k = int(cols["admitted"].astype(bool).sum())
+            _feed(res, cols, warm, nxt_all[pos:pos + k], bank, shared_bank, replica_banks, rep_tot,
+                  start_us, step_us, n_groups, groups)
+            pos += k
+    else:
+        # the next chunk is read while the engine feeds this one (both leave the GIL: chDB's query
+        # and the bank's feed run native code), so a replay takes about max(read, engine)
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(1, thread_name_prefix="whatif-read") as pool:
+            pending = pool.submit(read, *ranges[0][:2]) if ranges else None
+            for i, (a, b, warm) in enumerate(ranges):
+                cols = pending.result()
+                pending = pool.submit(read, *ranges[i + 1][:2]) if i + 1 < len(ranges) else None
+                _feed(res, cols, warm, None, bank, shared_bank, replica_banks, rep_tot, start_us, step_us,
+                      n_groups, groups)
+    if replica_banks:
+        tot = rep_tot.sum(axis=2)  # (replicas, caches, fields)
+        res.replicas = np.stack([tot[..., F["hits"]] / np.maximum(tot[..., F["requests"]], 1),
+                                 tot[..., F["bytes_hit"]] / np.maximum(tot[..., F["bytes_requested"]], 1)], axis=-1)
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def _feed(res: WhatIfResult, cols: dict, warm: bool, next_access, bank: ShadowBank, shared_bank, replica_banks,
+          rep_tot, start_us: int, step_us: int, n_groups: int, groups: list) -> None:
+    n = len(cols["file_id"])
+    if n == 0:
+        return
+    e0 = time.perf_counter()
+    if warm:
+        res.warmup_accesses += n
+    else:
+        res.accesses += n
+    adm = cols["admitted"].astype(bool)
+    tier = cols["tier_code"]
+    # window = time bucket (from this chunk's first) × group
+    g = (cols["group_code"].astype(np.int64) - 1).clip(0) if groups else np.zeros(n, np.int64)
+    if step_us and not warm:
+        bucket = (cols["ts_us"] - start_us) // step_us
+        b0 = int(bucket[0])
+        win = (bucket - b0) * n_groups + g
+    else:
+        b0 = 0
+        win = g
+    fed = adm if not adm.all() else slice(None)
+    feed_cols = [cols["file_id"][fed], cols["file_size"][fed], cols["bytes_read"][fed], tier[fed], cols["op_code"][fed]]
+    w = win[fed].astype(np.uint32)
+    out = bank.feed(*feed_cols, next_access=next_access, window=w)
+    if shared_bank is not None:
+        out_shared = shared_bank.feed(*feed_cols, next_access=next_access, window=w)
+    if not warm:
+        _add(res.counters, out, b0, n_groups)
+        if shared_bank is not None:
+            _add(res.shared, out_shared, b0, n_groups)
+    if replica_banks:
+        for i, rb in enumerate(replica_banks):
+            o = rb.feed(_salted(feed_cols[0], _SALTS[i]), *feed_cols[1:], next_access=next_access)
+            if not warm:
+                rep_tot[i] += o.sum(axis=0)
+    if not adm.all() and not warm:
+        # not admitted: a request and a miss of its tier, counted for the files the caches sample
+        ex = ~adm & (cols["op_code"] == 0)
+        for c, spec in enumerate(res.specs):
+            m = ex & sampled_mask(cols["file_id"], spec.sample_rate) if spec.sample_rate < 1 else ex
+            if not m.any():
+                continue
+            idx = win[m] - 0  # (bucket, group) flat
+            bb, gg = idx // n_groups + b0, idx % n_groups
+            t = tier[m].astype(np.int64)
+            for target in ([res.counters] + ([res.shared] if res.shared is not None else [])):
+                np.add.at(target[..., c, :, F["requests"]], (bb, gg, t), 1)
+                np.add.at(target[..., c, :, F["bytes_requested"]], (bb, gg, t), cols["bytes_read"][m])
+        if replica_banks:
+            for i in range(len(replica_banks)):
+                for c, spec in enumerate(res.specs):
+                    m = ex & sampled_mask(_salted(cols["file_id"], _SALTS[i]), spec.sample_rate)
+                    np.add.at(rep_tot[i, c, :, F["requests"]], tier[m].astype(np.int64), 1)
+                    np.add.at(rep_tot[i, c, :, F["bytes_requested"]], tier[m].astype(np.int64), cols["bytes_read"][m])
+    res.admitted += int(adm.sum()) if not warm else 0
+    res.engine_seconds += time.perf_counter() - e0
+
+
+def _add(target: np.ndarray, out: np.ndarray, b0: int, n_groups: int) -> None:
+    """Add the bank's (windows, caches, tiers, fields) to target (buckets, groups, …) from bucket b0."""
+    w = out.shape[0]
+    nb = -(-w // n_groups)
+    pad = nb * n_groups - w
+    if pad:
+        out = np.concatenate([out, np.zeros((pad, *out.shape[1:]), dtype=out.dtype)])
+    block = out.reshape(nb, n_groups, *out.shape[1:])
+    target[b0:b0 + nb] += block[: target.shape[0] - b0]
+
+
+def _utc(t: dt.datetime) -> dt.datetime:
+    return t.replace(tzinfo=dt.timezone.utc) if t.tzinfo is None else t.astimezone(dt.timezone.utc)

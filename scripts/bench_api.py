@@ -1,0 +1,274 @@
+"""API benchmarks: what-if replays over stored accesses, and /v1/efficiency under concurrent load.
+
+    .venv/bin/python scripts/bench_api.py --store var/bench-api             # embedded store (chDB)
+    .venv/bin/python scripts/bench_api.py --clickhouse clickhouse://127.0.0.1:9000 --database bench_api
+
+1. Fills the store (once; --refill to redo): N synthetic access_events rows over D days (numpy
+   columns straight into store.insert), and efficiency rows for 30 days × 24 configurations × 8
+   tiers at the minute... day tables (hourly and daily; the 1h step reads the hourly table).
+2. Times the what-if library (the store read included): one configuration (10 TB ARC) and 24
+   (6 policies × 4 sizes), with read and engine seconds and the process's peak RSS.
+3. Starts `cachescope serve` on the store and runs a load generator (httpx, asyncio): C clients
+   for R requests of /v1/efficiency over 30 days at 1h; prints p50/p95/p99 and requests/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import hashlib
+import os
+import resource
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+START = dt.datetime(2026, 1, 5, tzinfo=dt.timezone.utc)
+GROUP = "BENCH-XCACHE"
+TIERS = np.array(["AOD", "DAOD_PHYS", "HITS", "USER", "RAW", "MINIAOD", "NANOAOD", "PREMIX"], dtype=object)
+POLICIES = ["lru", "arc", "s3fifo", "sieve", "wtinylfu", "xcache"]
+SIZES = [10**12, 5 * 10**12, 10**13, 5 * 10**13]
+
+
+#: wrk's summary with the 95th percentile (its --latency prints 50/75/90/99 only)
+WRK_LUA = """done = function(summary, latency, requests)
+  io.write(string.format("wrk: %d requests, %.1f req/s, p50 %.1f ms, p95 %.1f ms, p99 %.1f ms, errors %d\\n",
+    summary.requests, summary.requests / (summary.duration / 1e6), latency:percentile(50) / 1000,
+    latency:percentile(95) / 1000, latency:percentile(99) / 1000,
+    summary.errors.status + summary.errors.connect + summary.errors.read + summary.errors.timeout))
+end
+"""
+
+
+def rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def open_store(args):
+    from cachescope.store import open_store as o
+
+    return o(store_dir=args.store, database=args.database) if args.store else \
+        o(clickhouse_url=args.clickhouse, database=args.database)
+
+
+def fill_accesses(store, n: int, days: int, files: int, seed: int = 1) -> float:
+    from cachescope.store import tables
+
+    rng = np.random.default_rng(seed)
+    t0 = time.perf_counter()
+    ids = rng.integers(1, 2**63, size=files, dtype=np.uint64)
+    sizes = rng.integers(10**8, 10**10, size=files, dtype=np.uint64)
+    start_us = int(START.timestamp() * 1e6)
+    chunk = 2_000_000  # bounded memory while filling
+    for a in range(0, n, chunk):
+        m = min(chunk, n - a)
+        ranks = np.minimum(rng.zipf(1.2, m) - 1, files - 1)
+        span = days * 86_400 * 10**6
+        ts = np.sort(rng.integers(start_us + span * a // n, start_us + span * (a + m) // n, m)).astype("datetime64[us]")
+        fs = sizes[ranks]
+        store.insert(tables.ACCESS_EVENTS, {
+            "ts": ts, "site": np.full(m, "BENCH", dtype=object), "source": np.full(m, "xrootd", dtype=object),
+            "server": np.array([f"xcache-{i}" for i in range(4)], dtype=object)[ranks % 4],
+            "client": np.full(m, "", dtype=object), "vo": np.full(m, "cms", dtype=object),
+            "path": np.full(m, "", dtype=object), "file_id": ids[ranks], "file_size": fs,
+            "bytes_read": np.where(rng.random(m) < 0.3, fs // 3, fs).astype(np.uint64),
+            "op": np.zeros(m, np.uint8), "tier": TIERS[ranks % 8], "cache_group": np.full(m, GROUP, dtype=object),
+            "origin": np.array([f"file:host{i}:/var/log/xrootd.log" for i in range(4)], dtype=object)[ranks % 4],
+            "seq": np.arange(a, a + m, dtype=np.uint64)})
+    return time.perf_counter() - t0
+
+
+def fill_efficiency(store, days: int = 30) -> int:
+    """days × 24 configurations × 8 tiers, hourly and daily rows (as the core writes them)."""
+    from cachescope.store import tables
+
+    rng = np.random.default_rng(2)
+    n = 0
+    for table, length in ((tables.EFFICIENCY_HOURLY, 3600), (tables.EFFICIENCY_DAILY, 86_400)):
+        windows = np.arange(int(START.timestamp()), int(START.timestamp()) + days * 86_400, length)
+        pol, size, tier, win = np.meshgrid(np.arange(len(POLICIES)), np.arange(len(SIZES)), np.arange(8),
+                                           windows, indexing="ij")
+        m = win.size
+        req = rng.integers(100, 10_000, m).astype(np.uint64) * (length // 3600)
+        hits = (req * rng.uniform(0.3, 0.9, m)).astype(np.uint64)
+        breq = req * np.uint64(3 * 10**9)
+        n += store.insert(table, {
+            "window_start": win.reshape(-1).astype("datetime64[s]"),
+            "window_end": (win.reshape(-1) + length).astype("datetime64[s]"),
+            "cache_group": np.full(m, GROUP, dtype=object), "policy": np.array(POLICIES, dtype=object)[pol.reshape(-1)],
+            "size_bytes": np.array(SIZES, dtype=np.uint64)[size.reshape(-1)], "tier": TIERS[tier.reshape(-1)],
+            "sample_rate": np.ones(m), "partitions": np.ones(m, np.uint32), "requests": req.reshape(-1),
+            "hits": hits.reshape(-1), "bytes_requested": breq.reshape(-1),
+            "bytes_hit": (hits * np.uint64(3 * 10**9)).reshape(-1), "bytes_filled": np.zeros(m, np.uint64),
+            "evictions": np.zeros(m, np.uint64), "bytes_evicted": np.zeros(m, np.uint64)})
+    return n
+
+
+def bench_whatif(store, days: int, weeks_label: str, configs: list[int]) -> None:
+    from api.whatif import WhatIf, run_whatif, scope
+
+    end = START + dt.timedelta(days=days)
+    cases = {1: ("1 configuration (arc 10TB)", ["arc"], [10**13]),
+             24: ("24 configurations (6 policies x 4 sizes)", POLICIES, SIZES)}
+    for label, policies, sizes in (cases[c] for c in configs):
+        req = WhatIf(policies, sizes, START, end, cache_groups=[GROUP])
+        t0 = time.perf_counter()
+        n, tiers = scope(store, req)
+        res = run_whatif(store, req, tier_names=tiers)
+        total = time.perf_counter() - t0
+        a = res.answers()[0]
+        print(f"what-if {weeks_label}, {label}: {total:.2f} s end to end ({res.accesses:,} accesses; store read "
+              f"{res.read_seconds:.2f} s, engine {res.engine_seconds:.2f} s); first hit ratio {a['hit_ratio']:.4f}; "
+              f"peak RSS {rss_mb():,.0f} MB", flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def load(url: str, params: dict, clients: int, requests: int, headers: dict) -> list[float]:
+    import httpx
+
+    lat: list[float] = []
+    todo = iter(range(requests))
+
+    async def worker(c):
+        for _ in todo:
+            t0 = time.perf_counter()
+            r = await c.get(url, params=params, headers=headers)
+            lat.append(time.perf_counter() - t0)
+            if r.status_code != 200:
+                raise SystemExit(f"{url}: HTTP {r.status_code}: {r.text[:300]}")
+
+    async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=clients)) as c:
+        await asyncio.gather(*(worker(c) for _ in range(clients)))
+    return lat
+
+
+def bench_serve(args, cache_seconds: float) -> None:
+    port = free_port()
+    env = dict(os.environ)
+    env["CACHESCOPE_ANSWER_CACHE_SECONDS"] = str(cache_seconds)
+    mode = f"answer cache {cache_seconds:g} s" if cache_seconds else "answer cache off"
+    headers = {}
+    cmd = [str(Path(sys.executable).parent / "cachescope"), "serve", "--port", str(port), "--database", args.database]
+    if args.store:
+        cmd += ["--store", str(args.store)]
+        env.pop("CACHESCOPE_API_TOKENS", None)
+    else:
+        token = secrets.token_urlsafe(24)
+        env["CACHESCOPE_API_TOKENS"] = hashlib.sha256(token.encode()).hexdigest() + ":read+whatif"
+        headers = {"Authorization": f"Bearer {token}"}
+        cmd += ["--clickhouse", args.clickhouse]
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        import httpx
+
+        for _ in range(600):
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                if proc.poll() is not None:
+                    raise SystemExit(proc.stderr.read())
+                time.sleep(0.1)
+        base = {"from": START.isoformat(), "to": (START + dt.timedelta(days=30)).isoformat(), "step": "1h",
+                "cache_group": GROUP}
+        cases = (("one series set: 1 policy x 1 size x 8 tiers (5,760 points)",
+                  {**base, "policy": "arc", "size": "10TB", "by_tier": "true"}),
+                 ("24 configurations, tiers summed (17,280 points)", base),
+                 ("24 configurations x 8 tiers (138,240 points)", {**base, "by_tier": "true"}))
+        for label, params in cases:
+            if shutil.which("wrk"):  # a native load generator: the Python one costs the server's cores
+                from urllib.parse import urlencode
+
+                lua = Path(tempfile.mkdtemp()) / "p95.lua"
+                lua.write_text(WRK_LUA)
+                auth = [f"-H", f"Authorization: {headers['Authorization']}"] if headers else []
+                out = subprocess.run(["wrk", "-t2", f"-c{args.clients}", "-d10s", "--timeout", "60s", "-H",
+                                      "Accept-Encoding: gzip", *auth, "-s", str(lua),
+                                      f"http://127.0.0.1:{port}/v1/efficiency?{urlencode(params)}"],
+                                     capture_output=True, text=True)
+                print(f"[{store_label(args)}, {mode}] /v1/efficiency {label}, {args.clients} connections, "
+                      f"{out.stdout.strip().splitlines()[-1] if out.stdout.strip() else out.stderr.strip()}", flush=True)
+            n = args.requests if label.startswith("one") else max(32, args.requests // 8)
+            asyncio.run(load(f"http://127.0.0.1:{port}/v1/efficiency", params, 2, 4, headers))  # warm
+            t0 = time.perf_counter()
+            lat = asyncio.run(load(f"http://127.0.0.1:{port}/v1/efficiency", params, args.clients, n, headers))
+            wall = time.perf_counter() - t0
+            p = np.percentile(np.array(lat) * 1000, [50, 95, 99])
+            print(f"[{store_label(args)}, {mode}] /v1/efficiency {label}, {args.clients} clients, {n} requests: p50 {p[0]:.1f} ms, "
+                  f"p95 {p[1]:.1f} ms, p99 {p[2]:.1f} ms, {n / wall:.1f} requests/s", flush=True)
+        t0 = time.perf_counter()
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/whatif", headers=headers, timeout=600,
+                       json={"policy": "arc", "size": "10TB", "from": START.isoformat(),
+                             "to": (START + dt.timedelta(days=args.days)).isoformat(), "cache_group": GROUP})
+        print(f"[{store_label(args)}] POST /v1/whatif over HTTP (arc 10TB, {args.days} days): HTTP {r.status_code} in "
+              f"{time.perf_counter() - t0:.2f} s", flush=True)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def store_label(args) -> str:
+    return "chDB" if args.store else "ClickHouse server"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--store", type=Path, help="embedded store directory")
+    ap.add_argument("--clickhouse", help="ClickHouse server URL")
+    ap.add_argument("--database", default="bench_api")
+    ap.add_argument("--rows", type=int, default=7_000_000)
+    ap.add_argument("--days", type=int, default=7)
+    ap.add_argument("--files", type=int, default=600_000)
+    ap.add_argument("--refill", action="store_true")
+    ap.add_argument("--clients", type=int, default=16)
+    ap.add_argument("--requests", type=int, default=400)
+    ap.add_argument("--skip-whatif", action="store_true")
+    ap.add_argument("--cache", default="0,15", help="answer cache seconds to run the load with (0: off)")
+    ap.add_argument("--configs", default="1,24", help="what-if cases: 1 and/or 24 configurations")
+    ap.add_argument("--skip-load", action="store_true")
+    args = ap.parse_args()
+    if (args.store is None) == (args.clickhouse is None):
+        ap.error("give exactly one of --store or --clickhouse")
+    from cachescope.store import migrations, tables
+
+    store = open_store(args)
+    migrations.migrate(store, events_ttl_days=0)
+    have = store.query(f"SELECT count() FROM {tables.ACCESS_EVENTS}").scalar()
+    if args.refill or have != args.rows:
+        for t in (tables.ACCESS_EVENTS, tables.EFFICIENCY_HOURLY, tables.EFFICIENCY_DAILY):
+            store.command(f"TRUNCATE TABLE {t}")
+        s = fill_accesses(store, args.rows, args.days, args.files)
+        print(f"filled {args.rows:,} access_events rows over {args.days} days in {s:.1f} s "
+              f"({args.rows / s:,.0f} rows/s)", flush=True)
+        print(f"filled {fill_efficiency(store):,} efficiency rows (30 days x 24 configurations x 8 tiers, hourly "
+              "and daily)", flush=True)
+        store.command(f"OPTIMIZE TABLE {tables.ACCESS_EVENTS} FINAL")
+    print(f"backend {store.backend}; {store.query(f'SELECT count() FROM {tables.ACCESS_EVENTS}').scalar():,} "
+          f"stored accesses; peak RSS {rss_mb():,.0f} MB", flush=True)
+    if not args.skip_whatif:
+        bench_whatif(store, args.days, f"{args.days} days", [int(c) for c in args.configs.split(",")])
+    store.close()  # chDB: one process per store directory; `serve` opens it next
+    if not args.skip_load:
+        for seconds in args.cache.split(","):
+            bench_serve(args, float(seconds))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,484 @@
+"""The REST API (api/) over stores written by the real pipeline, checked against `cachescope simulate`.
+
+chDB: the store is written by `cachescope replay` (subprocess). ClickHouse server: the same core
+through the embedded runner's GroupState path (`runners.embedded.replay(..., store=server_store)`),
+since the Flink job is slow to start; the API reads both through the read layer alike.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import orjson
+import pytest
+
+CLI = str(Path(sys.executable).parent / "cachescope")
+T0 = 1_700_000_000  # 2023-11-14T22:13:20Z
+UTC = dt.timezone.utc
+FROM = "2023-11-14T00:00:00Z"
+TO = "2023-11-18T00:00:00Z"
+POLICIES = ["lru", "arc", "belady"]
+SIZES = ["200GB", "1TB"]
+SIZE_BYTES = [200 * 10**9, 10**12]
+TIERS = ["AOD", "HITS", "USER"]
+
+
+def run(*args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([CLI, *args], capture_output=True, text=True, **kw)
+
+
+def write_trace(path: Path, n: int, seed: int, t_step: int = 30, files: int = 500) -> list[tuple]:
+    """A csv trace over ~2 days (day chunks of the what-if are crossed): zipf reuse, partial reads."""
+    rng = np.random.default_rng(seed)
+    ranks = np.minimum(rng.zipf(1.3, n) - 1, files - 1)
+    sizes = (1 + (np.arange(files) * 7919) % 40) * 10**9
+    rows = []
+    for i, f in enumerate(ranks.tolist()):
+        size = int(sizes[f])
+        rows.append((T0 + i * t_step, seed * 100_000 + f + 1, size, TIERS[f % 3], f"/store/{seed}/f{f}",
+                     size if i % 3 else size // 2))
+    write_rows(path, rows)
+    return rows
+
+
+def write_rows(path: Path, rows: list[tuple]) -> None:
+    path.write_text("timestamp,obj_id,obj_size,tier,path,bytes_read\n"
+                    + "".join(",".join(map(str, r)) + "\n" for r in rows))
+
+
+def simulate(trace: Path, *extra: str, policies=POLICIES, sizes=SIZES) -> dict:
+    out = run("simulate", str(trace), "--policy", ",".join(policies), "--size", ",".join(sizes), "--json", *extra)
+    assert out.returncode == 0, out.stderr
+    return {(r["policy"], r["size_bytes"]): r for r in map(orjson.loads, out.stdout.splitlines())}
+
+
+FIELDS = ("requests", "hits", "bytes_requested", "bytes_hit")
+
+
+def same(answer: dict, want: dict) -> None:
+    assert tuple(answer[f] for f in FIELDS) == tuple(want[f] for f in FIELDS), (answer, want)
+    assert {t: tuple(v[f] for f in FIELDS) for t, v in answer["by_tier"].items()} == \
+        {t: tuple(v[f] for f in FIELDS) for t, v in want["by_tier"].items()}
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """Two sites' traces, replayed into one chDB store (one cache group per site)."""
+    d = tmp_path_factory.mktemp("api")
+    a = write_trace(d / "a.csv", 6000, seed=1)
+    b = write_trace(d / "b.csv", 3000, seed=2, t_step=55)
+    store = d / "store"
+    for name, site in (("a.csv", "SITE-A"), ("b.csv", "SITE-B")):
+        out = run("replay", "--format", "csv", "--site", site, "--store", str(store), str(d / name))
+        assert out.returncode == 0, out.stderr
+    return {"dir": d, "store": store, "a": a, "b": b}
+
+
+@pytest.fixture(scope="module")
+def client(data):
+    from fastapi.testclient import TestClient
+
+    from api.core.config import Settings
+    from api.main import create_app
+
+    with TestClient(create_app(Settings(store_dir=data["store"]))) as c:
+        yield c
+
+
+def whatif(client, **body) -> dict:
+    r = client.post("/v1/whatif", json={"from": FROM, "to": TO, **body})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+# ------------------------------------------------------------------------------------------ what-if
+
+def test_whatif_equals_simulate_for_every_policy_and_size(client, data):
+    want = simulate(data["dir"] / "a.csv")
+    got = whatif(client, policy=POLICIES, size=SIZES, cache_group="SITE-A")
+    assert len(got["results"]) == len(POLICIES) * len(SIZES)
+    for r in got["results"]:
+        same(r, want[(r["policy"], r["size_bytes"])])
+    assert got["accesses"] == 6000
+    # the single form answers flat, sizes as strings, binary units or plain integers alike
+    flat = whatif(client, policy="arc", size=10**12, cache_group="SITE-A")
+    same(flat, want[("arc", 10**12)])
+    assert whatif(client, policy="arc", size="1000000000000", cache_group="SITE-A")["hits"] == flat["hits"]
+    tib = simulate(data["dir"] / "a.csv", policies=["lru"], sizes=["1TiB"])
+    same(whatif(client, policy="lru", size="1TiB", cache_group="SITE-A"), tib[("lru", 2**40)])
+
+
+def test_warmup_feeds_the_cache_but_is_not_counted(client, data):
+    rows = data["a"]
+    cut = rows[len(rows) // 2][0]  # a timestamp half-way
+    prefix = [r for r in rows if r[0] < cut]
+    write_rows(data["dir"] / "prefix.csv", prefix)
+    whole = simulate(data["dir"] / "a.csv", policies=["lru", "arc"])
+    before = simulate(data["dir"] / "prefix.csv", policies=["lru", "arc"])
+    start = dt.datetime.fromtimestamp(cut, UTC).isoformat()
+    got = whatif(client, policy=["lru", "arc"], size=SIZES, cache_group="SITE-A", warmup="P2D", **{"from": start})
+    for r in got["results"]:
+        w, b = whole[(r["policy"], r["size_bytes"])], before[(r["policy"], r["size_bytes"])]
+        assert tuple(r[f] for f in FIELDS) == tuple(w[f] - b[f] for f in FIELDS)
+    assert got["accesses"] == len(rows) - len(prefix) and got["warmup_accesses"] == len(prefix)
+
+
+def test_admission_filter_counts_excluded_reads_as_misses_never_inserted(client, data):
+    rows = data["a"]
+    big = 30 * 10**9
+    kept = [r for r in rows if r[3] != "USER" and r[2] <= big]
+    write_rows(data["dir"] / "admitted.csv", kept)
+    want = simulate(data["dir"] / "admitted.csv", policies=["lru"])
+    got = whatif(client, policy="lru", size=["200GB", "1TB"], cache_group="SITE-A",
+                 admission={"exclude_tiers": ["USER"], "max_file_size": "30GB"})
+    for r in got["results"]:
+        w = want[("lru", r["size_bytes"])]
+        excluded = [x for x in rows if not (x[3] != "USER" and x[2] <= big)]
+        assert r["requests"] == len(rows) and r["hits"] == w["hits"] and r["bytes_hit"] == w["bytes_hit"]
+        assert r["bytes_requested"] == w["bytes_requested"] + sum(x[5] for x in excluded)
+        assert r["by_tier"]["USER"]["hits"] == 0 and r["by_tier"]["USER"]["requests"] == sum(x[3] == "USER" for x in rows)
+
+
+def test_several_groups_merge_in_replay_order_with_the_split_by_group(client, data):
+    from api.whatif import WhatIf, run_whatif  # noqa: F401  (the library the route runs)
+    from cachescope import reads
+
+    # the same accesses the store holds, in (ts, origin, seq) order, as a simulator trace
+    store = client.app.state.stores._all[0]
+    df = reads.whatif_accesses(store, dt.datetime(2023, 11, 14, tzinfo=UTC), dt.datetime(2023, 11, 18, tzinfo=UTC),
+                               cache_groups=["SITE-A", "SITE-B"])
+    assert len(df) == 9000
+    write_rows(data["dir"] / "merged.csv", list(zip(df["ts_us"] // 10**6, df["file_id"], df["file_size"], df["tier"],
+                                                    ["/p"] * len(df), df["bytes_read"])))
+    want = simulate(data["dir"] / "merged.csv", policies=["lru", "s3fifo"])
+    got = whatif(client, policy=["lru", "s3fifo"], size=SIZES, cache_group=["SITE-A", "SITE-B"])
+    for r in got["results"]:
+        same(r, want[(r["policy"], r["size_bytes"])])
+        split = r["by_cache_group"]
+        assert split["SITE-A"]["requests"] == 6000 and split["SITE-B"]["requests"] == 3000
+        for f in FIELDS:
+            assert split["SITE-A"][f] + split["SITE-B"][f] == r[f]
+    # and the site filter picks one group's accesses
+    one = whatif(client, policy="lru", size="1TB", site="SITE-B")
+    assert one["requests"] == 3000
+
+
+def test_partitions_answer_beside_one_shared_cache_and_sampling_states_its_bound(client, data):
+    part = simulate(data["dir"] / "a.csv", "--partitions", "4", policies=["lru"], sizes=["1TB"])
+    shared = simulate(data["dir"] / "a.csv", policies=["lru"], sizes=["1TB"])
+    got = whatif(client, policy="lru", size="1TB", cache_group="SITE-A", partitions=4)
+    same(got, part[("lru", 10**12)])
+    assert got["partitions"] == 4
+    assert tuple(got["shared"][f] for f in FIELDS) == tuple(shared[("lru", 10**12)][f] for f in FIELDS)
+
+    sampled = simulate(data["dir"] / "a.csv", "--sample-rate", "0.25", policies=["lru"], sizes=["1TB"])[("lru", 10**12)]
+    got = whatif(client, policy="lru", size="1TB", cache_group="SITE-A", sample_rate=0.25)
+    s = got["sampling"]
+    assert s["sampled_requests"] == sampled["requests"] and got["hit_ratio"] == sampled["hit_ratio"]
+    assert got["requests"] == round(sampled["requests"] / 0.25)
+    assert s["hit_ratio_error_bound"] >= 0 and "independent samples" in s["error_bound_method"]
+
+
+def test_series_by_step_adds_up_to_the_total(client):
+    got = whatif(client, policy="arc", size="1TB", cache_group="SITE-A", step="6h")
+    assert len(got["series"]) > 4
+    for f in FIELDS:
+        assert sum(p[f] for p in got["series"]) == got[f]
+
+
+# ------------------------------------------------------------------------------------------ reads
+
+def test_efficiency_series_come_from_the_table_of_the_step(client):
+    day = client.get("/v1/efficiency", params={"step": "1d", "cache_group": "SITE-A", "policy": "lru", "size": "1TB",
+                                                "from": FROM, "to": TO}).json()
+    hour = client.get("/v1/efficiency", params={"step": "1h", "cache_group": "SITE-A", "policy": "lru", "size": "1TB",
+                                                 "from": FROM, "to": TO}).json()
+    assert day["table"] == "efficiency_daily" and hour["table"] == "efficiency_hourly"
+    assert len(day["series"]) == len(hour["series"]) == 1
+    assert sum(day["series"][0]["hits"]) == sum(hour["series"][0]["hits"]) > 0
+    # the live pipeline ran the default caches over the same accesses: equal to a what-if of them
+    w = whatif(client, policy="lru", size="1TB", cache_group="SITE-A")
+    assert sum(hour["series"][0]["requests"]) == w["requests"] and sum(hour["series"][0]["hits"]) == w["hits"]
+    tiers = client.get("/v1/efficiency", params={"step": "1h", "cache_group": "SITE-A", "policy": "lru", "size": "1TB",
+                                                  "by_tier": "true", "from": FROM, "to": TO}).json()
+    assert {s["tier"] for s in tiers["series"]} == set(TIERS)
+
+
+def test_mrc_configs_compare_recommend_alerts_health(client):
+    h = client.get("/healthz")
+    assert h.status_code == 200 and h.json()["backend"] == "embedded"
+    m = client.get("/v1/mrc", params={"cache_group": "SITE-A", "by_tier": True, "from": FROM, "to": TO}).json()
+    assert set(m["curves"]) == {"ALL", *TIERS}
+    ratios = [p["hit_ratio"] for p in m["curves"]["ALL"]]
+    assert ratios == sorted(ratios)  # LRU's inclusion property
+    c = client.get("/v1/configs").json()
+    assert {g["cache_group"] for g in c["cache_groups"]} == {"SITE-A", "SITE-B"} and c["configs"]
+    cmp = client.get("/v1/compare", params={"cache_group": "SITE-A", "size": "1TB", "from": FROM, "to": TO}).json()
+    assert cmp["source"]["xcache"] == "whatif" and cmp["source"]["lru"] == "stored"
+    assert cmp["overall"]["shadow"]["lru"] == pytest.approx(
+        whatif(client, policy="lru", size="1TB", cache_group="SITE-A")["byte_hit_ratio"])
+    rec = client.get("/v1/recommend", params={"cache_group": "SITE-A", "from": FROM, "to": TO, "min_size": "50GB",
+                                              "max_size": "20TB", "points": 6, "policy": "lru,arc",
+                                              "fraction_of_optimum": 0.5}).json()
+    assert "method" in rec and [r["policy"] for r in rec["recommendations"]] == ["lru", "arc"]
+    for r in rec["recommendations"]:
+        if r["reached"]:
+            assert r["value_at_size"] >= 0.5 * rec["optimum"]["byte_hit_ratio"]
+    assert client.get("/v1/alerts").json() == {"alerts": []}
+    metrics = client.get("/metrics").text
+    assert 'route="/v1/whatif"' in metrics and "cachescope_whatif_rows_scanned_total" in metrics
+
+
+# ------------------------------------------------------------------------------------------ errors and limits
+
+@pytest.mark.parametrize("body, field", [
+    ({"size": "10XB"}, "size"),
+    ({"policy": "nope"}, "policy"),
+    ({"to": "2023-11-13T00:00:00Z"}, "to"),
+    ({"from": "yesterday"}, "from"),
+    ({"warmup": "P-1D"}, "warmup"),
+    ({"sample_rate": 0}, "sample_rate"),
+    ({"admission": {"max_file_size": "big"}}, "admission.max_file_size"),
+    ({"policy": "arc", "params": {"arc": {"nope": 1}}}, "params"),
+    ({"step": "0s"}, "step"),
+])
+def test_bad_fields_are_named_in_a_422(client, body, field):
+    r = client.post("/v1/whatif", json={"policy": "lru", "size": "1TB", "from": FROM, "to": TO, **body})
+    assert r.status_code == 422, r.text
+    assert r.json()["field"].startswith(field), r.json()
+
+
+def test_bounds_answer_413_and_429(client):
+    r = client.post("/v1/whatif", json={"policy": "lru", "size": "1TB", "from": "2020-01-01T00:00:00Z", "to": TO})
+    assert r.status_code == 413 and r.json()["field"] == "to"
+    r = client.post("/v1/whatif", content=b"{" + b" " * 70_000 + b"}", headers={"content-type": "application/json"})
+    assert r.status_code == 413
+    limits = client.app.state.limits
+    held = [limits._slots.acquire(blocking=False) for _ in range(client.app.state.settings.whatif_concurrency)]
+    try:
+        assert all(held)
+        r = client.post("/v1/whatif", json={"policy": "lru", "size": "1TB", "from": FROM, "to": TO})
+        assert r.status_code == 429 and r.headers["retry-after"]
+    finally:
+        for _ in held:
+            limits._slots.release()
+    assert client.get("/v1/efficiency", params={"step": "1s", "from": "2000-01-01T00:00:00Z"}).status_code == 413
+
+
+def test_tokens_are_required_with_their_scopes(data, monkeypatch):
+    from fastapi.testclient import TestClient
+
+    from api.core.config import Settings, SettingsError
+    from api.main import create_app
+
+    reader, full = "reader-token", "full-token"
+    tokens = f"{hashlib.sha256(reader.encode()).hexdigest()}:read,{hashlib.sha256(full.encode()).hexdigest()}:read+whatif"
+    with TestClient(create_app(Settings(store_dir=data["store"], api_tokens=tokens, host="0.0.0.0"))) as c:
+        body = {"policy": "lru", "size": "1TB", "from": FROM, "to": TO}
+        assert c.get("/v1/configs").status_code == 401
+        assert c.get("/v1/configs", headers={"Authorization": "Bearer wrong"}).status_code == 401
+        assert c.get("/v1/configs", headers={"Authorization": f"Bearer {reader}"}).status_code == 200
+        r = c.post("/v1/whatif", json=body, headers={"Authorization": f"Bearer {reader}"})
+        assert r.status_code == 403 and r.json()["field"] == "authorization"
+        assert c.post("/v1/whatif", json=body, headers={"Authorization": f"Bearer {full}"}).status_code == 200
+        # compare replays the xcache model only for a token that may run what-ifs
+        q = {"cache_group": "SITE-A", "size": "1TB", "from": FROM, "to": TO}
+        ro = c.get("/v1/compare", params=q, headers={"Authorization": f"Bearer {reader}"}).json()
+        rw = c.get("/v1/compare", params=q, headers={"Authorization": f"Bearer {full}"}).json()
+        assert "xcache" not in ro["source"] and "whatif scope" in ro["note"] and rw["source"]["xcache"] == "whatif"
+    with pytest.raises(SettingsError, match="not loopback"):
+        create_app(Settings(store_dir=data["store"], host="0.0.0.0"))
+    with pytest.raises(SettingsError, match="needs API tokens"):
+        create_app(Settings(clickhouse_url="clickhouse://127.0.0.1:9000"))
+
+
+# ------------------------------------------------------------------------------------------ schemathesis
+
+def test_openapi_has_examples_and_schemathesis_finds_no_server_error(client):
+    import schemathesis
+    from hypothesis import HealthCheck, given, settings
+
+    spec = client.get("/openapi.json").json()
+    for path in ("/v1/efficiency", "/v1/mrc", "/v1/compare", "/v1/whatif", "/v1/recommend", "/v1/configs", "/v1/alerts"):
+        assert path in spec["paths"]
+    assert "examples" in spec["components"]["schemas"]["WhatIfRequest"]
+
+    from schemathesis.checks import not_a_server_error
+    from schemathesis.specs.openapi.checks import (content_type_conformance, response_schema_conformance,
+                                                    status_code_conformance)
+
+    # positive_data_acceptance is left out on purpose: a schema-valid value can still be refused
+    # for what it means (a site the store does not know, `to` before `from`) with a 422
+    checks = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
+    schema = schemathesis.openapi.from_asgi("/openapi.json", client.app)
+    failures: list[str] = []
+
+    for op in schema.get_all_operations():
+        operation = op.ok()
+        # /v1/recommend runs a grid of replays per example: fewer of them
+        n = 8 if operation.path == "/v1/recommend" else 25
+
+        @settings(max_examples=n, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+        @given(case=operation.as_strategy())
+        def check(case):
+            try:
+                case.call_and_validate(checks=checks)
+            except Exception as e:  # noqa: BLE001 - collect every operation's failures
+                failures.append(f"{operation.method} {operation.path}: {str(e)[:400]}")
+                raise
+
+        try:
+            check()
+        except Exception:  # noqa: BLE001
+            pass
+    assert not failures, "\n".join(failures[:5])
+
+
+# ------------------------------------------------------------------------------------------ serve
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_serve_answers_whatif_equal_to_simulate(tmp_path):
+    write_trace(tmp_path / "t.csv", 4000, seed=3)
+    store = tmp_path / "store"
+    assert run("replay", "--format", "csv", "--site", "S", "--store", str(store), str(tmp_path / "t.csv")).returncode == 0
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "CACHESCOPE_API_TOKENS"}
+    proc = subprocess.Popen([CLI, "serve", "--store", str(store), "--port", str(port)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(600):
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                assert proc.poll() is None, proc.stderr.read()
+                time.sleep(0.1)
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/whatif", timeout=120,
+                       json={"policy": ["lru", "arc"], "size": SIZES, "from": FROM, "to": TO})
+        assert r.status_code == 200, r.text
+        want = simulate(tmp_path / "t.csv", policies=["lru", "arc"])
+        for a in r.json()["results"]:
+            same(a, want[(a["policy"], a["size_bytes"])])
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=60)
+    assert "OPEN" in err and "Traceback" not in err
+
+
+def test_serve_refuses_to_start_open_off_loopback_and_names_a_missing_store(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "CACHESCOPE_API_TOKENS"}
+    (tmp_path / "s").mkdir()
+    out = run("serve", "--store", str(tmp_path / "s"), "--host", "0.0.0.0", env=env)
+    assert out.returncode == 2 and "not loopback" in out.stderr and "Traceback" not in out.stderr
+    out = run("serve", "--store", str(tmp_path / "missing"), env=env)
+    assert out.returncode == 2 and "no store" in out.stderr
+    out = run("serve", "--clickhouse", "clickhouse://127.0.0.1:1", env=env)
+    assert out.returncode == 2 and "tokens" in out.stderr
+    # a port in use: one line, exit 1
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        out = run("serve", "--store", str(tmp_path / "s"), "--port", str(busy.getsockname()[1]), env=env)
+    assert out.returncode == 1 and "cannot listen" in out.stderr and "Traceback" not in out.stderr
+
+
+# ------------------------------------------------------------------------------------------ ClickHouse server
+
+@pytest.mark.services
+def test_server_backend_answers_the_same(server_store, tmp_path):
+    """The server store filled by the core's GroupState path (the embedded runner into a server store)."""
+    from fastapi.testclient import TestClient
+
+    from api.core.config import Settings
+    from api.main import create_app
+    from cachescope.config import load_config
+    from cachescope.runners.embedded import replay
+
+    write_trace(tmp_path / "t.csv", 5000, seed=4)
+    replay([tmp_path / "t.csv"], "csv", config=load_config(), store=server_store, site="SRV")
+    token = "t0ken"
+    settings = Settings(clickhouse_url=server_store.url, database=server_store.database,
+                        api_tokens=hashlib.sha256(token.encode()).hexdigest() + ":read+whatif")
+    auth = {"Authorization": f"Bearer {token}"}
+    want = simulate(tmp_path / "t.csv")
+    with TestClient(create_app(settings)) as c:
+        assert c.get("/healthz").json()["backend"] == "server"
+        r = c.post("/v1/whatif", json={"policy": POLICIES, "size": SIZES, "from": FROM, "to": TO}, headers=auth)
+        assert r.status_code == 200, r.text
+        for a in r.json()["results"]:
+            same(a, want[(a["policy"], a["size_bytes"])])
+        eff = c.get("/v1/efficiency", params={"step": "1h", "policy": "lru", "size": "1TB", "from": FROM, "to": TO},
+                    headers=auth).json()
+        w = c.post("/v1/whatif", json={"policy": "lru", "size": "1TB", "from": FROM, "to": TO}, headers=auth).json()
+        assert sum(eff["series"][0]["hits"]) == w["hits"]
+        # concurrent readers each get their own server connection
+        results = []
+        threads = [threading.Thread(target=lambda: results.append(c.get("/v1/configs", headers=auth).status_code))
+                   for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert results == [200] * 8
+
+
+# ------------------------------------------------------------------------------------------ live admission
+
+def test_live_pipeline_admission_matches_the_whatif_filter(client, data, tmp_path):
+    """`pipeline.shadow.admission` in the processor counts exactly what the what-if filter counts."""
+    from cachescope.config.pipeline import PipelineConfig
+    from cachescope.core.processor import GroupProcessor
+    from cachescope.simulation import FIELDS
+
+    store = client.app.state.stores._all[0]
+    from cachescope import reads
+
+    df = reads.whatif_accesses(store, dt.datetime(2023, 11, 14, tzinfo=UTC), dt.datetime(2023, 11, 18, tzinfo=UTC),
+                               cache_groups=["SITE-A"])
+    n = len(df)
+    from cachescope.core.columns import EventColumns
+
+    ev = EventColumns(
+        ts=df["ts_us"].to_numpy(np.int64), seq=df["seq"].to_numpy(np.uint64), file_id=df["file_id"].to_numpy(np.uint64),
+        file_size=df["file_size"].to_numpy(np.uint64), bytes_read=df["bytes_read"].to_numpy(np.uint64),
+        op=df["op_code"].to_numpy(np.uint8), tier=df["tier"].to_numpy(object), server=df["server"].to_numpy(object),
+        source=np.full(n, "csv", dtype=object), site=df["site"].to_numpy(object), client=np.full(n, "", dtype=object),
+        vo=np.full(n, "", dtype=object), path=np.full(n, "", dtype=object), cache_group=df["cache_group"].to_numpy(object),
+        observed_hit_bytes=np.full(n, -1, np.int64), observed_miss_bytes=np.full(n, -1, np.int64),
+        observed_bypass_bytes=np.full(n, -1, np.int64), origin=df["origin"].to_numpy(object))
+    cfg = PipelineConfig.model_validate({"shadow": {"policies": ["lru", "arc"], "sizes": ["200GB", "1TB"],
+                                                    "admission": {"exclude_tiers": ["USER"], "max_file_size": "30GB"}},
+                                         "curve": {"enabled": False}})
+    p = GroupProcessor("SITE-A", cfg)
+    rows = []
+    for a in range(0, n, 1000):  # batches, as a stream
+        e = p.process(ev.take(np.arange(a, min(a + 1000, n))))
+        rows.append(e.efficiency)
+    rows.append(p.flush().efficiency)
+    got = {}
+    for r in rows:
+        if r is None:
+            continue
+        for pol, size, *vals in zip(r["policy"], r["size_bytes"], *(r[f] for f in FIELDS[:4])):
+            acc = got.setdefault((pol, int(size)), [0, 0, 0, 0])
+            for i, v in enumerate(vals):
+                acc[i] += int(v)
+    want = whatif(client, policy=["lru", "arc"], size=SIZES, cache_group="SITE-A",
+                  admission={"exclude_tiers": ["USER"], "max_file_size": "30GB"})
+    for r in want["results"]:
+        assert got[(r["policy"], r["size_bytes"])] == [r[f] for f in FIELDS[:4]]
