@@ -162,3 +162,12 @@ def test_whatif_form_shows_the_api_answer(page, server):
     for i in range(6):  # over whole days, the live shadows saw exactly the reads the what-if replayed
         assert live.nth(i).locator("td").nth(1).inner_text() == str(want["requests"])
     page.screenshot(path=str(ARTIFACTS / "whatif.png"), full_page=True)
+
+
+def test_alerts_endpoint_answers_from_the_alerts_table(server):
+    both = _get(server + "/v1/alerts")["alerts"]
+    assert [a["state"] for a in both] == ["firing", "resolved"] and {a["rule"] for a in both} == {"hit-drop"}
+    firing = _get(server + "/v1/alerts?state=firing")["alerts"]
+    assert len(firing) == 1 and firing[0]["starts_at"] == both[1]["starts_at"]
+    assert f"{firing[0]['value']:.3f}" in firing[0]["summary"]
+    assert _get(server + "/v1/alerts?state=resolved&cache_group=nowhere")["alerts"] == []
