@@ -8,7 +8,7 @@ use crate::shadow::CacheSpec;
 use crate::stats::FIELDS;
 use crate::util::hash;
 use numpy::ndarray::Array1;
-use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray1, PyUntypedArrayMethods};
+use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -28,6 +28,18 @@ struct SpecIn {
     partitions: u32,
 }
 
+impl SpecIn {
+    fn into_spec(self) -> CacheSpec {
+        CacheSpec {
+            policy: self.policy,
+            capacity: self.capacity,
+            params: self.params,
+            sample_rate: self.sample_rate,
+            partitions: self.partitions,
+        }
+    }
+}
+
 /// A bank of shadow caches fed by one stream of events, a batch at a time.
 #[pyclass(name = "Bank", module = "cachescope._simcore")]
 struct PyBank {
@@ -39,16 +51,7 @@ impl PyBank {
     #[new]
     #[pyo3(signature = (specs, n_tiers))]
     fn new(specs: Vec<SpecIn>, n_tiers: usize) -> PyResult<Self> {
-        let specs = specs
-            .into_iter()
-            .map(|s| CacheSpec {
-                policy: s.policy,
-                capacity: s.capacity,
-                params: s.params,
-                sample_rate: s.sample_rate,
-                partitions: s.partitions,
-            })
-            .collect();
+        let specs = specs.into_iter().map(SpecIn::into_spec).collect();
         Ok(PyBank { inner: bank::Bank::new(specs, n_tiers).map_err(err)? })
     }
 
@@ -81,10 +84,35 @@ impl PyBank {
         Ok(PyArray1::from_vec(py, out).reshape(shape)?.into_any())
     }
 
-    /// Cumulative counters shaped (caches, tiers, fields).
-    fn totals<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let shape = [self.inner.shadows.len(), self.inner.n_tiers, FIELDS.len()];
-        Ok(PyArray1::from_vec(py, self.inner.totals()).reshape(shape)?.into_any())
+    /// Feed one batch into the cumulative totals only (no per-window counters out).
+    #[pyo3(signature = (file_id, file_size, bytes_read, tier, op, next_access=None))]
+    fn feed_totals<'py>(
+        &mut self,
+        py: Python<'py>,
+        file_id: PyReadonlyArray1<'py, u64>,
+        file_size: PyReadonlyArray1<'py, u64>,
+        bytes_read: PyReadonlyArray1<'py, u64>,
+        tier: PyReadonlyArray1<'py, u8>,
+        op: PyReadonlyArray1<'py, u8>,
+        next_access: Option<PyReadonlyArray1<'py, u64>>,
+    ) -> PyResult<()> {
+        let ev = Events {
+            id: file_id.as_slice()?,
+            size: file_size.as_slice()?,
+            bytes_read: bytes_read.as_slice()?,
+            tier: tier.as_slice()?,
+            op: op.as_slice()?,
+            next_access: next_access.as_ref().map(|a| a.as_slice()).transpose()?,
+            window: None,
+        };
+        let inner = &mut self.inner;
+        py.detach(|| inner.feed_totals(&ev)).map_err(err)
+    }
+
+    /// Cumulative counters, exact (Python ints: byte sums may exceed u64), flat in the order
+    /// (caches, tiers, fields); `cachescope.simulation.ShadowBank.totals` shapes them.
+    fn totals(&self) -> Vec<u128> {
+        self.inner.totals()
     }
 
     /// Bytes and files resident in each cache now.
@@ -259,6 +287,37 @@ fn read_csv_trace<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyDi
     Ok(d)
 }
 
+/// Read a trace file (plain, zstd or gzip; csv or oracle-general) into columns; `-` is stdin.
+#[pyfunction]
+#[pyo3(signature = (path, format="csv"))]
+fn read_trace<'py>(py: Python<'py>, path: &str, format: &str) -> PyResult<Bound<'py, PyDict>> {
+    let fmt = crate::reader::Format::parse(format).map_err(err)?;
+    let (t, tier_names) = py.detach(|| crate::reader::read_all(path, fmt)).map_err(err)?;
+    let d = PyDict::new(py);
+    d.set_item("timestamp", PyArray1::from_vec(py, t.timestamp))?;
+    d.set_item("file_id", PyArray1::from_vec(py, t.id))?;
+    d.set_item("file_size", PyArray1::from_vec(py, t.size))?;
+    d.set_item("bytes_read", PyArray1::from_vec(py, t.bytes_read))?;
+    d.set_item("tier", PyArray1::from_vec(py, t.tier))?;
+    d.set_item("tier_names", tier_names)?;
+    Ok(d)
+}
+
+/// Stream a trace file through every cache in one pass (reader thread + this one); returns
+/// dict(requests, tier_names, totals) with totals exact ints, flat (caches, tiers, fields).
+#[pyfunction]
+#[pyo3(signature = (path, specs, format="csv"))]
+fn simulate_file<'py>(py: Python<'py>, path: &str, specs: Vec<SpecIn>, format: &str) -> PyResult<Bound<'py, PyDict>> {
+    let fmt = crate::reader::Format::parse(format).map_err(err)?;
+    let specs: Vec<CacheSpec> = specs.into_iter().map(SpecIn::into_spec).collect();
+    let run = py.detach(|| crate::run::simulate_file(path, fmt, specs)).map_err(err)?;
+    let d = PyDict::new(py);
+    d.set_item("requests", run.rows)?;
+    d.set_item("tier_names", run.tier_names)?;
+    d.set_item("totals", run.totals)?;
+    Ok(d)
+}
+
 #[pymodule]
 fn _simcore(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyBank>()?;
@@ -266,6 +325,8 @@ fn _simcore(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(next_access_times, m)?)?;
     m.add_function(wrap_pyfunction!(partition_of, m)?)?;
     m.add_function(wrap_pyfunction!(read_csv_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(read_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(simulate_file, m)?)?;
     m.add("POLICIES", POLICY_NAMES.to_vec())?;
     m.add("FIELDS", FIELDS.to_vec())?;
     m.add("SNAPSHOT_VERSION", bank::SNAPSHOT_VERSION)?;

@@ -119,8 +119,9 @@ impl ArcCache {
     /// Case IV: the requested id is in none of the four lists.
     #[inline]
     fn evict_unknown(&mut self, size: u64, ev: &mut Evictions) {
-        let c = self.capacity;
-        if self.t1_bytes + self.b1_bytes + size > c {
+        // u128: with capacities near 2^63 the four lists together can pass u64
+        let c = self.capacity as u128;
+        if self.t1_bytes as u128 + self.b1_bytes as u128 + size as u128 > c {
             if self.b1_bytes > 0 {
                 self.drop_tail(B1);
                 self.replace(ev);
@@ -129,7 +130,7 @@ impl ArcCache {
                 ev.push(e.size, e.tier);
             }
         } else {
-            let total = self.t1_bytes + self.t2_bytes + self.b1_bytes + self.b2_bytes;
+            let total = self.t1_bytes as u128 + self.t2_bytes as u128 + self.b1_bytes as u128 + self.b2_bytes as u128;
             if total >= 2 * c && self.b2_bytes > 0 {
                 self.drop_tail(B2);
             }

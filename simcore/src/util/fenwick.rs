@@ -1,11 +1,12 @@
-//! Fenwick (binary indexed) tree of u64 sums over positions 1..=n, with wrapping
-//! arithmetic so that removals are additions of the two's complement.
+//! Fenwick (binary indexed) tree of u64 values summed in u128 (sums of files near 2^63 bytes
+//! pass u64) over positions 1..=n, with wrapping arithmetic so that removals are additions of
+//! the two's complement.
 
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Fenwick {
-    tree: Vec<u64>,
+    tree: Vec<u128>,
 }
 
 impl Fenwick {
@@ -17,6 +18,10 @@ impl Fenwick {
     }
     #[inline]
     pub fn add(&mut self, pos: usize, delta: u64) {
+        self.add_wide(pos, delta as u128);
+    }
+    #[inline]
+    fn add_wide(&mut self, pos: usize, delta: u128) {
         let mut i = pos;
         while i < self.tree.len() {
             self.tree[i] = self.tree[i].wrapping_add(delta);
@@ -25,13 +30,13 @@ impl Fenwick {
     }
     #[inline]
     pub fn sub(&mut self, pos: usize, delta: u64) {
-        self.add(pos, delta.wrapping_neg());
+        self.add_wide(pos, (delta as u128).wrapping_neg());
     }
     /// Sum of positions 1..=pos.
     #[inline]
-    pub fn prefix(&self, pos: usize) -> u64 {
+    pub fn prefix(&self, pos: usize) -> u128 {
         let mut i = pos;
-        let mut s = 0u64;
+        let mut s = 0u128;
         while i > 0 {
             s = s.wrapping_add(self.tree[i]);
             i &= i - 1;
@@ -40,8 +45,10 @@ impl Fenwick {
     }
     /// Build from dense values at positions 1..=values.len(), in O(n).
     pub fn from_values(values: &[u64], capacity: usize) -> Self {
-        let mut tree = vec![0u64; capacity + 1];
-        tree[1..=values.len()].copy_from_slice(values);
+        let mut tree = vec![0u128; capacity + 1];
+        for (t, &v) in tree[1..=values.len()].iter_mut().zip(values) {
+            *t = v as u128;
+        }
         for i in 1..=capacity {
             let j = i + (i & i.wrapping_neg());
             if j <= capacity {
@@ -65,7 +72,7 @@ mod tests {
         }
         let g = Fenwick::from_values(&vals, 8);
         for p in 0..=8 {
-            let expect: u64 = vals.iter().take(p).sum();
+            let expect: u128 = vals.iter().take(p).map(|&v| v as u128).sum();
             assert_eq!(f.prefix(p), expect);
             assert_eq!(g.prefix(p), expect);
         }
