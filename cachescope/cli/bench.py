@@ -25,6 +25,7 @@ def engine(
     policies: Annotated[str, typer.Option(help="policies to time alone (comma-separated; default all)")] = "",
     bank_policies: Annotated[str, typer.Option(help="policies of the bank (× 8 sizes)")] = "lru,arc,s3fifo",
     repeat: Annotated[int, typer.Option(help="runs per figure; the best is reported")] = 3,
+    compare: Annotated[str, typer.Option(help="another build's _simcore*.so: time each policy in both, interleaved, and print ratios")] = "",
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Single-policy requests/s, bank (3 policies × 8 sizes) events/s, exact LRU curve (64 sizes) events/s."""
@@ -36,6 +37,9 @@ def engine(
     trace = zipf_trace(requests, files, alpha)
     ws = trace.working_set()
     chosen = [p for p in policies.split(",") if p] or default_policies()
+    if compare:
+        _compare(trace, chosen, ws // 10, compare, repeat, as_json, requests, files, alpha)
+        return
     bank_pols = [p for p in bank_policies.split(",") if p in POLICIES]
     result = {
         "date": time.strftime("%Y-%m-%d"),
@@ -62,6 +66,30 @@ def engine(
         t.add_row(f"{p} alone", f"{r / 1e6:.2f} M req/s", f"≥ {TARGETS[p] / 1e6:.1f} M" if p in TARGETS else "")
     t.add_row(f"bank {len(bank_pols)} policies × 8 sizes", f"{result['bank']['events_per_s'] / 1e6:.2f} M ev/s", "≥ 1.0 M")
     t.add_row("exact LRU curve, 64 sizes", f"{result['lru_curve']['events_per_s'] / 1e6:.2f} M ev/s", "≥ 2.0 M")
+    Console().print(t)
+
+
+def _compare(trace, chosen, capacity, path, repeat, as_json, requests, files, alpha) -> None:
+    from cachescope.bench.engine import compare_policy_rates, load_engine
+
+    try:
+        other = load_engine(path)
+    except (ImportError, OSError) as e:
+        typer.echo(f"error: --compare {path}: cannot load it as the engine ({e})", err=True)
+        raise typer.Exit(code=2) from None
+    rows = compare_policy_rates(trace, [p for p in chosen if p in other.POLICIES], capacity, other, repeat)
+    if as_json:
+        typer.echo(orjson.dumps({"date": time.strftime("%Y-%m-%d"), "other": path, "capacity_bytes": capacity,
+                                 "policies": rows}, option=orjson.OPT_INDENT_2).decode())
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"this build vs {path}: {requests:,} requests, {files:,} files (Zipf {alpha}), 10% of working set")
+    for col in ("policy", "this M req/s", "other M req/s", "this / other"):
+        t.add_column(col, justify="left" if col == "policy" else "right")
+    for p, r in rows.items():
+        t.add_row(p, f"{r['this'] / 1e6:.2f}", f"{r['other'] / 1e6:.2f}", f"{r['ratio']:.3f}")
     Console().print(t)
 
 
