@@ -2,26 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Optional
 
-import orjson
 import typer
 
 from cachescope.cli.app import app
-from cachescope.config import load_config
-from cachescope.tiers import RulesError, TierClassifier
-
-
-def _paths(args: list[str] | None) -> Iterable[str]:
-    if args and args != ["-"]:
-        yield from args
-        return
-    for line in sys.stdin:
-        path = line.rstrip("\r\n")
-        if path.strip():
-            yield path
 
 
 @app.command("tier")
@@ -33,36 +19,6 @@ def tier(
     details: bool = typer.Option(False, "--details", help="JSON lines with vo, normalised path, base tier, is_mc, pileup"),
 ) -> None:
     """Print the data tier of each path: TIER<TAB>PATH."""
-    try:
-        cfg = load_config(config)
-        classifier = TierClassifier.load([*cfg.tiers.rules_files, *(rules or [])])
-    except (RulesError, OSError, ValueError) as exc:
-        typer.echo(f"cachescope tier: {exc}", err=True)
-        raise typer.Exit(2) from None
-    out = sys.stdout
-    try:
-        for path in _paths(paths):
-            info = classifier.classify(path, vo)
-            if details:
-                out.write(
-                    orjson.dumps(
-                        {
-                            "input": path,
-                            "tier": info.tier,
-                            "base_tier": info.base_tier,
-                            "vo": info.vo,
-                            "is_mc": info.is_mc,
-                            "pileup": info.pileup,
-                            "path": info.path,
-                            "rule": info.rule,
-                            "scope": info.scope,
-                            "rucio_hash_ok": info.rucio_hash_ok,
-                        }
-                    ).decode()
-                    + "\n"
-                )
-            else:
-                out.write(f"{info.tier}\t{path}\n")
-        out.flush()
-    except BrokenPipeError:
-        sys.stderr.close()
+    from cachescope.cli._tier_run import run
+
+    run(paths, rules, config, vo, details)

@@ -1,8 +1,16 @@
 """The processing core: engine-agnostic, batch-at-a-time. The Flink job and the embedded replay
 are thin adapters around `GroupProcessor`; no logic lives in them twice."""
 
-from cachescope.core.columns import EventColumns
-from cachescope.core.config import PipelineConfig
-from cachescope.core.processor import Emitted, GroupProcessor
-
 __all__ = ["EventColumns", "PipelineConfig", "GroupProcessor", "Emitted"]
+
+# Imported on first use (PEP 562): `cachescope.core.config` alone must not pull in pandas, or
+# every command's start-up would pay for it.
+_WHERE = {"EventColumns": "columns", "PipelineConfig": "config", "GroupProcessor": "processor", "Emitted": "processor"}
+
+
+def __getattr__(name: str):
+    if name in _WHERE:
+        import importlib
+
+        return getattr(importlib.import_module(f"cachescope.core.{_WHERE[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
