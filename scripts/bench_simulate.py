@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -67,22 +68,22 @@ def lcs_cmd(trace: Path, caches: list[tuple[str, int]]) -> list[str]:
     return [sys.executable, "-c", code]
 
 
-def spawn(cmd: list[str]) -> int:
-    return os.posix_spawn(cmd[0], cmd, os.environ,
-                          file_actions=[(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0)])
-
-
 def run(cmds: list[list[str]]) -> tuple[float, float, int]:
-    """Start the commands together; (wall s until the last ends, CPU s of all, max peak RSS KiB)."""
+    """Start the commands together; (wall s until the last ends, CPU s of all, max peak RSS KiB).
+
+    Each runs under /usr/bin/time, whose own footprint is tiny: a child's ru_maxrss taken by
+    this (large) process would include this process's high-water mark (exec keeps it)."""
     t0 = time.perf_counter()
-    pids = [spawn(c) for c in cmds]
+    procs = [subprocess.Popen(["/usr/bin/time", "-f", "%M %U %S", *c], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True) for c in cmds]
     cpu, rss = 0.0, 0
-    for pid in pids:
-        _, status, usage = os.wait4(pid, 0)
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise SystemExit(f"failed: {' '.join(cmds[pids.index(pid)])[:200]}")
-        cpu += usage.ru_utime + usage.ru_stime
-        rss = max(rss, usage.ru_maxrss)
+    for p, c in zip(procs, cmds):
+        err = p.communicate()[1]
+        if p.returncode != 0:
+            raise SystemExit(f"failed: {' '.join(c)[:200]}: {err[-500:]}")
+        m, u, s_ = err.strip().splitlines()[-1].split()
+        cpu += float(u) + float(s_)
+        rss = max(rss, int(m))
     return time.perf_counter() - t0, cpu, rss
 
 
@@ -103,7 +104,9 @@ def main() -> None:
     print(f"trace: {args.requests:,} requests, working set {ws:,} bytes; {csv.name} {csv.stat().st_size >> 20} MiB, "
           f"{og.name} {og.stat().st_size >> 20} MiB; best of {args.repeat}, load {os.getloadavg()[0]:.1f}")
     floor = best([[sys.executable, "-c", "import libcachesim"]], args.repeat)
-    print(f"python + import libcachesim alone: {floor[0]:.3f} s wall, {floor[2] / 1024:.0f} MiB")
+    print(f"python + import libcachesim alone: {floor[0]:.3f} s wall, {floor[2] / 1024:.0f} MiB", flush=True)
+    ours_floor = best([[EXE, "--help"]], args.repeat)
+    print(f"cachescope --help alone: {ours_floor[0]:.3f} s wall, {ours_floor[2] / 1024:.0f} MiB", flush=True)
     rows = []
     for policy in ("lru", "arc", "s3fifo"):
         ours_csv = best([[EXE, "simulate", str(csv), "--policy", policy, "--size", str(cap), "--json"]], args.repeat)
@@ -116,7 +119,7 @@ def main() -> None:
                       "--json"]], args.repeat)
     ours_og = best([[EXE, "simulate", str(og), "--format", "oracle-general", "--policy", "lru,arc,s3fifo",
                      "--size", ",".join(map(str, sizes)), "--json"]], args.repeat)
-    lcs = best([lcs_cmd(og, caches[0::2]), lcs_cmd(og, caches[1::2])], max(1, args.repeat - 1))
+    lcs = best([lcs_cmd(og, caches[0::2]), lcs_cmd(og, caches[1::2])], 1)
     rows.append(("24 caches (3 × 8 sizes)", ours_csv, ours_og, lcs))
     head = (f"{'what':26} {'ours CSV.zst s':>14} {'ours OG.zst s':>13} {'libCacheSim s':>13} "
             f"{'ratio CSV':>9} {'ratio OG':>8} {'RSS MiB ours/ours-OG/lcs':>26}")
@@ -124,6 +127,7 @@ def main() -> None:
     for name, a, b, c in rows:
         print(f"{name:26} {a[0]:14.3f} {b[0]:13.3f} {c[0]:13.3f} {c[0] / a[0]:9.2f} {c[0] / b[0]:8.2f} "
               f"{a[2] / 1024:10.0f}/{b[2] / 1024:.0f}/{c[2] / 1024:.0f}")
+        print(f"{'  CPU s':26} {a[1]:14.3f} {b[1]:13.3f} {c[1]:13.3f} {c[1] / a[1]:9.2f} {c[1] / b[1]:8.2f}", flush=True)
     print("ratio = libCacheSim time / ours (higher is faster); libCacheSim for 24 caches: 2 processes × 12 caches")
 
 

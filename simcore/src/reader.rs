@@ -182,18 +182,46 @@ impl Drop for Stream {
     }
 }
 
+/// Decompressed chunks of `size` bytes from a thread of its own (decompression overlaps
+/// parsing); an empty chunk is the end.
+fn chunks(mut src: Source, size: usize) -> Receiver<Result<Vec<u8>, String>> {
+    let (tx, rx) = sync_channel(IN_FLIGHT);
+    let spawned = std::thread::Builder::new().name("trace-decompress".into()).spawn(move || loop {
+        let mut buf = vec![0u8; size];
+        match src.fill(&mut buf) {
+            Ok(n) => {
+                buf.truncate(n);
+                if tx.send(Ok(buf)).is_err() || n == 0 {
+                    return;
+                }
+            }
+            Err(e) => {
+                let _ = tx.send(Err(e));
+                return;
+            }
+        }
+    });
+    if let Err(e) = spawned {
+        let (tx, rx) = sync_channel(1);
+        let _ = tx.send(Err(format!("cannot start the decompression thread: {e}")));
+        return rx;
+    }
+    rx
+}
+
 /// Chunks of decompressed CSV cut at line ends, parsed into batches.
-fn read_csv(mut src: Source, send: &dyn Fn(Msg) -> bool) -> Result<(Vec<String>, u64), String> {
+fn read_csv(src: Source, send: &dyn Fn(Msg) -> bool) -> Result<(Vec<String>, u64), String> {
     const CHUNK: usize = 1 << 20;
-    let mut buf = vec![0u8; CHUNK];
+    let name = src.name.clone();
+    let input = chunks(src, CHUNK);
     let mut carry: Vec<u8> = Vec::new();
     let mut parser: Option<CsvParser> = None;
     let mut batch = Columns::with_capacity(BATCH_ROWS + CHUNK / 16);
     let mut rows = 0u64;
-    let name = src.name.clone();
     let err = |e: String| format!("{name}: {e}");
     loop {
-        let n = src.fill(&mut buf)?;
+        let buf = input.recv().map_err(|_| format!("{name}: the decompression thread stopped"))??;
+        let n = buf.len();
         let end = n == 0;
         let data: &[u8] = if carry.is_empty() {
             &buf[..n]
@@ -236,16 +264,20 @@ fn read_csv(mut src: Source, send: &dyn Fn(Msg) -> bool) -> Result<(Vec<String>,
 }
 
 /// libCacheSim's oracleGeneral: little-endian 24-byte records, optionally compressed.
-fn read_oracle(mut src: Source, send: &dyn Fn(Msg) -> bool) -> Result<(Vec<String>, u64), String> {
-    let mut buf = vec![0u8; BATCH_ROWS * ORACLE_RECORD];
+fn read_oracle(src: Source, send: &dyn Fn(Msg) -> bool) -> Result<(Vec<String>, u64), String> {
+    let name = src.name.clone();
+    let full = BATCH_ROWS * ORACLE_RECORD;
+    // every chunk is whole (`fill`) but the last, so records never straddle two
+    let input = chunks(src, full);
     let mut rows = 0u64;
     loop {
-        let n = src.fill(&mut buf)?;
+        let buf = input.recv().map_err(|_| format!("{name}: the decompression thread stopped"))??;
+        let n = buf.len();
         if n % ORACLE_RECORD != 0 {
             let whole = rows + (n / ORACLE_RECORD) as u64;
             return Err(format!(
                 "{}: truncated oracleGeneral record {} (the trace ends {} bytes into a {ORACLE_RECORD}-byte record, at byte {} of the data)",
-                src.name,
+                name,
                 whole + 1,
                 n % ORACLE_RECORD,
                 whole * ORACLE_RECORD as u64 + (n % ORACLE_RECORD) as u64
@@ -270,7 +302,7 @@ fn read_oracle(mut src: Source, send: &dyn Fn(Msg) -> bool) -> Result<(Vec<Strin
         if !send(Msg::Batch(cols)) {
             break;
         }
-        if n < buf.len() {
+        if n < full {
             break;
         }
     }

@@ -55,9 +55,22 @@ fn field<'a>(line: &'a [u8], span: (usize, usize)) -> &'a [u8] {
     s.strip_suffix(b" ").unwrap_or(s)
 }
 
+#[inline]
 fn parse_u64(s: &[u8]) -> Option<u64> {
     if s.is_empty() || s.len() > 20 {
         return None;
+    }
+    if s.len() < 20 {
+        // at most 19 digits cannot overflow: no checked arithmetic
+        let mut v: u64 = 0;
+        for &b in s {
+            let d = b.wrapping_sub(b'0');
+            if d > 9 {
+                return None;
+            }
+            v = v * 10 + d as u64;
+        }
+        return Some(v);
     }
     let mut v: u64 = 0;
     for &b in s {
@@ -170,7 +183,18 @@ impl CsvParser {
         if line.iter().all(|b| b.is_ascii_whitespace()) {
             return Ok(());
         }
-        split_fields(line, &mut self.spans);
+        if memchr::memchr(b'"', line).is_none() {
+            // no quoting: fields end at commas (the common case, found with memchr)
+            self.spans.clear();
+            let mut start = 0;
+            for i in memchr::memchr_iter(b',', line) {
+                self.spans.push((start, i));
+                start = i + 1;
+            }
+            self.spans.push((start, line.len()));
+        } else {
+            split_fields(line, &mut self.spans);
+        }
         let spans = &self.spans;
         let n_names = self.names.len();
         let get = |c: usize, name: &str| -> Result<&[u8], String> {
