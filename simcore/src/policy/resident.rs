@@ -50,27 +50,27 @@ impl<E: Entry> Default for Table<E> {
 }
 
 impl<E: Entry> Table<E> {
-    #[inline]
+    #[inline(always)]
     pub fn slot(&self, id: u64) -> Option<u32> {
         self.map.get(&id).copied()
     }
-    #[inline]
+    #[inline(always)]
     pub fn get(&self, slot: u32) -> &E {
         self.arena.get(slot)
     }
-    #[inline]
+    #[inline(always)]
     pub fn get_mut(&mut self, slot: u32) -> &mut E {
         self.arena.get_mut(slot)
     }
     /// A new entry, not yet in any list.
-    #[inline]
+    #[inline(always)]
     pub fn insert(&mut self, e: E) -> u32 {
         let slot = self.arena.alloc(e);
         self.map.insert(e.id(), slot);
         slot
     }
     /// Forget an entry (unlinked from its list first); returns it.
-    #[inline]
+    #[inline(always)]
     pub fn free(&mut self, slot: u32) -> E {
         let e = self.arena.release(slot);
         self.map.remove(&e.id());
@@ -99,44 +99,44 @@ impl<E: Entry> Resident<E> {
         Resident { capacity, used: 0, table: Table::default() }
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn slot(&self, id: u64) -> Option<u32> {
         self.table.slot(id)
     }
-    #[inline]
+    #[inline(always)]
     pub fn get(&self, slot: u32) -> &E {
         self.table.get(slot)
     }
-    #[inline]
+    #[inline(always)]
     pub fn get_mut(&mut self, slot: u32) -> &mut E {
         self.table.get_mut(slot)
     }
-    #[inline]
+    #[inline(always)]
     pub fn arena(&mut self) -> &mut Arena<E> {
         &mut self.table.arena
     }
 
     /// Larger than the whole cache: never inserted, evicts nothing (libCacheSim's rule).
-    #[inline]
+    #[inline(always)]
     pub fn too_big(&self, size: u64) -> bool {
         size > self.capacity
     }
 
     /// `used + size > capacity`, without the sum (it may pass u64 near 2^64).
-    #[inline]
+    #[inline(always)]
     pub fn must_evict(&self, size: u64) -> bool {
         size > self.capacity - self.used
     }
 
     /// Insert a file (the caller made room); returns its slot.
-    #[inline]
+    #[inline(always)]
     pub fn insert(&mut self, e: E) -> u32 {
         self.used += e.size();
         self.table.insert(e)
     }
 
     /// Evict a file already unlinked from the policy's order, reporting it.
-    #[inline]
+    #[inline(always)]
     pub fn evict(&mut self, slot: u32, ev: &mut Evictions) -> E {
         let e = self.drop_slot(slot);
         ev.push(e.size(), e.tier());
@@ -144,7 +144,7 @@ impl<E: Entry> Resident<E> {
     }
 
     /// Drop a file already unlinked from the policy's order (deleted at the source).
-    #[inline]
+    #[inline(always)]
     pub fn drop_slot(&mut self, slot: u32) -> E {
         let e = self.table.free(slot);
         self.used -= e.size();
@@ -154,7 +154,7 @@ impl<E: Entry> Resident<E> {
     /// The whole-file miss path: too big → not cached; else `evict_one` until the file fits,
     /// then `insert`. Returns the new slot (None for a file larger than the cache); the caller
     /// links it into its order.
-    #[inline]
+    #[inline(always)]
     pub fn admit(
         &mut self,
         req: &Request,
@@ -171,7 +171,7 @@ impl<E: Entry> Resident<E> {
         Some(self.insert(entry))
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn contains(&self, id: u64) -> bool {
         self.table.map.contains_key(&id)
     }
