@@ -180,6 +180,23 @@ impl CsvParser {
     fn line(&mut self, raw: &[u8], out: &mut Columns) -> Result<(), String> {
         let lineno = self.lineno;
         let line = raw.strip_suffix(b"\r").unwrap_or(raw);
+        // all-numeric rows (no tier or path column): one pass over the bytes; anything unusual
+        // (spaces, quotes, signs, decimals, 20 digits, a bad bytes_read) takes the general path
+        if self.c_tier.is_none() && self.names.len() <= FAST_COLS {
+            let mut v = [0u64; FAST_COLS];
+            if all_digits(line, self.names.len(), &mut v) {
+                let size = v[self.c_size];
+                let read = self.c_read.map_or(size, |c| v[c]);
+                if read <= size {
+                    out.timestamp.push(v[self.c_ts] as f64);
+                    out.id.push(v[self.c_id]);
+                    out.size.push(size);
+                    out.bytes_read.push(read);
+                    out.tier.push(0);
+                    return Ok(());
+                }
+            }
+        }
         if line.iter().all(|b| b.is_ascii_whitespace()) {
             return Ok(());
         }
@@ -253,6 +270,37 @@ impl CsvParser {
     }
 }
 
+const FAST_COLS: usize = 8;
+
+/// `line` is exactly `n` comma-separated fields of 1 to 19 ASCII digits; their values in `out`.
+#[inline]
+fn all_digits(line: &[u8], n: usize, out: &mut [u64; FAST_COLS]) -> bool {
+    let (mut f, mut v, mut digits) = (0usize, 0u64, 0u32);
+    for &b in line {
+        if b == b',' {
+            if digits == 0 || f + 1 >= n {
+                return false;
+            }
+            out[f] = v;
+            f += 1;
+            v = 0;
+            digits = 0;
+        } else {
+            let d = b.wrapping_sub(b'0');
+            if d > 9 || digits == 19 {
+                return false;
+            }
+            v = v * 10 + d as u64;
+            digits += 1;
+        }
+    }
+    if digits == 0 || f + 1 != n {
+        return false;
+    }
+    out[f] = v;
+    true
+}
+
 /// Timestamps are mostly plain integers: parse those without the float parser.
 #[inline]
 fn parse_ts(s: &[u8]) -> Option<f64> {
@@ -297,6 +345,25 @@ mod tests {
         assert_eq!(t.size, vec![100, 6_000_000_000]);
         assert_eq!(t.bytes_read, vec![40, 6_000_000_000]);
         assert_eq!(t.tier_names, vec!["AOD", "HITS"]);
+    }
+
+    #[test]
+    fn numeric_fast_path_agrees_with_the_general_one() {
+        // the same rows with and without something that forces the general path (a space)
+        let fast = parse_csv(b"timestamp,obj_id,bytes_read,obj_size\n1,7,5,10\n2,18446744073709551615,3,3\n3,9,0,12\n").unwrap();
+        let slow = parse_csv(b"timestamp,obj_id,bytes_read,obj_size\n1, 7,5,10\n2,18446744073709551615,3,3\n3,9, 0,12\n").unwrap();
+        for t in [&fast, &slow] {
+            assert_eq!(t.id, vec![7, u64::MAX, 9]);
+            assert_eq!(t.size, vec![10, 3, 12]);
+            assert_eq!(t.bytes_read, vec![5, 3, 0]);
+            assert_eq!(t.timestamp, vec![1.0, 2.0, 3.0]);
+        }
+        let e = parse_csv(b"timestamp,obj_id,obj_size,bytes_read\n1,2,3,4\n").unwrap_err();
+        assert!(e.starts_with("line 2: bytes_read 4 exceeds"), "{e}");
+        let e = parse_csv(b"timestamp,obj_id,obj_size\n1,2\n").unwrap_err();
+        assert!(e.starts_with("line 2: missing column obj_size"), "{e}");
+        let e = parse_csv(b"timestamp,obj_id,obj_size\n1,2,3,4\n").unwrap();
+        assert_eq!(e.size, vec![3]); // extra fields are ignored, as before
     }
 
     #[test]
