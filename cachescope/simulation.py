@@ -64,6 +64,18 @@ def ratios(counters: np.ndarray) -> dict:
     }
 
 
+def _columns(file_id, file_size, bytes_read, tier, op, next_access=None) -> tuple:
+    """A batch's columns in the dtypes the engine reads (no copy when they already are)."""
+    return (
+        np.ascontiguousarray(file_id, dtype=np.uint64),
+        np.ascontiguousarray(file_size, dtype=np.uint64),
+        np.ascontiguousarray(bytes_read, dtype=np.uint64),
+        np.ascontiguousarray(tier, dtype=np.uint8),
+        np.ascontiguousarray(op, dtype=np.uint8),
+        None if next_access is None else np.ascontiguousarray(next_access, dtype=np.uint64),
+    )
+
+
 class ShadowBank:
     """A bank of shadow caches over one event stream (the compiled `Bank`)."""
 
@@ -74,26 +86,12 @@ class ShadowBank:
 
     def feed(self, file_id, file_size, bytes_read, tier, op, next_access=None, window=None) -> np.ndarray:
         """Counters of this batch shaped (windows, caches, tiers, fields)."""
-        return self._bank.feed(
-            np.ascontiguousarray(file_id, dtype=np.uint64),
-            np.ascontiguousarray(file_size, dtype=np.uint64),
-            np.ascontiguousarray(bytes_read, dtype=np.uint64),
-            np.ascontiguousarray(tier, dtype=np.uint8),
-            np.ascontiguousarray(op, dtype=np.uint8),
-            None if next_access is None else np.ascontiguousarray(next_access, dtype=np.uint64),
-            None if window is None else np.ascontiguousarray(window, dtype=np.uint32),
-        )
+        return self._bank.feed(*_columns(file_id, file_size, bytes_read, tier, op, next_access),
+                               None if window is None else np.ascontiguousarray(window, dtype=np.uint32))
 
     def feed_totals(self, file_id, file_size, bytes_read, tier, op, next_access=None) -> None:
         """Feed a batch into the exact totals only (no per-window counters)."""
-        self._bank.feed_totals(
-            np.ascontiguousarray(file_id, dtype=np.uint64),
-            np.ascontiguousarray(file_size, dtype=np.uint64),
-            np.ascontiguousarray(bytes_read, dtype=np.uint64),
-            np.ascontiguousarray(tier, dtype=np.uint8),
-            np.ascontiguousarray(op, dtype=np.uint8),
-            None if next_access is None else np.ascontiguousarray(next_access, dtype=np.uint64),
-        )
+        self._bank.feed_totals(*_columns(file_id, file_size, bytes_read, tier, op, next_access))
 
     def totals(self) -> np.ndarray:
         """Cumulative counters shaped (caches, tiers, fields): exact Python ints (dtype object),

@@ -18,6 +18,42 @@ fn err(e: String) -> PyErr {
     PyValueError::new_err(e)
 }
 
+type Col<'py, T> = PyReadonlyArray1<'py, T>;
+
+/// A batch's columns as the engine reads them (numpy arrays borrowed, no copy).
+#[allow(clippy::too_many_arguments)]
+fn events<'a, 'py>(
+    id: &'a Col<'py, u64>,
+    size: &'a Col<'py, u64>,
+    bytes_read: &'a Col<'py, u64>,
+    tier: &'a Col<'py, u8>,
+    op: &'a Col<'py, u8>,
+    next_access: Option<&'a Col<'py, u64>>,
+    window: Option<&'a Col<'py, u32>>,
+) -> PyResult<Events<'a>> {
+    Ok(Events {
+        id: id.as_slice()?,
+        size: size.as_slice()?,
+        bytes_read: bytes_read.as_slice()?,
+        tier: tier.as_slice()?,
+        op: op.as_slice()?,
+        next_access: next_access.map(|a| a.as_slice()).transpose()?,
+        window: window.map(|a| a.as_slice()).transpose()?,
+    })
+}
+
+/// A trace's columns as the dict `cachescope.simulation.Trace` is built from.
+fn trace_dict<'py>(py: Python<'py>, t: crate::trace::Columns, tier_names: Vec<String>) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("timestamp", PyArray1::from_vec(py, t.timestamp))?;
+    d.set_item("file_id", PyArray1::from_vec(py, t.id))?;
+    d.set_item("file_size", PyArray1::from_vec(py, t.size))?;
+    d.set_item("bytes_read", PyArray1::from_vec(py, t.bytes_read))?;
+    d.set_item("tier", PyArray1::from_vec(py, t.tier))?;
+    d.set_item("tier_names", tier_names)?;
+    Ok(d)
+}
+
 #[derive(FromPyObject)]
 #[pyo3(from_item_all)]
 struct SpecIn {
@@ -69,15 +105,7 @@ impl PyBank {
         next_access: Option<PyReadonlyArray1<'py, u64>>,
         window: Option<PyReadonlyArray1<'py, u32>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let ev = Events {
-            id: file_id.as_slice()?,
-            size: file_size.as_slice()?,
-            bytes_read: bytes_read.as_slice()?,
-            tier: tier.as_slice()?,
-            op: op.as_slice()?,
-            next_access: next_access.as_ref().map(|a| a.as_slice()).transpose()?,
-            window: window.as_ref().map(|a| a.as_slice()).transpose()?,
-        };
+        let ev = events(&file_id, &file_size, &bytes_read, &tier, &op, next_access.as_ref(), window.as_ref())?;
         let inner = &mut self.inner;
         let (w, out) = py.detach(|| inner.feed(&ev)).map_err(err)?;
         let shape = [w, self.inner.shadows.len(), self.inner.n_tiers, FIELDS.len()];
@@ -96,15 +124,7 @@ impl PyBank {
         op: PyReadonlyArray1<'py, u8>,
         next_access: Option<PyReadonlyArray1<'py, u64>>,
     ) -> PyResult<()> {
-        let ev = Events {
-            id: file_id.as_slice()?,
-            size: file_size.as_slice()?,
-            bytes_read: bytes_read.as_slice()?,
-            tier: tier.as_slice()?,
-            op: op.as_slice()?,
-            next_access: next_access.as_ref().map(|a| a.as_slice()).transpose()?,
-            window: None,
-        };
+        let ev = events(&file_id, &file_size, &bytes_read, &tier, &op, next_access.as_ref(), None)?;
         let inner = &mut self.inner;
         py.detach(|| inner.feed_totals(&ev)).map_err(err)
     }
@@ -200,15 +220,7 @@ impl PyMrc {
         window: Option<PyReadonlyArray1<'py, u32>>,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
         let n_tiers = self.inner.curve_tiers();
-        let ev = Events {
-            id: file_id.as_slice()?,
-            size: file_size.as_slice()?,
-            bytes_read: bytes_read.as_slice()?,
-            tier: tier.as_slice()?,
-            op: op.as_slice()?,
-            next_access: None,
-            window: window.as_ref().map(|a| a.as_slice()).transpose()?,
-        };
+        let ev = events(&file_id, &file_size, &bytes_read, &tier, &op, None, window.as_ref())?;
         ev.validate(n_tiers).map_err(err)?;
         let inner = &mut self.inner;
         let accs = py.detach(|| inner.feed(ev.id, ev.size, ev.bytes_read, ev.tier, ev.op, ev.window));
@@ -277,14 +289,8 @@ fn partition_of<'py>(py: Python<'py>, file_id: PyReadonlyArray1<'py, u64>, parts
 #[pyfunction]
 fn read_csv_trace<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyDict>> {
     let t = py.detach(|| crate::trace::parse_csv(data)).map_err(err)?;
-    let d = PyDict::new(py);
-    d.set_item("timestamp", PyArray1::from_vec(py, t.timestamp))?;
-    d.set_item("file_id", PyArray1::from_vec(py, t.id))?;
-    d.set_item("file_size", PyArray1::from_vec(py, t.size))?;
-    d.set_item("bytes_read", PyArray1::from_vec(py, t.bytes_read))?;
-    d.set_item("tier", PyArray1::from_vec(py, t.tier))?;
-    d.set_item("tier_names", t.tier_names)?;
-    Ok(d)
+    let cols = crate::trace::Columns { timestamp: t.timestamp, id: t.id, size: t.size, bytes_read: t.bytes_read, tier: t.tier };
+    trace_dict(py, cols, t.tier_names)
 }
 
 /// Read a trace file (plain, zstd or gzip; csv or oracle-general) into columns; `-` is stdin.
@@ -293,14 +299,7 @@ fn read_csv_trace<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyDi
 fn read_trace<'py>(py: Python<'py>, path: &str, format: &str) -> PyResult<Bound<'py, PyDict>> {
     let fmt = crate::reader::Format::parse(format).map_err(err)?;
     let (t, tier_names) = py.detach(|| crate::reader::read_all(path, fmt)).map_err(err)?;
-    let d = PyDict::new(py);
-    d.set_item("timestamp", PyArray1::from_vec(py, t.timestamp))?;
-    d.set_item("file_id", PyArray1::from_vec(py, t.id))?;
-    d.set_item("file_size", PyArray1::from_vec(py, t.size))?;
-    d.set_item("bytes_read", PyArray1::from_vec(py, t.bytes_read))?;
-    d.set_item("tier", PyArray1::from_vec(py, t.tier))?;
-    d.set_item("tier_names", tier_names)?;
-    Ok(d)
+    trace_dict(py, t, tier_names)
 }
 
 /// Stream a trace file through every cache in one pass (reader thread + this one); returns
