@@ -51,6 +51,7 @@ def engine(
         "bank": {"policies": bank_pols, "sizes": bank_grid(ws),
                  "events_per_s": bank_rate(trace, bank_pols, bank_grid(ws), repeat)},
         "lru_curve": {"points": 64, "events_per_s": curve_rate(trace, log_grid(ws // 10_000, ws, 64), repeat)},
+        "peak_rss_mib": _peak_rss_mib(),
     }
     if as_json:
         typer.echo(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
@@ -66,7 +67,14 @@ def engine(
         t.add_row(f"{p} alone", f"{r / 1e6:.2f} M req/s", f"≥ {TARGETS[p] / 1e6:.1f} M" if p in TARGETS else "")
     t.add_row(f"bank {len(bank_pols)} policies × 8 sizes", f"{result['bank']['events_per_s'] / 1e6:.2f} M ev/s", "≥ 1.0 M")
     t.add_row("exact LRU curve, 64 sizes", f"{result['lru_curve']['events_per_s'] / 1e6:.2f} M ev/s", "≥ 2.0 M")
+    t.add_row("peak RSS of this process", f"{result['peak_rss_mib']:.0f} MiB", "")
     Console().print(t)
+
+
+def _peak_rss_mib() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _compare(trace, chosen, capacity, path, repeat, as_json, requests, files, alpha) -> None:
@@ -80,7 +88,7 @@ def _compare(trace, chosen, capacity, path, repeat, as_json, requests, files, al
     rows = compare_policy_rates(trace, [p for p in chosen if p in other.POLICIES], capacity, other, repeat)
     if as_json:
         typer.echo(orjson.dumps({"date": time.strftime("%Y-%m-%d"), "other": path, "capacity_bytes": capacity,
-                                 "policies": rows}, option=orjson.OPT_INDENT_2).decode())
+                                 "policies": rows, "peak_rss_mib": _peak_rss_mib()}, option=orjson.OPT_INDENT_2).decode())
         return
     from rich.console import Console
     from rich.table import Table
@@ -91,6 +99,7 @@ def _compare(trace, chosen, capacity, path, repeat, as_json, requests, files, al
     for p, r in rows.items():
         t.add_row(p, f"{r['this'] / 1e6:.2f}", f"{r['other'] / 1e6:.2f}", f"{r['ratio']:.3f}")
     Console().print(t)
+    print(f"peak RSS of this process: {_peak_rss_mib():.0f} MiB")
 
 
 def _cores() -> int:
