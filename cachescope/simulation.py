@@ -17,6 +17,8 @@ POLICIES: tuple[str, ...] = tuple(_simcore.POLICIES)
 FIELDS: tuple[str, ...] = tuple(_simcore.FIELDS)
 F = {name: i for i, name in enumerate(FIELDS)}
 OP_READ, OP_WRITE, OP_DELETE = _simcore.OP_READ, _simcore.OP_WRITE, _simcore.OP_DELETE
+#: Largest cache the engine simulates (9.2 EB): below it every policy's byte sums fit in u64.
+MAX_CAPACITY = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,8 @@ class CacheSpec:
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
             raise ValueError(f"unknown policy {self.policy!r}; known: {', '.join(POLICIES)}")
+        if not 0 <= self.capacity <= MAX_CAPACITY:
+            raise ValueError(f"capacity {self.capacity} bytes is outside 0..2^63-1 (9.2 EB), the caches simulated")
 
     def as_engine(self) -> dict:
         return {
@@ -60,6 +64,18 @@ def ratios(counters: np.ndarray) -> dict:
     }
 
 
+def _columns(file_id, file_size, bytes_read, tier, op, next_access=None) -> tuple:
+    """A batch's columns in the dtypes the engine reads (no copy when they already are)."""
+    return (
+        np.ascontiguousarray(file_id, dtype=np.uint64),
+        np.ascontiguousarray(file_size, dtype=np.uint64),
+        np.ascontiguousarray(bytes_read, dtype=np.uint64),
+        np.ascontiguousarray(tier, dtype=np.uint8),
+        np.ascontiguousarray(op, dtype=np.uint8),
+        None if next_access is None else np.ascontiguousarray(next_access, dtype=np.uint64),
+    )
+
+
 class ShadowBank:
     """A bank of shadow caches over one event stream (the compiled `Bank`)."""
 
@@ -70,19 +86,19 @@ class ShadowBank:
 
     def feed(self, file_id, file_size, bytes_read, tier, op, next_access=None, window=None) -> np.ndarray:
         """Counters of this batch shaped (windows, caches, tiers, fields)."""
-        return self._bank.feed(
-            np.ascontiguousarray(file_id, dtype=np.uint64),
-            np.ascontiguousarray(file_size, dtype=np.uint64),
-            np.ascontiguousarray(bytes_read, dtype=np.uint64),
-            np.ascontiguousarray(tier, dtype=np.uint8),
-            np.ascontiguousarray(op, dtype=np.uint8),
-            None if next_access is None else np.ascontiguousarray(next_access, dtype=np.uint64),
-            None if window is None else np.ascontiguousarray(window, dtype=np.uint32),
-        )
+        return self._bank.feed(*_columns(file_id, file_size, bytes_read, tier, op, next_access),
+                               None if window is None else np.ascontiguousarray(window, dtype=np.uint32))
+
+    def feed_totals(self, file_id, file_size, bytes_read, tier, op, next_access=None) -> None:
+        """Feed a batch into the exact totals only (no per-window counters)."""
+        self._bank.feed_totals(*_columns(file_id, file_size, bytes_read, tier, op, next_access))
 
     def totals(self) -> np.ndarray:
-        """Cumulative counters shaped (caches, tiers, fields)."""
-        return self._bank.totals()
+        """Cumulative counters shaped (caches, tiers, fields): exact Python ints (dtype object),
+        since byte sums of a trace can exceed u64. Per-window counters from `feed` are u64."""
+        flat = np.empty(len(self.specs) * self.n_tiers * len(FIELDS), dtype=object)
+        flat[:] = self._bank.totals()
+        return flat.reshape(len(self.specs), self.n_tiers, len(FIELDS))
 
     def occupancy(self) -> list[tuple[int, int]]:
         return self._bank.occupancy()
@@ -119,52 +135,44 @@ class Trace:
     def working_set(self) -> int:
         """Bytes of distinct files (each at its first-seen size)."""
         _, first = np.unique(self.file_id, return_index=True)
-        return int(self.file_size[first].sum(dtype=np.uint64))
+        return exact_sum(self.file_size[first])
+
+
+def exact_sum(values: np.ndarray) -> int:
+    """Sum of u64 values as an exact int (a numpy u64 sum wraps past 2^64): high and low
+    32-bit halves summed apart, each exact below 2^32 values."""
+    v = np.asarray(values, dtype=np.uint64)
+    return (int((v >> np.uint64(32)).sum(dtype=np.uint64)) << 32) + int((v & np.uint64(0xFFFFFFFF)).sum(dtype=np.uint64))
 
 
 class TraceError(ValueError):
     pass
 
 
-def read_trace_bytes(path: str | Path) -> tuple[bytes, str | None]:
-    """The trace's CSV bytes (gzip/zstd decompressed, whatever the file is called; `-` is stdin)
-    and, when the compressed data is damaged, why reading stopped (the bytes are then those
-    before the damage, cut after the last complete line)."""
-    from cachescope.errors import InputError
-    from cachescope.compressed import open_decompressed
+TRACE_FORMATS = ("csv", "oracle-general")
 
+
+def load_trace(path: str | Path, fmt: str = "csv") -> Trace:
+    """The whole trace in memory, read by the engine (plain, zstd or gzip; `-` is stdin)."""
     try:
-        stream = open_decompressed(path)
-    except OSError as e:
-        raise TraceError(f"cannot read trace {path}: {e.strerror}") from None
-    parts: list[bytes] = []
-    error = None
-    with stream:
-        try:
-            while block := stream.read1(1 << 20):  # read1: a damage found later keeps what came before
-                parts.append(block)
-        except InputError as e:
-            error = str(e)
-        except OSError as e:
-            raise TraceError(f"cannot read trace {path}: {e.strerror}") from None
-    raw = b"".join(parts)
-    if error is not None:
-        raw = raw[: raw.rfind(b"\n") + 1]
-    return raw, error
-
-
-def load_trace(path: str | Path) -> Trace:
-    """The trace's columns; `trace.error` says why reading stopped early (a damaged file), else None."""
-    raw, error = read_trace_bytes(path)
-    if error is not None and raw.count(b"\n") < 2:  # not even the header and one row before the damage
-        raise TraceError(error)
-    try:
-        cols = _simcore.read_csv_trace(raw)
+        cols = _simcore.read_trace(str(path), fmt)
     except ValueError as e:
-        raise TraceError(f"{path}: {e}") from None
-    trace = Trace(**cols)
-    trace.error = error
-    return trace
+        raise TraceError(str(e)) from None
+    return Trace(**cols)
+
+
+def simulate_file(path: str | Path, specs: Sequence[CacheSpec], fmt: str = "csv") -> tuple[np.ndarray, list[str], int]:
+    """Stream a trace file through every spec in one pass, in the engine (a reader thread
+    decompresses and parses while the caches run). Returns exact totals (caches, tiers, fields)
+    as ints, the tier names and the number of requests. Not for belady (needs the whole trace)."""
+    try:
+        run = _simcore.simulate_file(str(path), [s.as_engine() for s in specs], fmt)
+    except ValueError as e:
+        raise TraceError(str(e)) from None
+    n_tiers = max(1, len(run["tier_names"]))
+    totals = np.empty(len(specs) * n_tiers * len(FIELDS), dtype=object)
+    totals[:] = run["totals"]
+    return totals.reshape(len(specs), n_tiers, len(FIELDS)), run["tier_names"], run["requests"]
 
 
 def simulate(
@@ -180,7 +188,7 @@ def simulate(
     ops = np.zeros(min(chunk, len(trace)), dtype=np.uint8)
     for start in range(0, len(trace), chunk):
         end = min(start + chunk, len(trace))
-        bank.feed(
+        bank.feed_totals(
             trace.file_id[start:end],
             trace.file_size[start:end],
             trace.bytes_read[start:end],

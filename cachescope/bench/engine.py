@@ -20,15 +20,54 @@ def _timed(run: Callable[[], object], repeat: int) -> float:
     return best
 
 
-def _feed_all(trace: Trace, specs: list[CacheSpec]) -> None:
-    bank = ShadowBank(specs, 1)
+def _feed_all(trace: Trace, specs: list[CacheSpec], engine=None) -> None:
+    """One pass of the whole trace through a bank of `specs` (in `engine`, a loaded _simcore
+    module, or this build's)."""
+    from cachescope import _simcore
+
+    engine = engine or _simcore
+    bank = ShadowBank(specs, 1, _engine=engine.Bank([s.as_engine() for s in specs], 1))
     ops = np.zeros(len(trace), dtype=np.uint8)
     next_access = None
     if bank.needs_future:
-        from cachescope import _simcore
-
-        next_access = _simcore.next_access_times(trace.file_id)
+        next_access = engine.next_access_times(trace.file_id)
     bank.feed(trace.file_id, trace.file_size, trace.bytes_read, trace.tier, ops, next_access)
+
+
+def load_engine(path: str):
+    """Another build of the engine (a `_simcore*.so`), loaded beside this one under its own
+    package name, to time two builds side by side in one process."""
+    import importlib.machinery
+    import importlib.util
+    import sys
+    import types
+
+    pkg = f"_engine_{abs(hash(path))}"
+    sys.modules.setdefault(pkg, types.ModuleType(pkg)).__path__ = []
+    name = f"{pkg}._simcore"
+    loader = importlib.machinery.ExtensionFileLoader(name, path)
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def compare_policy_rates(trace: Trace, policies: list[str], capacity: int, other, repeat: int = 3) -> dict[str, dict]:
+    """requests/s of each policy in this build and in `other`, runs interleaved (this, other,
+    this, other, …) so both see the same machine; best of `repeat` each. Timed in CPU time of
+    this thread (one cache runs on the calling thread), which a loaded machine disturbs less
+    than wall-clock time."""
+    out = {}
+    for p in policies:
+        best = {"this": float("inf"), "other": float("inf")}
+        for _ in range(repeat):
+            for which, engine in (("this", None), ("other", other)):
+                t0 = time.thread_time()
+                _feed_all(trace, [CacheSpec(p, capacity)], engine)
+                best[which] = min(best[which], time.thread_time() - t0)
+        out[p] = {"this": len(trace) / best["this"], "other": len(trace) / best["other"],
+                  "ratio": best["other"] / best["this"]}
+    return out
 
 
 def policy_rates(trace: Trace, policies: list[str], capacity: int, repeat: int = 3) -> dict[str, float]:

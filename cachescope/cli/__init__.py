@@ -1,10 +1,56 @@
-"""`cachescope` command line: one module per command group, all registered on one typer app."""
+"""`cachescope` command line: one module per command group, all registered on one typer app.
 
-from cachescope.cli.app import app
+Start-up time is part of the contract (`cachescope --help`, `cachescope tier` ≤ 0.15 s), so
+`main` imports only the module of the command being run, and command modules import their
+heavy dependencies (numpy, pandas, the engine, Kafka clients) inside the command. `--help` (or
+no command) imports every command module, which costs little for that reason.
+"""
 
-# Each module registers its commands on `app` when imported.
-from cachescope.cli import bench, generate, migrate, parse, replay, report, serve, ship, simulate, tier  # noqa: F401,E402
+from __future__ import annotations
+
+import importlib
+
+# command name -> module that registers it
+COMMANDS = {
+    "bench": "bench",
+    "generate": "generate",
+    "migrate": "migrate",
+    "parse": "parse",
+    "replay": "replay",
+    "report": "report",
+    "serve": "serve",
+    "ship": "ship",
+    "simulate": "simulate",
+    "tier": "tier",
+}
+
+
+def _load(modules) -> object:
+    for module in modules:
+        importlib.import_module(f"cachescope.cli.{module}")
+    from cachescope.cli.app import app
+
+    return app
+
+
+def __getattr__(name: str):
+    # `from cachescope.cli import app`: the app with every command (tests, embedding)
+    if name == "app":
+        app = _load(sorted(set(COMMANDS.values())))
+        globals()["app"] = app
+        return app
+    raise AttributeError(name)
 
 
 def main() -> None:
+    import sys
+
+    # the first word that is not an option names the command (the root has no options with values)
+    name = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
+    if name == "tier" and sys.argv[1] == "tier" and "--help" not in sys.argv[2:]:
+        from cachescope.cli._tier_run import fast_main
+
+        return fast_main(sys.argv[2:])
+    module = COMMANDS.get(name or "")
+    app = _load([module] if module else sorted(set(COMMANDS.values())))
     app()

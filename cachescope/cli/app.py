@@ -117,6 +117,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # plain click help: rich's import alone costs more than the 0.15 s start-up budget
+    rich_markup_mode=None,
 )
 
 

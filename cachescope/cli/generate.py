@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from cachescope.cli.app import app
-from ingest.generate import PER_SITE, RENDERERS, make_workload, write
+from ingest.formats import FORMATS
 
 # bounds that keep a run within this machine's memory and minutes (the model loops per day and
 # names every server): about 100 bytes per access in memory
@@ -23,7 +23,7 @@ MAX_SERVERS = 1000
 @app.command("generate")
 def generate(
     out: Path = typer.Option(..., "--out", help="directory (one tree per format) or, for one format, a file"),
-    fmt: str = typer.Option("all", "--format", "-f", help=f"all, or a comma list of: {', '.join(RENDERERS)}"),
+    fmt: str = typer.Option("all", "--format", "-f", help=f"all, or a comma list of: {', '.join(FORMATS)}"),
     events: int = typer.Option(100_000, "--events", "-n", min=1, max=MAX_EVENTS, help="accesses (reads, writes, deletes) to draw"),
     days: float = typer.Option(7.0, "--days", min=1e-6, max=MAX_DAYS, help="length of the period (fractions: 0.001 = 86 s)"),
     sites: int = typer.Option(2, "--sites", min=1, max=MAX_SITES, help="sites (alternately mostly-ATLAS and mostly-CMS)"),
@@ -44,6 +44,8 @@ def generate(
     Into a directory, formats whose lines name no site (dcache-billing, dcache-json, eos-report,
     http-access, csv) are written per site: parse those with --site.
     """
+    from ingest.generate import PER_SITE, RENDERERS, make_workload, write
+
     names = list(RENDERERS) if fmt == "all" else [f.strip() for f in fmt.split(",") if f.strip()]
     unknown = [n for n in names if n not in RENDERERS]
     if unknown or not names:

@@ -13,17 +13,10 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-import msgspec
-import orjson
 import typer
 
 from cachescope.cli.app import app
-from cachescope.config import load_config
-from cachescope.events import encode_lines
 from ingest.formats import FORMATS
-from ingest.pipeline import LineParser, RejectRecord, open_lines
-
-_reject_encoder = msgspec.json.Encoder()
 
 
 @app.command("parse")
@@ -41,6 +34,14 @@ def parse(
     stats: bool = typer.Option(False, "--stats", help='finish with one {"stats": {...}} JSON line on stderr'),
 ) -> None:
     """Parse a storage or cache log into AccessEvent JSON lines."""
+    import msgspec
+    import orjson
+
+    from cachescope.config import load_config
+    from cachescope.events import encode_lines
+    from ingest.pipeline import LineParser, RejectRecord, open_lines
+
+    _reject_encoder = msgspec.json.Encoder()
     if fmt not in FORMATS:
         typer.echo(f"cachescope parse: unknown format {fmt!r}; known: {', '.join(FORMATS)}", err=True)
         raise typer.Exit(2)
@@ -64,7 +65,7 @@ def parse(
         typer.echo(f"cachescope parse: cannot write --rejects {rejects}: {exc}", err=True)
         raise typer.Exit(2) from None
 
-    def on_reject(rec: RejectRecord) -> None:
+    def on_reject(rec: "RejectRecord") -> None:
         reject_out.write(_reject_encoder.encode(rec) + b"\n")
 
     try:

@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
-import orjson
 import typer
 
 from cachescope.cli.app import app
@@ -14,9 +13,10 @@ from cachescope.errors import UsageError, UserError
 from cachescope.units import SizeError, format_size, parse_size_spec
 
 
-def fail(message: str) -> UsageError:
-    """A usage error (exit 2), printed as one line by the command line's error handler."""
-    return UsageError(message)
+def fail(message: str, code: int = 2) -> UserError:
+    """Bad usage (exit 2) or bad data, the trace (exit 1): printed as one line by the command
+    line's error handler."""
+    return UsageError(message) if code == 2 else UserError(message)
 
 
 #: hash partitions of one cache (as many as a cache group has Flink subtasks, at most)
@@ -45,7 +45,7 @@ def simulate(
     trace_path: Annotated[str, typer.Argument(metavar="TRACE", help="CSV trace (header timestamp,obj_id,obj_size[,tier,path][,bytes_read]); .zst ok; - for stdin")],
     policy: Annotated[list[str], typer.Option("--policy", "-p", help="policies, comma-separated: lru,arc,…")] = ["lru"],
     size: Annotated[list[str], typer.Option("--size", "-s", help="capacities, comma-separated: 10TB, 10TiB, bytes, or 5% of the working set")] = [],
-    trace_format: Annotated[str, typer.Option("--format", help="trace format (csv)")] = "csv",
+    trace_format: Annotated[str, typer.Option("--format", help="trace format: csv, or oracle-general (libCacheSim's 24-byte binary records)")] = "csv",
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object per line per (policy, size)")] = False,
     mrc: Annotated[bool, typer.Option("--mrc", help="also print the exact LRU miss-ratio curve")] = False,
     mrc_points: Annotated[int, typer.Option(min=1, max=4096, help="capacities on the curve (log-spaced)")] = 64,
@@ -55,10 +55,11 @@ def simulate(
     progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="progress bar (default: on a terminal)")] = None,
 ) -> None:
     """Replay TRACE through every (policy, size) in one pass and report hit and transfer efficiency."""
-    from cachescope.simulation import POLICIES, CacheSpec, LruCurve, TraceError, load_trace, log_grid, ratios, simulate as run
+    from cachescope.simulation import (POLICIES, TRACE_FORMATS, CacheSpec, ShadowBank, TraceError, load_trace,
+                                       ratios, simulate as run, simulate_file)
 
-    if trace_format != "csv":
-        raise fail(f"--format {trace_format!r}: simulate reads the csv trace format (use `cachescope replay` for logs)")
+    if trace_format not in TRACE_FORMATS:
+        raise fail(f"--format {trace_format!r}: simulate reads {', '.join(TRACE_FORMATS)} traces (use `cachescope replay` for logs)")
     policies = [p.lower() for p in split_list(policy)]
     unknown = [p for p in policies if p not in POLICIES]
     if unknown:
@@ -71,28 +72,44 @@ def simulate(
         raise fail(f"--sample-rate {sample_rate:g}: must be above 0 and at most 1")
     if trace_path != "-" and not Path(trace_path).is_file():
         raise fail(f"{trace_path}: no such file (give a CSV trace, or - for stdin)")
-    try:
-        trace = load_trace(trace_path)
-    except TraceError as e:
-        raise UserError(str(e)) from None
-    if len(trace) == 0:
-        raise UserError(trace.error or f"{trace_path}: the trace has no requests")
-    working_set = trace.working_set() if any(s.endswith("%") for s in sizes) or mrc else None
+    show = sys.stderr.isatty() if progress is None else progress
+    # Streamed in the engine unless something needs the whole trace first: a % size (the working
+    # set), the curve, belady (next-access times) or a progress bar.
+    whole = mrc or show or "belady" in policies or any(s.endswith("%") for s in sizes)
+    trace = None
+    working_set = None
+    if whole:
+        try:
+            trace = load_trace(trace_path, trace_format)
+        except TraceError as e:
+            raise fail(str(e), 1) from None
+        if len(trace) == 0:
+            raise fail(f"{trace_path}: the trace has no requests", 1)
+        working_set = trace.working_set() if any(s.endswith("%") for s in sizes) or mrc else None
     try:
         capacities = [(s, parse_size_spec(s, working_set)) for s in sizes]
     except SizeError as e:
         raise fail(str(e)) from None
     try:
         specs = [CacheSpec(p, cap, params, sample_rate, partitions) for p in policies for _, cap in capacities]
+        ShadowBank(specs, 1)  # checks every spec (capacity, parameters) before the trace is read
     except ValueError as e:
         raise fail(str(e)) from None
 
-    show = sys.stderr.isatty() if progress is None else progress
     results = []
+    n_requests = len(trace) if trace is not None else 0
     if specs:
         try:
-            totals = _with_progress(show, len(trace), f"{len(specs)} caches",
-                                    lambda tick: run(trace, specs, on_progress=tick))
+            if trace is None:
+                totals, tier_names, n_requests = simulate_file(trace_path, specs, trace_format)
+                if n_requests == 0:
+                    raise fail(f"{trace_path}: the trace has no requests", 1)
+            else:
+                tier_names = trace.tier_names
+                totals = _with_progress(show, len(trace), f"{len(specs)} caches",
+                                        lambda tick: run(trace, specs, on_progress=tick))
+        except TraceError as e:
+            raise fail(str(e), 1) from None
         except ValueError as e:
             raise fail(str(e)) from None
         labels = [label for _ in policies for label, _ in capacities]
@@ -101,12 +118,14 @@ def simulate(
             if spec.sample_rate != 1.0 or spec.partitions != 1:
                 row.update(sample_rate=spec.sample_rate, partitions=spec.partitions)
             row["by_tier"] = {
-                name: ratios(per_tier[t]) for t, name in enumerate(trace.tier_names) if per_tier[t][0]
+                name: ratios(per_tier[t]) for t, name in enumerate(tier_names) if per_tier[t][0]
             }
             results.append(row)
 
     curve_points = []
     if mrc:
+        from cachescope.simulation import LruCurve, log_grid
+
         grid = log_grid(max(1, working_set // 10_000), max(1, working_set), mrc_points)
         curve = LruCurve(grid, max(1, len(trace.tier_names)), sample_rate)
         import numpy as np
@@ -118,16 +137,15 @@ def simulate(
         curve_points = curve.points(trace.tier_names)
 
     if as_json:
-        out = sys.stdout.buffer
-        for row in results:
-            out.write(orjson.dumps(row) + b"\n")
-        for point in curve_points:
-            out.write(orjson.dumps({"curve": "lru", **point}) + b"\n")
-        out.flush()
+        # the standard json module: byte sums are exact ints and may pass 2^64 (orjson refuses those)
+        import json
+
+        lines = [json.dumps(row, separators=(",", ":")) for row in results]
+        lines += [json.dumps({"curve": "lru", **point}, separators=(",", ":")) for point in curve_points]
+        sys.stdout.write("".join(line + "\n" for line in lines))
+        sys.stdout.flush()
     else:
-        _print_tables(results, curve_points, len(trace), working_set)
-    if trace.error:  # the results are printed; the run still fails: the trace was not whole
-        raise UserError(f"{trace.error}; the results above cover the {len(trace):,} requests read before it")
+        _print_tables(results, curve_points, n_requests, working_set)
 
 
 def _with_progress(show: bool, total: int, what: str, work):

@@ -79,7 +79,7 @@ const PARALLEL_MIN_WORK: usize = 20_000;
 
 const SNAPSHOT_MAGIC: &[u8; 8] = b"CSBANK\0\0";
 /// Bump when the serialized layout of any policy changes; old snapshots are then refused.
-pub const SNAPSHOT_VERSION: u32 = 1;
+pub const SNAPSHOT_VERSION: u32 = 2; // 2: totals are u128
 
 impl Bank {
     pub fn new(specs: Vec<CacheSpec>, n_tiers: usize) -> Result<Self, String> {
@@ -94,8 +94,9 @@ impl Bank {
         self.shadows.iter().any(|s| needs_future(&s.spec.policy))
     }
 
-    /// Feed one batch. Returns counters, flat, shaped (windows, caches, tiers, fields).
-    pub fn feed(&mut self, ev: &Events) -> Result<(usize, Vec<u64>), String> {
+    /// Run one batch through every cache; adds it to the totals and returns each cache's exact
+    /// counters of this batch, shaped (windows, tiers).
+    fn run(&mut self, ev: &Events) -> Result<(usize, Vec<Vec<Exact>>), String> {
         let n_windows = ev.validate(self.n_tiers)?;
         if self.needs_future() && ev.next_access.is_none() {
             return Err("policy belady needs next-access times (offline replays only)".into());
@@ -104,9 +105,8 @@ impl Bank {
         let n_caches = self.shadows.len();
         // Caches are independent: run them on all cores (RAYON_NUM_THREADS limits it) when the
         // batch is big enough to pay for the hand-off; each writes its own (window, tier) block.
-        let run = |shadow: &mut Shadow| -> Vec<u64> {
-            let mut block = vec![0u64; n_windows * per_cache * N_FIELDS];
-            let counters: &mut [Counters] = unsafe_cast(&mut block);
+        let run = |shadow: &mut Shadow| -> Vec<Exact> {
+            let mut block = vec![[0u128; N_FIELDS]; n_windows * per_cache];
             let mut evictions = Evictions::default();
             for i in 0..ev.len() {
                 let id = ev.id[i];
@@ -122,30 +122,52 @@ impl Bank {
                     tier: ev.tier[i],
                     next_access: ev.next_access.map_or(u64::MAX, |n| n[i]),
                 };
-                shadow.read(&req, &mut evictions, &mut counters[base..base + per_cache]);
+                shadow.read(&req, &mut evictions, &mut block[base..base + per_cache]);
             }
+            shadow.add_to_totals(&block);
             block
         };
-        let blocks: Vec<Vec<u64>> = if n_caches > 1 && ev.len() * n_caches >= PARALLEL_MIN_WORK {
+        let blocks: Vec<Vec<Exact>> = if n_caches > 1 && ev.len() * n_caches >= PARALLEL_MIN_WORK {
             use rayon::prelude::*;
             self.shadows.par_iter_mut().map(run).collect()
         } else {
             self.shadows.iter_mut().map(run).collect()
         };
+        self.events_seen += ev.len() as u64;
+        Ok((n_windows, blocks))
+    }
+
+    /// Feed one batch. Returns counters, flat, shaped (windows, caches, tiers, fields).
+    ///
+    /// Per-window counters are u64 (what numpy and the store take): 18.4 EB per window, cache and
+    /// tier. A window past that is an error, never a wrapped number (the batch has then been
+    /// applied to the caches and totals, which stay exact in u128).
+    pub fn feed(&mut self, ev: &Events) -> Result<(usize, Vec<u64>), String> {
+        let (n_windows, blocks) = self.run(ev)?;
+        let (per_cache, n_caches) = (self.n_tiers, self.shadows.len());
         let stride = per_cache * N_FIELDS;
         let mut out = vec![0u64; n_windows * n_caches * stride];
         for (c, block) in blocks.iter().enumerate() {
-            for w in 0..n_windows {
-                let dst = (w * n_caches + c) * stride;
-                out[dst..dst + stride].copy_from_slice(&block[w * stride..(w + 1) * stride]);
+            for (k, exact) in block.iter().enumerate() {
+                let (w, t) = (k / per_cache, k % per_cache);
+                let narrow = narrow(exact).ok_or_else(|| {
+                    format!("cache {c}, window {w}, tier {t}: a counter exceeds 2^64-1 within one window; feed shorter windows")
+                })?;
+                let dst = (w * n_caches + c) * stride + t * N_FIELDS;
+                out[dst..dst + N_FIELDS].copy_from_slice(&narrow);
             }
         }
-        self.events_seen += ev.len() as u64;
         Ok((n_windows, out))
     }
 
-    /// Cumulative counters, flat, shaped (caches, tiers, fields).
-    pub fn totals(&self) -> Vec<u64> {
+    /// Feed one batch into the totals only (no per-window output): what a whole-trace
+    /// simulation needs, exact whatever the byte sums.
+    pub fn feed_totals(&mut self, ev: &Events) -> Result<(), String> {
+        self.run(ev).map(|_| ())
+    }
+
+    /// Cumulative counters (exact), flat, shaped (caches, tiers, fields).
+    pub fn totals(&self) -> Vec<u128> {
         self.shadows.iter().flat_map(|s| s.totals.iter().flatten().copied()).collect()
     }
 
@@ -168,13 +190,6 @@ impl Bank {
         }
         postcard::from_bytes(&bytes[12..]).map_err(|e| format!("corrupt bank snapshot: {e}"))
     }
-}
-
-/// `[u64]` of length k·N_FIELDS viewed as `[Counters]` (same layout, no copy).
-fn unsafe_cast(flat: &mut [u64]) -> &mut [Counters] {
-    assert_eq!(flat.len() % N_FIELDS, 0);
-    // SAFETY: [u64; N] has the alignment of u64 and no padding.
-    unsafe { std::slice::from_raw_parts_mut(flat.as_mut_ptr() as *mut Counters, flat.len() / N_FIELDS) }
 }
 
 #[cfg(test)]
@@ -201,7 +216,7 @@ mod tests {
             assert_eq!(&t0[..5], &[3, 1, 12, 4, 8]);
             assert_eq!(&t1[..5], &[2, 1, 6, 3, 3]);
         }
-        assert_eq!(bank.totals(), out);
+        assert_eq!(bank.totals(), out.iter().map(|&v| v as u128).collect::<Vec<_>>());
     }
 
     #[test]

@@ -4,13 +4,16 @@
 //! - `shadow`: one cache (policy + sampling + hash partitions + counters by tier).
 //! - `bank`: many shadow caches fed by one stream, batch at a time; versioned snapshots.
 //! - `mrc`: exact (or SHARDS-sampled) LRU miss-ratio curves in one pass.
-//! - `trace`: the simulator's CSV trace reader.
+//! - `trace`: the simulator's CSV trace parser; `reader`: trace files (plain/zstd/gzip, CSV or
+//!   oracleGeneral) streamed as column batches from a reader thread.
 //! - `python`: the PyO3 bindings (`cachescope._simcore`), behind the `python` feature.
 
 pub mod bank;
 pub mod future;
 pub mod mrc;
 pub mod policy;
+pub mod reader;
+pub mod run;
 pub mod shadow;
 pub mod stats;
 pub mod trace;

@@ -34,10 +34,10 @@ pub struct LruMrc {
     /// id -> (position of last access, size then)
     last: Map<(usize, u64)>,
     stack: Fenwick,
-    live_bytes: u64,
+    live_bytes: u128,
     /// per grid capacity below the largest file: bytes of files larger than that capacity
     too_big: Vec<Option<Fenwick>>,
-    too_big_bytes: Vec<u64>,
+    too_big_bytes: Vec<u128>,
     /// first grid index whose capacity is ≥ every file seen
     monotone_from: usize,
     now: usize,
@@ -150,11 +150,11 @@ impl LruMrc {
     }
 
     #[inline]
-    fn scale(&self, bytes: u64) -> u64 {
+    fn scale(&self, bytes: u128) -> u128 {
         if self.threshold == SAMPLE_MODULUS {
             bytes
         } else {
-            (bytes as f64 / self.rate()).round() as u64
+            (bytes as f64 / self.rate()).round() as u128
         }
     }
 
@@ -195,8 +195,8 @@ impl LruMrc {
         if let Some((p, old)) = self.last.remove(&id) {
             let between = self.live_bytes - self.stack.prefix(p);
             // capacities that no file exceeds: the curve is monotone, record the first hit only
-            let need = self.scale(between).saturating_add(size);
-            let j = self.monotone_from + self.grid[self.monotone_from..].partition_point(|&c| c < need);
+            let need = self.scale(between) + size as u128;
+            let j = self.monotone_from + self.grid[self.monotone_from..].partition_point(|&c| (c as u128) < need);
             if j < k {
                 let at = (j * self.n_tiers + t) * 2;
                 acc.first_hit[at] += w;
@@ -211,7 +211,7 @@ impl LruMrc {
                     Some(f) => self.too_big_bytes[j] - f.prefix(p),
                     None => 0,
                 };
-                if self.scale(between - big).saturating_add(size) <= cap {
+                if self.scale(between - big) + size as u128 <= cap as u128 {
                     let at = (j * self.n_tiers + t) * 2;
                     acc.direct[at] += w;
                     acc.direct[at + 1] += w * bytes_read as f64;
@@ -239,12 +239,12 @@ impl LruMrc {
 
     fn unplace(&mut self, p: usize, size: u64) {
         self.stack.sub(p, size);
-        self.live_bytes -= size;
+        self.live_bytes -= size as u128;
         for j in 0..self.monotone_from {
             if size > self.grid[j] {
                 if let Some(f) = self.too_big[j].as_mut() {
                     f.sub(p, size);
-                    self.too_big_bytes[j] -= size;
+                    self.too_big_bytes[j] -= size as u128;
                 }
             }
         }
@@ -257,7 +257,7 @@ impl LruMrc {
         let p = self.now;
         self.now += 1;
         self.stack.add(p, size);
-        self.live_bytes += size;
+        self.live_bytes += size as u128;
         let from = self.grid.partition_point(|&c| c < size);
         if from > self.monotone_from {
             self.monotone_from = from;
@@ -265,7 +265,7 @@ impl LruMrc {
         for j in 0..self.grid.len().min(from) {
             let cap = self.stack.capacity();
             self.too_big[j].get_or_insert_with(|| Fenwick::new(cap)).add(p, size);
-            self.too_big_bytes[j] += size;
+            self.too_big_bytes[j] += size as u128;
         }
         self.last.insert(id, (p, size));
     }

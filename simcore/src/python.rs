@@ -8,7 +8,7 @@ use crate::shadow::CacheSpec;
 use crate::stats::FIELDS;
 use crate::util::hash;
 use numpy::ndarray::Array1;
-use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray1, PyUntypedArrayMethods};
+use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -16,6 +16,42 @@ use std::collections::BTreeMap;
 
 fn err(e: String) -> PyErr {
     PyValueError::new_err(e)
+}
+
+type Col<'py, T> = PyReadonlyArray1<'py, T>;
+
+/// A batch's columns as the engine reads them (numpy arrays borrowed, no copy).
+#[allow(clippy::too_many_arguments)]
+fn events<'a, 'py>(
+    id: &'a Col<'py, u64>,
+    size: &'a Col<'py, u64>,
+    bytes_read: &'a Col<'py, u64>,
+    tier: &'a Col<'py, u8>,
+    op: &'a Col<'py, u8>,
+    next_access: Option<&'a Col<'py, u64>>,
+    window: Option<&'a Col<'py, u32>>,
+) -> PyResult<Events<'a>> {
+    Ok(Events {
+        id: id.as_slice()?,
+        size: size.as_slice()?,
+        bytes_read: bytes_read.as_slice()?,
+        tier: tier.as_slice()?,
+        op: op.as_slice()?,
+        next_access: next_access.map(|a| a.as_slice()).transpose()?,
+        window: window.map(|a| a.as_slice()).transpose()?,
+    })
+}
+
+/// A trace's columns as the dict `cachescope.simulation.Trace` is built from.
+fn trace_dict<'py>(py: Python<'py>, t: crate::trace::Columns, tier_names: Vec<String>) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("timestamp", PyArray1::from_vec(py, t.timestamp))?;
+    d.set_item("file_id", PyArray1::from_vec(py, t.id))?;
+    d.set_item("file_size", PyArray1::from_vec(py, t.size))?;
+    d.set_item("bytes_read", PyArray1::from_vec(py, t.bytes_read))?;
+    d.set_item("tier", PyArray1::from_vec(py, t.tier))?;
+    d.set_item("tier_names", tier_names)?;
+    Ok(d)
 }
 
 #[derive(FromPyObject)]
@@ -26,6 +62,18 @@ struct SpecIn {
     params: BTreeMap<String, f64>,
     sample_rate: f64,
     partitions: u32,
+}
+
+impl SpecIn {
+    fn into_spec(self) -> CacheSpec {
+        CacheSpec {
+            policy: self.policy,
+            capacity: self.capacity,
+            params: self.params,
+            sample_rate: self.sample_rate,
+            partitions: self.partitions,
+        }
+    }
 }
 
 /// A bank of shadow caches fed by one stream of events, a batch at a time.
@@ -39,16 +87,7 @@ impl PyBank {
     #[new]
     #[pyo3(signature = (specs, n_tiers))]
     fn new(specs: Vec<SpecIn>, n_tiers: usize) -> PyResult<Self> {
-        let specs = specs
-            .into_iter()
-            .map(|s| CacheSpec {
-                policy: s.policy,
-                capacity: s.capacity,
-                params: s.params,
-                sample_rate: s.sample_rate,
-                partitions: s.partitions,
-            })
-            .collect();
+        let specs = specs.into_iter().map(SpecIn::into_spec).collect();
         Ok(PyBank { inner: bank::Bank::new(specs, n_tiers).map_err(err)? })
     }
 
@@ -66,25 +105,34 @@ impl PyBank {
         next_access: Option<PyReadonlyArray1<'py, u64>>,
         window: Option<PyReadonlyArray1<'py, u32>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let ev = Events {
-            id: file_id.as_slice()?,
-            size: file_size.as_slice()?,
-            bytes_read: bytes_read.as_slice()?,
-            tier: tier.as_slice()?,
-            op: op.as_slice()?,
-            next_access: next_access.as_ref().map(|a| a.as_slice()).transpose()?,
-            window: window.as_ref().map(|a| a.as_slice()).transpose()?,
-        };
+        let ev = events(&file_id, &file_size, &bytes_read, &tier, &op, next_access.as_ref(), window.as_ref())?;
         let inner = &mut self.inner;
         let (w, out) = py.detach(|| inner.feed(&ev)).map_err(err)?;
         let shape = [w, self.inner.shadows.len(), self.inner.n_tiers, FIELDS.len()];
         Ok(PyArray1::from_vec(py, out).reshape(shape)?.into_any())
     }
 
-    /// Cumulative counters shaped (caches, tiers, fields).
-    fn totals<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let shape = [self.inner.shadows.len(), self.inner.n_tiers, FIELDS.len()];
-        Ok(PyArray1::from_vec(py, self.inner.totals()).reshape(shape)?.into_any())
+    /// Feed one batch into the cumulative totals only (no per-window counters out).
+    #[pyo3(signature = (file_id, file_size, bytes_read, tier, op, next_access=None))]
+    fn feed_totals<'py>(
+        &mut self,
+        py: Python<'py>,
+        file_id: PyReadonlyArray1<'py, u64>,
+        file_size: PyReadonlyArray1<'py, u64>,
+        bytes_read: PyReadonlyArray1<'py, u64>,
+        tier: PyReadonlyArray1<'py, u8>,
+        op: PyReadonlyArray1<'py, u8>,
+        next_access: Option<PyReadonlyArray1<'py, u64>>,
+    ) -> PyResult<()> {
+        let ev = events(&file_id, &file_size, &bytes_read, &tier, &op, next_access.as_ref(), None)?;
+        let inner = &mut self.inner;
+        py.detach(|| inner.feed_totals(&ev)).map_err(err)
+    }
+
+    /// Cumulative counters, exact (Python ints: byte sums may exceed u64), flat in the order
+    /// (caches, tiers, fields); `cachescope.simulation.ShadowBank.totals` shapes them.
+    fn totals(&self) -> Vec<u128> {
+        self.inner.totals()
     }
 
     /// Bytes and files resident in each cache now.
@@ -172,15 +220,7 @@ impl PyMrc {
         window: Option<PyReadonlyArray1<'py, u32>>,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
         let n_tiers = self.inner.curve_tiers();
-        let ev = Events {
-            id: file_id.as_slice()?,
-            size: file_size.as_slice()?,
-            bytes_read: bytes_read.as_slice()?,
-            tier: tier.as_slice()?,
-            op: op.as_slice()?,
-            next_access: None,
-            window: window.as_ref().map(|a| a.as_slice()).transpose()?,
-        };
+        let ev = events(&file_id, &file_size, &bytes_read, &tier, &op, None, window.as_ref())?;
         ev.validate(n_tiers).map_err(err)?;
         let inner = &mut self.inner;
         let accs = py.detach(|| inner.feed(ev.id, ev.size, ev.bytes_read, ev.tier, ev.op, ev.window));
@@ -249,13 +289,31 @@ fn partition_of<'py>(py: Python<'py>, file_id: PyReadonlyArray1<'py, u64>, parts
 #[pyfunction]
 fn read_csv_trace<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyDict>> {
     let t = py.detach(|| crate::trace::parse_csv(data)).map_err(err)?;
+    let cols = crate::trace::Columns { timestamp: t.timestamp, id: t.id, size: t.size, bytes_read: t.bytes_read, tier: t.tier };
+    trace_dict(py, cols, t.tier_names)
+}
+
+/// Read a trace file (plain, zstd or gzip; csv or oracle-general) into columns; `-` is stdin.
+#[pyfunction]
+#[pyo3(signature = (path, format="csv"))]
+fn read_trace<'py>(py: Python<'py>, path: &str, format: &str) -> PyResult<Bound<'py, PyDict>> {
+    let fmt = crate::reader::Format::parse(format).map_err(err)?;
+    let (t, tier_names) = py.detach(|| crate::reader::read_all(path, fmt)).map_err(err)?;
+    trace_dict(py, t, tier_names)
+}
+
+/// Stream a trace file through every cache in one pass (reader thread + this one); returns
+/// dict(requests, tier_names, totals) with totals exact ints, flat (caches, tiers, fields).
+#[pyfunction]
+#[pyo3(signature = (path, specs, format="csv"))]
+fn simulate_file<'py>(py: Python<'py>, path: &str, specs: Vec<SpecIn>, format: &str) -> PyResult<Bound<'py, PyDict>> {
+    let fmt = crate::reader::Format::parse(format).map_err(err)?;
+    let specs: Vec<CacheSpec> = specs.into_iter().map(SpecIn::into_spec).collect();
+    let run = py.detach(|| crate::run::simulate_file(path, fmt, specs)).map_err(err)?;
     let d = PyDict::new(py);
-    d.set_item("timestamp", PyArray1::from_vec(py, t.timestamp))?;
-    d.set_item("file_id", PyArray1::from_vec(py, t.id))?;
-    d.set_item("file_size", PyArray1::from_vec(py, t.size))?;
-    d.set_item("bytes_read", PyArray1::from_vec(py, t.bytes_read))?;
-    d.set_item("tier", PyArray1::from_vec(py, t.tier))?;
-    d.set_item("tier_names", t.tier_names)?;
+    d.set_item("requests", run.rows)?;
+    d.set_item("tier_names", run.tier_names)?;
+    d.set_item("totals", run.totals)?;
     Ok(d)
 }
 
@@ -266,6 +324,8 @@ fn _simcore(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(next_access_times, m)?)?;
     m.add_function(wrap_pyfunction!(partition_of, m)?)?;
     m.add_function(wrap_pyfunction!(read_csv_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(read_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(simulate_file, m)?)?;
     m.add("POLICIES", POLICY_NAMES.to_vec())?;
     m.add("FIELDS", FIELDS.to_vec())?;
     m.add("SNAPSHOT_VERSION", bank::SNAPSHOT_VERSION)?;

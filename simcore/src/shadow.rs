@@ -32,14 +32,21 @@ pub struct Shadow {
     parts: Vec<AnyPolicy>,
     /// Files with sample_hash below this are simulated.
     threshold: u64,
-    /// Cumulative counters, indexed by tier.
-    pub totals: Vec<Counters>,
+    /// Cumulative counters, indexed by tier (exact: u128).
+    pub totals: Vec<Exact>,
 }
+
+/// Largest capacity a cache may have: 2^63 − 1 bytes (9.2 EB). Below it, a policy's byte
+/// sums (resident bytes plus one file, ghost lists up to twice the capacity) fit in u64.
+pub const MAX_CAPACITY: u64 = i64::MAX as u64;
 
 impl Shadow {
     pub fn new(spec: CacheSpec, n_tiers: usize) -> Result<Self, String> {
         if !(spec.sample_rate > 0.0 && spec.sample_rate <= 1.0) {
             return Err(format!("sample_rate {} must be in (0, 1]", spec.sample_rate));
+        }
+        if spec.capacity > MAX_CAPACITY {
+            return Err(format!("capacity {} bytes exceeds the largest cache simulated, 2^63-1 bytes (9.2 EB)", spec.capacity));
         }
         if spec.partitions == 0 {
             return Err("partitions must be at least 1".into());
@@ -81,29 +88,35 @@ impl Shadow {
         }
     }
 
-    /// Serve a read; adds to `totals` and to `window` (the caller's counters for this event's window).
+    /// Serve a read; adds to `window` (the caller's exact counters for this event's window, by
+    /// tier). The caller adds its windows to `totals` once per batch (`add_to_totals`).
     #[inline]
-    pub fn read(&mut self, req: &Request, ev: &mut Evictions, window: &mut [Counters]) -> Option<Outcome> {
+    pub fn read(&mut self, req: &Request, ev: &mut Evictions, window: &mut [Exact]) -> Option<Outcome> {
         if !self.sampled(req.id) {
             return None;
         }
         ev.items.clear();
         let out = self.part(req.id).access(req, ev);
-        let t = req.tier as usize;
-        for c in [&mut self.totals[t], &mut window[t]] {
-            c[REQUESTS] += 1;
-            c[HITS] += out.hit as u64;
-            c[BYTES_REQUESTED] += req.bytes_read;
-            c[BYTES_HIT] += out.hit_bytes;
-            c[BYTES_FILLED] += out.filled;
-        }
+        let c = &mut window[req.tier as usize];
+        c[REQUESTS] += 1;
+        c[HITS] += out.hit as u128;
+        c[BYTES_REQUESTED] += req.bytes_read as u128;
+        c[BYTES_HIT] += out.hit_bytes as u128;
+        c[BYTES_FILLED] += out.filled as u128;
         for &(size, tier) in &ev.items {
-            for c in [&mut self.totals[tier as usize], &mut window[tier as usize]] {
-                c[EVICTIONS] += 1;
-                c[BYTES_EVICTED] += size;
-            }
+            let c = &mut window[tier as usize];
+            c[EVICTIONS] += 1;
+            c[BYTES_EVICTED] += size as u128;
         }
         Some(out)
+    }
+
+    /// Add a batch's counters (windows × tiers, flat) to the cumulative totals.
+    pub fn add_to_totals(&mut self, block: &[Exact]) {
+        let n = self.totals.len();
+        for (i, c) in block.iter().enumerate() {
+            add_exact(&mut self.totals[i % n], c);
+        }
     }
 
     /// A file was deleted or rewritten at the source: it leaves the cache.

@@ -12,4 +12,28 @@ pub const BYTES_FILLED: usize = 4;
 pub const EVICTIONS: usize = 5;
 pub const BYTES_EVICTED: usize = 6;
 
+/// Counters of one (window, tier) as they leave the engine per window: u64 each (18.4 EB of
+/// bytes per window, cache and tier); the engine refuses a batch rather than wrap one.
 pub type Counters = [u64; N_FIELDS];
+
+/// Exact counters: what the engine accumulates and keeps as totals. Byte sums of a long trace
+/// of multi-GB files, or of a few files near 2^63 bytes, exceed u64; u128 never wraps here
+/// (2^64 requests of 2^64 bytes each).
+pub type Exact = [u128; N_FIELDS];
+
+/// Add one exact block into another.
+#[inline]
+pub fn add_exact(into: &mut Exact, from: &Exact) {
+    for (a, b) in into.iter_mut().zip(from) {
+        *a += b;
+    }
+}
+
+/// Narrow exact counters to the per-window u64 form, or None if one does not fit.
+pub fn narrow(c: &Exact) -> Option<Counters> {
+    let mut out = [0u64; N_FIELDS];
+    for (o, &v) in out.iter_mut().zip(c) {
+        *o = u64::try_from(v).ok()?;
+    }
+    Some(out)
+}

@@ -93,13 +93,14 @@ def test_billing_topic_to_events_once_rejects_by_partition_and_offset(kafka, kaf
 
     assert shipped(kafka.bootstrap, events) == [want[s] for s in sorted(want)]
     rejects = topic_items(kafka.bootstrap, events + ".rejects")
-    assert len(rejects) + len(want) == len(records)  # every record: an event or a reject
-    (bad,) = [r for r in rejects if not r["skipped"]]
+    # only the malformed record is a dead letter: skipped ones (door requests …) are counted by
+    # reason in the shipper's metrics, not sent one message each
+    (bad,) = rejects
     partition, offset, _ = records[5]
     assert bad == {"shipper": kafka_topic, "format": "dcache-json", "topic": billing, "partition": partition,
                    "offset": offset, "line": offset, "reason": "not valid JSON: Input data was truncated",
                    "text": MALFORMED, "skipped": False}
-    assert any(r["reason"].startswith("door request") for r in rejects)
+    assert len(want) < len(records) - 1  # there were skipped records, and none was sent
 
     # caught up: a second run finds nothing new and sends nothing again
     p = subprocess.run(args, capture_output=True, text=True, timeout=120)

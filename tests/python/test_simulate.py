@@ -95,6 +95,79 @@ def test_stdin_and_zstd(tmp_path):
         assert (r["hits"], r["size_bytes"]) == (1, 1000)
 
 
+def test_byte_sums_of_huge_files_are_exact(tmp_path):
+    # four files near 2^63 bytes: the byte sums pass 2^64 (a u64 counter wrapped to nonsense)
+    big = 2**63
+    sizes = {1: big - 1, 2: big - 4096, 3: 3 * 2**61, 4: 2**64 - 1}
+    order = [1, 1, 2, 2, 1, 3, 4, 3, 1, 4]
+    t = tmp_path / "huge.csv"
+    t.write_text("timestamp,obj_id,obj_size\n" + "".join(f"{i},{f},{sizes[f]}\n" for i, f in enumerate(order)))
+    out = cli("simulate", str(t), "--policy", "lru,fifo,arc,s3fifo", "--size", str(big - 1), "--json")
+    assert out.returncode == 0, out.stderr.decode()
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    requested = sum(sizes[f] for f in order)
+    assert requested > 2**65
+    for r in rows:
+        assert r["bytes_requested"] == requested
+        assert 0 <= r["byte_hit_ratio"] <= 1 and r["bytes_hit"] <= requested
+    lru = rows[0]
+    # LRU at 2^63−1: 1 m, 1 H, 2 m (evicts 1), 2 H, 1 m, 3 m, 4 too big, 3 H, 1 m, 4 too big
+    assert (lru["hits"], lru["bytes_hit"]) == (3, (big - 1) + (big - 4096) + 3 * 2**61)
+    assert lru["byte_hit_ratio"] == lru["bytes_hit"] / requested
+    # the same exact figures through the in-memory path (a % size needs the working set)
+    whole = cli("simulate", str(t), "--policy", "lru", "--size", "100%", "--json")
+    assert whole.returncode == 2 and b"2^63-1" in whole.stderr  # 100% of 2^65 bytes is no cache
+    out = cli("simulate", str(t), "--policy", "lru,belady", "--size", str(big - 1), "--json")
+    rows2 = [json.loads(line) for line in out.stdout.splitlines()]
+    assert rows2[0] == lru and rows2[1]["bytes_requested"] == requested
+
+
+@pytest.mark.parametrize("codec", ["zst", "gz"])
+def test_truncated_or_damaged_compressed_trace_fails_with_the_file_and_offset(tmp_path, codec):
+    import gzip
+
+    import zstandard
+
+    data = b"timestamp,obj_id,obj_size\n" + b"".join(b"%d,%d,%d\n" % (i, i % 5000, 1000 + i % 7) for i in range(300_000))
+    packed = zstandard.ZstdCompressor().compress(data) if codec == "zst" else gzip.compress(data)
+    whole = tmp_path / f"t.csv.{codec}"
+    whole.write_bytes(packed)
+    ok = cli("simulate", str(whole), "--policy", "lru", "--size", "1MB", "--json")
+    assert ok.returncode == 0 and json.loads(ok.stdout)["requests"] == 300_000
+    cut = tmp_path / f"cut.csv.{codec}"
+    cut.write_bytes(packed[: len(packed) // 2])
+    for args in (["--size", "1MB"], ["--size", "5%"], ["--size", "1MB", "--mrc"]):
+        out = cli("simulate", str(cut), "--policy", "lru", *args, "--json")
+        err = out.stderr.decode()
+        assert out.returncode == 1, err
+        assert out.stdout == b""  # nothing partial printed as if complete
+        assert len(err.strip().splitlines()) == 1, err
+        assert str(cut) in err and f"at byte {len(packed) // 2} of the file" in err, err
+        assert "Traceback" not in err
+
+
+def test_oracle_general_input_gives_the_csv_figures(tmp_path):
+    import zstandard
+
+    rng = np.random.default_rng(3)
+    ids = rng.zipf(1.3, 50_000).astype(np.uint64) % np.uint64(3000)
+    sizes = (ids * np.uint64(7919) % np.uint64(10_000) + np.uint64(1)).astype(np.uint64)
+    csv = tmp_path / "t.csv"
+    csv.write_text("timestamp,obj_id,obj_size\n" + "".join(f"{i},{a},{b}\n" for i, (a, b) in enumerate(zip(ids, sizes))))
+    rec = np.zeros(len(ids), dtype=[("ts", "<u4"), ("id", "<u8"), ("size", "<u4"), ("next", "<i8")])
+    rec["ts"], rec["id"], rec["size"], rec["next"] = np.arange(len(ids)), ids, sizes, -1
+    og = tmp_path / "t.oracleGeneral.zst"
+    og.write_bytes(zstandard.ZstdCompressor().compress(rec.tobytes()))
+    args = ["--policy", "lru,arc,s3fifo", "--size", "1MB,5MB", "--json"]
+    a = cli("simulate", str(csv), *args)
+    b = cli("simulate", str(og), "--format", "oracle-general", *args)
+    assert a.returncode == 0 and b.returncode == 0, b.stderr
+    assert a.stdout == b.stdout
+    (tmp_path / "short.oracleGeneral").write_bytes(rec.tobytes()[:-5])
+    c = cli("simulate", str(tmp_path / "short.oracleGeneral"), "--format", "oracle-general", *args)
+    assert c.returncode == 1 and b"truncated oracleGeneral record 50000" in c.stderr and c.stdout == b""
+
+
 @pytest.mark.parametrize("text,expected", [
     ("10TB", 10 * 10**12), ("10TiB", 10 * 2**40), ("123", 123), ("1.5TB", 1_500_000_000_000),
     ("7 GiB", 7 * 2**30), ("18446744073709551615", 2**64 - 1),

@@ -161,3 +161,25 @@ def test_bad_site_rules_name_the_problem(tmp_path: Path, text: str, message: str
 def test_fixture_names_its_source():
     head = (FIXTURES / "naming_test_vectors.tsv").read_text().splitlines()[0]
     assert "naming_test_vectors.txt" in head
+
+
+def test_tier_fast_path_matches_the_typer_command(tmp_path):
+    # `cachescope tier …` runs without typer (start-up budget); it must answer as the typer command
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    exe = str(Path(sys.executable).parent / "cachescope")
+    paths = ["/store/mc/Run3Summer22/TTto2L2Nu/AODSIM/124X_v1/2550000/a.root",
+             "mc23_13p6TeV:DAOD_PHYS.36011922._000123.pool.root.1", "/eos/unknown/file"]
+    for extra in ([], ["--details"], ["--vo", "cms"]):
+        fast = subprocess.run([exe, "tier", *paths, *extra], capture_output=True, text=True)
+        slow = CliRunner().invoke(app, ["tier", *paths, *extra])
+        assert fast.returncode == slow.exit_code == 0, fast.stderr
+        assert fast.stdout == slow.stdout
+    bad = subprocess.run([exe, "tier", "--nope", "x"], capture_output=True, text=True)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+    missing = subprocess.run([exe, "tier", "--rules", str(tmp_path / "none.yaml"), "x"], capture_output=True, text=True)
+    assert missing.returncode == 2 and missing.stderr.startswith("cachescope tier: ")

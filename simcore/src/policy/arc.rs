@@ -55,73 +55,59 @@ struct Entry {
     /// T1, T2, B1 or B2.
     list: u8,
 }
+resident::queued_entry!(Entry, list);
 
 #[derive(Clone, Serialize, Deserialize)]
 pub struct ArcCache {
     capacity: u64,
     /// Target size of T1 in bytes (a float, as in libCacheSim).
     p: f64,
-    t1_bytes: u64,
-    t2_bytes: u64,
-    b1_bytes: u64,
-    b2_bytes: u64,
     /// libCacheSim's `curr_obj_in_L2_ghost` (see the module doc).
     in_b2_flag: bool,
-    map: Map<u32>,
-    arena: Arena<Entry>,
-    /// Lists indexed by T1, T2, B1, B2; head = MRU end.
-    lists: [List; 4],
+    table: Table<Entry>,
+    /// T1, T2, B1, B2 with their bytes; head = MRU end.
+    q: Queues,
 }
 
 impl ArcCache {
     #[inline]
-    fn bytes_mut(&mut self, list: u8) -> &mut u64 {
-        match list {
-            T1 => &mut self.t1_bytes,
-            T2 => &mut self.t2_bytes,
-            B1 => &mut self.b1_bytes,
-            _ => &mut self.b2_bytes,
-        }
+    fn bytes(&self, list: u8) -> u64 {
+        self.q.bytes[list as usize]
     }
 
     /// Move the LRU end of `from` (T1 or T2) to the MRU end of its ghost list.
     #[inline]
     fn demote(&mut self, from: u8, ev: &mut Evictions) {
-        let slot = self.arena.pop_back(&mut self.lists[from as usize]).expect("REPLACE needs a resident file");
-        let to = from + 2;
-        let e = self.arena.get_mut(slot);
-        e.list = to;
-        let (size, tier) = (e.size, e.tier);
-        self.arena.push_front(&mut self.lists[to as usize], slot);
-        *self.bytes_mut(from) -= size;
-        *self.bytes_mut(to) += size;
-        ev.push(size, tier);
+        let slot = self.q.pop_tail(&mut self.table, from);
+        let e = *self.table.get(slot);
+        self.q.push(&mut self.table, from + 2, slot);
+        ev.push(e.size, e.tier);
     }
 
     /// Drop the LRU end of a list entirely (a ghost, or a T1 file without ghost).
     #[inline]
     fn drop_tail(&mut self, list: u8) -> Entry {
-        let slot = self.arena.pop_back(&mut self.lists[list as usize]).expect("non-empty list");
-        let e = self.arena.release(slot);
-        self.map.remove(&e.id);
-        *self.bytes_mut(list) -= e.size;
-        e
+        let slot = self.q.pop_tail(&mut self.table, list);
+        self.table.free(slot)
     }
 
     /// REPLACE of the paper, with libCacheSim's conditions.
     #[inline]
     fn replace(&mut self, ev: &mut Evictions) {
-        let t1 = self.t1_bytes as f64;
-        let from_t1 = (self.t1_bytes > 0 && (t1 > self.p || (t1 == self.p && self.in_b2_flag))) || self.t2_bytes == 0;
+        let (t1_bytes, t2_bytes) = (self.bytes(T1), self.bytes(T2));
+        let t1 = t1_bytes as f64;
+        let from_t1 = (t1_bytes > 0 && (t1 > self.p || (t1 == self.p && self.in_b2_flag))) || t2_bytes == 0;
         self.demote(if from_t1 { T1 } else { T2 }, ev);
     }
 
     /// Case IV: the requested id is in none of the four lists.
     #[inline]
     fn evict_unknown(&mut self, size: u64, ev: &mut Evictions) {
-        let c = self.capacity;
-        if self.t1_bytes + self.b1_bytes + size > c {
-            if self.b1_bytes > 0 {
+        // u128: with capacities near 2^63 the four lists together can pass u64
+        let c = self.capacity as u128;
+        let [t1, t2, b1, b2] = self.q.bytes.map(|b| b as u128);
+        if t1 + b1 + size as u128 > c {
+            if b1 > 0 {
                 self.drop_tail(B1);
                 self.replace(ev);
             } else {
@@ -129,8 +115,7 @@ impl ArcCache {
                 ev.push(e.size, e.tier);
             }
         } else {
-            let total = self.t1_bytes + self.t2_bytes + self.b1_bytes + self.b2_bytes;
-            if total >= 2 * c && self.b2_bytes > 0 {
+            if t1 + t2 + b1 + b2 >= 2 * c && b2 > 0 {
                 self.drop_tail(B2);
             }
             self.replace(ev);
@@ -140,59 +125,42 @@ impl ArcCache {
 
 impl Policy for ArcCache {
     fn build(capacity: u64, _: &Params) -> Result<Self, String> {
-        Ok(ArcCache {
-            capacity,
-            p: 0.0,
-            t1_bytes: 0,
-            t2_bytes: 0,
-            b1_bytes: 0,
-            b2_bytes: 0,
-            in_b2_flag: false,
-            map: Map::default(),
-            arena: Arena::new(),
-            lists: [List::default(); 4],
-        })
+        Ok(ArcCache { capacity, p: 0.0, in_b2_flag: false, table: Table::default(), q: Queues::default() })
     }
 
     #[inline]
     fn access(&mut self, req: &Request, ev: &mut Evictions) -> Outcome {
         let mut ghost_hit = false;
-        if let Some(&slot) = self.map.get(&req.id) {
+        if let Some(slot) = self.table.slot(req.id) {
             self.in_b2_flag = false;
-            let e = *self.arena.get(slot);
-            match e.list {
+            match self.table.get(slot).list {
                 T1 => {
-                    self.arena.unlink(&mut self.lists[T1 as usize], slot);
-                    self.arena.push_front(&mut self.lists[T2 as usize], slot);
-                    self.arena.get_mut(slot).list = T2;
-                    self.t1_bytes -= e.size;
-                    self.t2_bytes += e.size;
+                    self.q.unlink(&mut self.table, slot);
+                    self.q.push(&mut self.table, T2, slot);
                     return Outcome::hit(req);
                 }
                 T2 => {
-                    self.arena.move_to_front(&mut self.lists[T2 as usize], slot);
+                    self.q.move_to_front(&mut self.table, slot);
                     return Outcome::hit(req);
                 }
                 B1 => {
-                    let delta = (self.b2_bytes as f64 / self.b1_bytes as f64).max(1.0);
+                    let delta = (self.bytes(B2) as f64 / self.bytes(B1) as f64).max(1.0);
                     self.p = (self.p + delta).min(self.capacity as f64);
                 }
                 _ => {
-                    let delta = (self.b1_bytes as f64 / self.b2_bytes as f64).max(1.0);
+                    let delta = (self.bytes(B1) as f64 / self.bytes(B2) as f64).max(1.0);
                     self.p = (self.p - delta).max(0.0);
                     self.in_b2_flag = true;
                 }
             }
             ghost_hit = true;
-            self.arena.unlink(&mut self.lists[e.list as usize], slot);
-            self.arena.release(slot);
-            self.map.remove(&req.id);
-            *self.bytes_mut(e.list) -= e.size;
+            self.q.unlink(&mut self.table, slot);
+            self.table.free(slot);
         }
         if req.size > self.capacity {
             return Outcome::miss(0);
         }
-        while self.t1_bytes + self.t2_bytes + req.size > self.capacity {
+        while req.size > self.capacity - self.used_bytes() {
             if ghost_hit {
                 self.replace(ev);
             } else {
@@ -205,41 +173,29 @@ impl Policy for ArcCache {
         } else {
             T1
         };
-        let slot = self.arena.alloc(Entry { id: req.id, size: req.size, tier: req.tier, list });
-        self.arena.push_front(&mut self.lists[list as usize], slot);
-        self.map.insert(req.id, slot);
-        *self.bytes_mut(list) += req.size;
+        let slot = self.table.insert(Entry { id: req.id, size: req.size, tier: req.tier, list });
+        self.q.push(&mut self.table, list, slot);
         Outcome::miss(req.size)
     }
 
     fn remove(&mut self, id: u64) -> bool {
-        match self.map.remove(&id) {
-            Some(slot) => {
-                let e = *self.arena.get(slot);
-                self.arena.unlink(&mut self.lists[e.list as usize], slot);
-                self.arena.release(slot);
-                *self.bytes_mut(e.list) -= e.size;
-                e.list == T1 || e.list == T2
-            }
-            None => false,
-        }
+        self.q.remove(&mut self.table, id).is_some_and(|l| l <= T2)
     }
 
     fn contains(&self, id: u64) -> bool {
-        self.map.get(&id).is_some_and(|&s| self.arena.get(s).list <= T2)
+        self.table.slot(id).is_some_and(|s| self.table.get(s).list <= T2)
     }
     fn used_bytes(&self) -> u64 {
-        self.t1_bytes + self.t2_bytes
+        self.bytes(T1) + self.bytes(T2)
     }
     fn capacity(&self) -> u64 {
         self.capacity
     }
     fn len(&self) -> usize {
-        self.lists[T1 as usize].len() + self.lists[T2 as usize].len()
+        self.q.len(T1) + self.q.len(T2)
     }
 }
 
-/// Shared property checks for the policies of this family of files (used by their tests).
 #[cfg(test)]
 pub(crate) mod check {
     use super::super::*;

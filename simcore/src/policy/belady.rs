@@ -36,13 +36,11 @@ struct Entry {
     /// Position in `heap` (1-based).
     pos: u32,
 }
+resident::entry!(Entry);
 
 #[derive(Clone, Serialize, Deserialize)]
 pub struct Belady {
-    capacity: u64,
-    used: u64,
-    map: Map<u32>,
-    arena: Arena<Entry>,
+    res: Resident<Entry>,
     /// Max-heap of arena slots by `next`; index 0 is unused.
     heap: Vec<u32>,
 }
@@ -50,18 +48,18 @@ pub struct Belady {
 impl Belady {
     #[inline]
     fn key(&self, i: usize) -> u64 {
-        self.arena.get(self.heap[i]).next
+        self.res.table.arena.get(self.heap[i]).next
     }
 
     #[inline]
     fn place(&mut self, i: usize, slot: u32) {
         self.heap[i] = slot;
-        self.arena.get_mut(slot).pos = i as u32;
+        self.res.table.arena.get_mut(slot).pos = i as u32;
     }
 
     fn sift_up(&mut self, mut i: usize) {
         let slot = self.heap[i];
-        let key = self.arena.get(slot).next;
+        let key = self.res.table.arena.get(slot).next;
         while i > 1 && self.key(i / 2) < key {
             self.place(i, self.heap[i / 2]);
             i /= 2;
@@ -81,7 +79,7 @@ impl Belady {
 
     fn sift_down(&mut self, mut i: usize) {
         let slot = self.heap[i];
-        let key = self.arena.get(slot).next;
+        let key = self.res.table.arena.get(slot).next;
         while let Some(c) = self.larger_child(i) {
             if key >= self.key(c) {
                 break;
@@ -94,11 +92,11 @@ impl Belady {
 
     /// Take `slot` out of the heap.
     fn heap_remove(&mut self, slot: u32) {
-        let i = self.arena.get(slot).pos as usize;
+        let i = self.res.table.arena.get(slot).pos as usize;
         let last = self.heap.pop().expect("a resident file is in the heap");
         if i < self.heap.len() {
             self.place(i, last);
-            if self.arena.get(slot).next < self.arena.get(last).next {
+            if self.res.table.arena.get(slot).next < self.res.table.arena.get(last).next {
                 self.sift_up(i);
             } else {
                 self.sift_down(i);
@@ -109,13 +107,13 @@ impl Belady {
 
 impl Policy for Belady {
     fn build(capacity: u64, _: &Params) -> Result<Self, String> {
-        Ok(Belady { capacity, used: 0, map: Map::default(), arena: Arena::new(), heap: vec![NIL] })
+        Ok(Belady { res: Resident::new(capacity), heap: vec![NIL] })
     }
 
     #[inline]
     fn access(&mut self, req: &Request, ev: &mut Evictions) -> Outcome {
-        if let Some(&slot) = self.map.get(&req.id) {
-            let e = self.arena.get_mut(slot);
+        if let Some(slot) = self.res.slot(req.id) {
+            let e = self.res.get_mut(slot);
             let (old, pos) = (e.next, e.pos as usize);
             e.next = req.next_access;
             if old < req.next_access {
@@ -125,49 +123,33 @@ impl Policy for Belady {
             }
             return Outcome::hit(req);
         }
-        if req.size > self.capacity {
+        if self.res.too_big(req.size) {
             return Outcome::miss(0);
         }
-        while self.used + req.size > self.capacity {
+        // the heap's helpers need the whole policy: the admit loop is spelled out here
+        while self.res.must_evict(req.size) {
             let top = *self.heap.get(1).expect("used > 0 implies a resident file");
             self.heap_remove(top);
-            let e = self.arena.release(top);
-            self.map.remove(&e.id);
-            self.used -= e.size;
-            ev.push(e.size, e.tier);
+            self.res.evict(top, ev);
         }
-        let entry = Entry { id: req.id, size: req.size, tier: req.tier, next: req.next_access, pos: 0 };
-        let slot = self.arena.alloc(entry);
+        let slot = self.res.insert(Entry { id: req.id, size: req.size, tier: req.tier, next: req.next_access, pos: 0 });
         self.heap.push(slot);
         self.sift_up(self.heap.len() - 1);
-        self.map.insert(req.id, slot);
-        self.used += req.size;
         Outcome::miss(req.size)
     }
 
     fn remove(&mut self, id: u64) -> bool {
-        match self.map.remove(&id) {
+        match self.res.slot(id) {
             Some(slot) => {
                 self.heap_remove(slot);
-                self.used -= self.arena.release(slot).size;
+                self.res.drop_slot(slot);
                 true
             }
             None => false,
         }
     }
 
-    fn contains(&self, id: u64) -> bool {
-        self.map.contains_key(&id)
-    }
-    fn used_bytes(&self) -> u64 {
-        self.used
-    }
-    fn capacity(&self) -> u64 {
-        self.capacity
-    }
-    fn len(&self) -> usize {
-        self.map.len()
-    }
+    resident_queries!(res);
 }
 
 #[cfg(test)]
@@ -254,9 +236,9 @@ mod tests {
             let super::super::AnyPolicy::Belady(b) = &p else { unreachable!() };
             for j in 2..b.heap.len() {
                 assert!(b.key(j / 2) >= b.key(j), "heap order broken at {j}");
-                assert_eq!(b.arena.get(b.heap[j]).pos as usize, j);
+                assert_eq!(b.res.table.arena.get(b.heap[j]).pos as usize, j);
             }
-            assert_eq!(b.heap.len() - 1, b.map.len());
+            assert_eq!(b.heap.len() - 1, b.res.len());
         }
     }
 

@@ -30,18 +30,14 @@ struct Entry {
     id: u64,
     size: u64,
     tier: u8,
-    /// Reference counter, 0..=max_freq.
     freq: u8,
 }
+resident::entry!(Entry);
 
 #[derive(Clone, Serialize, Deserialize)]
 pub struct Clock {
-    capacity: u64,
-    used: u64,
     max_freq: u8,
-    map: Map<u32>,
-    arena: Arena<Entry>,
-    /// Head = newest; the hand works from the tail.
+    res: Resident<Entry>,
     queue: List,
 }
 
@@ -52,68 +48,56 @@ impl Policy for Clock {
             return Err(format!("parameter bits={bits} must be an integer in 1..=8"));
         }
         let max_freq = ((1u32 << bits as u32) - 1) as u8;
-        Ok(Clock { capacity, used: 0, max_freq, map: Map::default(), arena: Arena::new(), queue: List::default() })
+        Ok(Clock { max_freq, res: Resident::new(capacity), queue: List::default() })
     }
 
     #[inline]
     fn access(&mut self, req: &Request, ev: &mut Evictions) -> Outcome {
-        if let Some(&slot) = self.map.get(&req.id) {
-            let e = self.arena.get_mut(slot);
+        if let Some(slot) = self.res.slot(req.id) {
+            let e = self.res.get_mut(slot);
             if e.freq < self.max_freq {
                 e.freq += 1;
             }
             return Outcome::hit(req);
         }
-        if req.size > self.capacity {
-            return Outcome::miss(0);
-        }
-        while self.used + req.size > self.capacity {
-            let tail = self.queue.tail().expect("used > 0 implies a resident file");
-            let e = self.arena.get_mut(tail);
+        let queue = &mut self.queue;
+        let entry = Entry { id: req.id, size: req.size, tier: req.tier, freq: 0 };
+        let admitted = self.res.admit(req, ev, entry, |r, ev| loop {
+            // the hand is the tail: a referenced file loses one count and goes round again
+            let tail = queue.tail().expect("used > 0 implies a resident file");
+            let e = r.get_mut(tail);
             if e.freq > 0 {
                 e.freq -= 1;
-                self.arena.move_to_front(&mut self.queue, tail);
+                r.arena().move_to_front(queue, tail);
                 continue;
             }
-            self.arena.unlink(&mut self.queue, tail);
-            let e = self.arena.release(tail);
-            self.map.remove(&e.id);
-            self.used -= e.size;
-            ev.push(e.size, e.tier);
+            r.arena().unlink(queue, tail);
+            r.evict(tail, ev);
+            return;
+        });
+        match admitted {
+            Some(slot) => {
+                self.res.arena().push_front(&mut self.queue, slot);
+                Outcome::miss(req.size)
+            }
+            None => Outcome::miss(0),
         }
-        let slot = self.arena.alloc(Entry { id: req.id, size: req.size, tier: req.tier, freq: 0 });
-        self.arena.push_front(&mut self.queue, slot);
-        self.map.insert(req.id, slot);
-        self.used += req.size;
-        Outcome::miss(req.size)
     }
 
     fn remove(&mut self, id: u64) -> bool {
-        match self.map.remove(&id) {
+        match self.res.slot(id) {
             Some(slot) => {
-                self.arena.unlink(&mut self.queue, slot);
-                self.used -= self.arena.release(slot).size;
+                self.res.arena().unlink(&mut self.queue, slot);
+                self.res.drop_slot(slot);
                 true
             }
             None => false,
         }
     }
 
-    fn contains(&self, id: u64) -> bool {
-        self.map.contains_key(&id)
-    }
-    fn used_bytes(&self) -> u64 {
-        self.used
-    }
-    fn capacity(&self) -> u64 {
-        self.capacity
-    }
-    fn len(&self) -> usize {
-        self.map.len()
-    }
+    resident_queries!(res);
 }
 
-/// Checks shared by the tests of clock, slru, lfu, lfuda, gdsf, sieve and belady.
 #[cfg(test)]
 pub(crate) mod checks {
     use super::super::testing::*;

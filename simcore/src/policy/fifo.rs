@@ -11,66 +11,51 @@ struct Entry {
     size: u64,
     tier: u8,
 }
+resident::entry!(Entry);
 
 #[derive(Clone, Serialize, Deserialize)]
 pub struct Fifo {
-    capacity: u64,
-    used: u64,
-    map: Map<u32>,
-    arena: Arena<Entry>,
+    res: Resident<Entry>,
     queue: List,
 }
 
 impl Policy for Fifo {
     fn build(capacity: u64, _: &Params) -> Result<Self, String> {
-        Ok(Fifo { capacity, used: 0, map: Map::default(), arena: Arena::new(), queue: List::default() })
+        Ok(Fifo { res: Resident::new(capacity), queue: List::default() })
     }
 
     #[inline]
     fn access(&mut self, req: &Request, ev: &mut Evictions) -> Outcome {
-        if self.map.contains_key(&req.id) {
+        if self.res.contains(req.id) {
             return Outcome::hit(req);
         }
-        if req.size > self.capacity {
-            return Outcome::miss(0);
+        let queue = &mut self.queue;
+        let entry = Entry { id: req.id, size: req.size, tier: req.tier };
+        let admitted = self.res.admit(req, ev, entry, |r, ev| {
+            let victim = r.arena().pop_back(queue).expect("used > 0 implies a resident file");
+            r.evict(victim, ev);
+        });
+        match admitted {
+            Some(slot) => {
+                self.res.arena().push_front(&mut self.queue, slot);
+                Outcome::miss(req.size)
+            }
+            None => Outcome::miss(0),
         }
-        while self.used + req.size > self.capacity {
-            let victim = self.arena.pop_back(&mut self.queue).expect("used > 0 implies a resident file");
-            let e = self.arena.release(victim);
-            self.map.remove(&e.id);
-            self.used -= e.size;
-            ev.push(e.size, e.tier);
-        }
-        let slot = self.arena.alloc(Entry { id: req.id, size: req.size, tier: req.tier });
-        self.arena.push_front(&mut self.queue, slot);
-        self.map.insert(req.id, slot);
-        self.used += req.size;
-        Outcome::miss(req.size)
     }
 
     fn remove(&mut self, id: u64) -> bool {
-        match self.map.remove(&id) {
+        match self.res.slot(id) {
             Some(slot) => {
-                self.arena.unlink(&mut self.queue, slot);
-                self.used -= self.arena.release(slot).size;
+                self.res.arena().unlink(&mut self.queue, slot);
+                self.res.drop_slot(slot);
                 true
             }
             None => false,
         }
     }
 
-    fn contains(&self, id: u64) -> bool {
-        self.map.contains_key(&id)
-    }
-    fn used_bytes(&self) -> u64 {
-        self.used
-    }
-    fn capacity(&self) -> u64 {
-        self.capacity
-    }
-    fn len(&self) -> usize {
-        self.map.len()
-    }
+    resident_queries!(res);
 }
 
 #[cfg(test)]

@@ -50,17 +50,15 @@ struct Entry {
     /// The seq of this file's entry in `queue` (0 = the slot is free).
     queued: u64,
 }
+resident::entry!(Entry);
 
 #[derive(Clone, Serialize, Deserialize)]
 pub struct Gdsf {
-    capacity: u64,
-    used: u64,
     /// Priority of the last evicted file.
     age: f64,
     /// Requests seen, orders equal priorities.
     seq: u64,
-    map: Map<u32>,
-    arena: Arena<Entry>,
+    res: Resident<Entry>,
     /// Min-heap of (H bits, seq, slot): one entry per resident file, possibly with an older
     /// (smaller) key, plus entries of removed files not yet surfaced.
     queue: QuadHeap,
@@ -128,78 +126,74 @@ impl QuadHeap {
     }
 }
 
-impl Gdsf {
-    #[inline]
-    fn priority(&self, freq: u64, size: u64) -> u64 {
-        let h = self.age + freq as f64 * COST / size.max(1) as f64;
-        debug_assert!(h.is_finite() && h > 0.0);
-        h.to_bits()
-    }
+#[inline]
+fn priority(age: f64, freq: u64, size: u64) -> u64 {
+    let h = age + freq as f64 * COST / size.max(1) as f64;
+    debug_assert!(h.is_finite() && h > 0.0);
+    h.to_bits()
+}
 
-    /// Pop the resident file with the smallest current key.
-    fn pop_min(&mut self) -> (u64, u32) {
-        loop {
-            let (pri, seq, slot) = self.queue.pop().expect("used > 0 implies a resident file");
-            let e = self.arena.get_mut(slot);
-            if e.queued != seq {
-                continue; // a removed file's entry
-            }
-            if e.seq == seq {
-                return (pri, slot);
-            }
-            // hit since it was queued: requeue with its current key
-            e.queued = e.seq;
-            let key = (e.pri, e.seq, slot);
-            self.queue.push(key);
+/// Pop the resident file with the smallest current key.
+fn pop_min(res: &mut Resident<Entry>, queue: &mut QuadHeap) -> (u64, u32) {
+    loop {
+        let (pri, seq, slot) = queue.pop().expect("used > 0 implies a resident file");
+        let e = res.get_mut(slot);
+        if e.queued != seq {
+            continue; // a removed file's entry
         }
+        if e.seq == seq {
+            return (pri, slot);
+        }
+        // hit since it was queued: requeue with its current key
+        e.queued = e.seq;
+        let key = (e.pri, e.seq, slot);
+        queue.push(key);
     }
 }
 
 impl Policy for Gdsf {
     fn build(capacity: u64, _: &Params) -> Result<Self, String> {
-        let (map, arena, queue) = (Map::default(), Arena::new(), QuadHeap::default());
-        Ok(Gdsf { capacity, used: 0, age: 0.0, seq: 0, map, arena, queue })
+        Ok(Gdsf { age: 0.0, seq: 0, res: Resident::new(capacity), queue: QuadHeap::default() })
     }
 
     #[inline]
     fn access(&mut self, req: &Request, ev: &mut Evictions) -> Outcome {
         self.seq += 1;
         let seq = self.seq;
-        if let Some(&slot) = self.map.get(&req.id) {
-            let Entry { freq, size, .. } = *self.arena.get(slot);
-            let pri = self.priority(freq + 1, size);
-            let e = self.arena.get_mut(slot);
+        if let Some(slot) = self.res.slot(req.id) {
+            let Entry { freq, size, .. } = *self.res.get(slot);
+            let pri = priority(self.age, freq + 1, size);
+            let e = self.res.get_mut(slot);
             (e.freq, e.pri, e.seq) = (freq + 1, pri, seq);
             return Outcome::hit(req);
         }
-        if req.size > self.capacity {
-            return Outcome::miss(0);
+        let (queue, age) = (&mut self.queue, &mut self.age);
+        // the priority is set once room is made (evictions raise the age)
+        let entry = Entry { id: req.id, size: req.size, tier: req.tier, freq: 1, pri: 0, seq, queued: seq };
+        let admitted = self.res.admit(req, ev, entry, |r, ev| {
+            let (pri, slot) = pop_min(r, queue);
+            *age = f64::from_bits(pri);
+            r.evict(slot, ev);
+        });
+        match admitted {
+            Some(slot) => {
+                let pri = priority(self.age, 1, req.size);
+                self.res.get_mut(slot).pri = pri;
+                self.queue.push((pri, seq, slot));
+                Outcome::miss(req.size)
+            }
+            None => Outcome::miss(0),
         }
-        while self.used + req.size > self.capacity {
-            let (pri, slot) = self.pop_min();
-            self.age = f64::from_bits(pri);
-            let e = self.arena.release(slot);
-            self.map.remove(&e.id);
-            self.used -= e.size;
-            ev.push(e.size, e.tier);
-        }
-        let pri = self.priority(1, req.size);
-        let entry = Entry { id: req.id, size: req.size, tier: req.tier, freq: 1, pri, seq, queued: seq };
-        let slot = self.arena.alloc(entry);
-        self.queue.push((pri, seq, slot));
-        self.map.insert(req.id, slot);
-        self.used += req.size;
-        Outcome::miss(req.size)
     }
 
     fn remove(&mut self, id: u64) -> bool {
-        match self.map.remove(&id) {
+        match self.res.slot(id) {
             Some(slot) => {
                 // its queue entry is dropped when it surfaces: a released slot has queued = 0,
                 // a reused one a newer seq
-                self.used -= self.arena.release(slot).size;
-                if self.queue.len() > 2 * self.map.len() + 1024 {
-                    let arena = &self.arena;
+                self.res.drop_slot(slot);
+                if self.queue.len() > 2 * self.res.len() + 1024 {
+                    let arena = &self.res.table.arena;
                     self.queue.retain(|&(_, seq, slot)| arena.get(slot).queued == seq);
                 }
                 true
@@ -208,18 +202,7 @@ impl Policy for Gdsf {
         }
     }
 
-    fn contains(&self, id: u64) -> bool {
-        self.map.contains_key(&id)
-    }
-    fn used_bytes(&self) -> u64 {
-        self.used
-    }
-    fn capacity(&self) -> u64 {
-        self.capacity
-    }
-    fn len(&self) -> usize {
-        self.map.len()
-    }
+    resident_queries!(res);
 }
 
 #[cfg(test)]

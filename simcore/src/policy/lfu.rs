@@ -32,13 +32,11 @@ struct Entry {
     tier: u8,
     freq: u64,
 }
+resident::entry!(Entry);
 
 #[derive(Clone, Serialize, Deserialize)]
 pub struct Lfu {
-    capacity: u64,
-    used: u64,
-    map: Map<u32>,
-    arena: Arena<Entry>,
+    res: Resident<Entry>,
     /// Non-empty frequency buckets; in each list the head is the newest arrival.
     buckets: BTreeMap<u64, List>,
 }
@@ -46,7 +44,7 @@ pub struct Lfu {
 impl Lfu {
     fn unlink(&mut self, slot: u32, freq: u64) {
         let list = self.buckets.get_mut(&freq).expect("a resident file is in its bucket");
-        self.arena.unlink(list, slot);
+        self.res.arena().unlink(list, slot);
         if list.is_empty() {
             self.buckets.remove(&freq);
         }
@@ -55,63 +53,51 @@ impl Lfu {
 
 impl Policy for Lfu {
     fn build(capacity: u64, _: &Params) -> Result<Self, String> {
-        Ok(Lfu { capacity, used: 0, map: Map::default(), arena: Arena::new(), buckets: BTreeMap::new() })
+        Ok(Lfu { res: Resident::new(capacity), buckets: BTreeMap::new() })
     }
 
     #[inline]
     fn access(&mut self, req: &Request, ev: &mut Evictions) -> Outcome {
-        if let Some(&slot) = self.map.get(&req.id) {
-            let f = self.arena.get(slot).freq;
+        if let Some(slot) = self.res.slot(req.id) {
+            let f = self.res.get(slot).freq;
             self.unlink(slot, f);
-            self.arena.get_mut(slot).freq = f + 1;
-            self.arena.push_front(self.buckets.entry(f + 1).or_default(), slot);
+            self.res.get_mut(slot).freq = f + 1;
+            self.res.arena().push_front(self.buckets.entry(f + 1).or_default(), slot);
             return Outcome::hit(req);
         }
-        if req.size > self.capacity {
-            return Outcome::miss(0);
-        }
-        while self.used + req.size > self.capacity {
-            let mut lowest = self.buckets.first_entry().expect("used > 0 implies a resident file");
-            let slot = self.arena.pop_back(lowest.get_mut()).expect("buckets are non-empty");
+        let buckets = &mut self.buckets;
+        let entry = Entry { id: req.id, size: req.size, tier: req.tier, freq: 1 };
+        let admitted = self.res.admit(req, ev, entry, |r, ev| {
+            // lowest frequency, oldest arrival first
+            let mut lowest = buckets.first_entry().expect("used > 0 implies a resident file");
+            let slot = r.arena().pop_back(lowest.get_mut()).expect("buckets are non-empty");
             if lowest.get().is_empty() {
                 lowest.remove();
             }
-            let e = self.arena.release(slot);
-            self.map.remove(&e.id);
-            self.used -= e.size;
-            ev.push(e.size, e.tier);
+            r.evict(slot, ev);
+        });
+        match admitted {
+            Some(slot) => {
+                self.res.arena().push_front(self.buckets.entry(1).or_default(), slot);
+                Outcome::miss(req.size)
+            }
+            None => Outcome::miss(0),
         }
-        let slot = self.arena.alloc(Entry { id: req.id, size: req.size, tier: req.tier, freq: 1 });
-        self.arena.push_front(self.buckets.entry(1).or_default(), slot);
-        self.map.insert(req.id, slot);
-        self.used += req.size;
-        Outcome::miss(req.size)
     }
 
     fn remove(&mut self, id: u64) -> bool {
-        match self.map.remove(&id) {
+        match self.res.slot(id) {
             Some(slot) => {
-                let f = self.arena.get(slot).freq;
+                let f = self.res.get(slot).freq;
                 self.unlink(slot, f);
-                self.used -= self.arena.release(slot).size;
+                self.res.drop_slot(slot);
                 true
             }
             None => false,
         }
     }
 
-    fn contains(&self, id: u64) -> bool {
-        self.map.contains_key(&id)
-    }
-    fn used_bytes(&self) -> u64 {
-        self.used
-    }
-    fn capacity(&self) -> u64 {
-        self.capacity
-    }
-    fn len(&self) -> usize {
-        self.map.len()
-    }
+    resident_queries!(res);
 }
 
 #[cfg(test)]

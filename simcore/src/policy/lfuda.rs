@@ -34,22 +34,20 @@ struct Entry {
     freq: u64,
     key: u64,
 }
+resident::entry!(Entry);
 
 #[derive(Clone, Serialize, Deserialize)]
 pub struct Lfuda {
-    capacity: u64,
-    used: u64,
     /// Cache age: the key of the last evicted file.
     age: u64,
-    map: Map<u32>,
-    arena: Arena<Entry>,
+    res: Resident<Entry>,
     buckets: BTreeMap<u64, List>,
 }
 
 impl Lfuda {
     fn unlink(&mut self, slot: u32, key: u64) {
         let list = self.buckets.get_mut(&key).expect("a resident file is in its bucket");
-        self.arena.unlink(list, slot);
+        self.res.arena().unlink(list, slot);
         if list.is_empty() {
             self.buckets.remove(&key);
         }
@@ -58,68 +56,57 @@ impl Lfuda {
 
 impl Policy for Lfuda {
     fn build(capacity: u64, _: &Params) -> Result<Self, String> {
-        Ok(Lfuda { capacity, used: 0, age: 0, map: Map::default(), arena: Arena::new(), buckets: BTreeMap::new() })
+        Ok(Lfuda { age: 0, res: Resident::new(capacity), buckets: BTreeMap::new() })
     }
 
     #[inline]
     fn access(&mut self, req: &Request, ev: &mut Evictions) -> Outcome {
-        if let Some(&slot) = self.map.get(&req.id) {
-            let Entry { freq, key, .. } = *self.arena.get(slot);
+        if let Some(slot) = self.res.slot(req.id) {
+            let Entry { freq, key, .. } = *self.res.get(slot);
             self.unlink(slot, key);
-            let e = self.arena.get_mut(slot);
+            let e = self.res.get_mut(slot);
             e.freq = freq + 1;
             e.key = e.freq + self.age;
             let key = e.key;
-            self.arena.push_front(self.buckets.entry(key).or_default(), slot);
+            self.res.arena().push_front(self.buckets.entry(key).or_default(), slot);
             return Outcome::hit(req);
         }
-        if req.size > self.capacity {
-            return Outcome::miss(0);
-        }
-        while self.used + req.size > self.capacity {
-            let mut lowest = self.buckets.first_entry().expect("used > 0 implies a resident file");
-            self.age = *lowest.key();
-            let slot = self.arena.pop_back(lowest.get_mut()).expect("buckets are non-empty");
+        let (buckets, age) = (&mut self.buckets, &mut self.age);
+        // the key is set once room is made (evictions raise the age)
+        let entry = Entry { id: req.id, size: req.size, tier: req.tier, freq: 1, key: 0 };
+        let admitted = self.res.admit(req, ev, entry, |r, ev| {
+            let mut lowest = buckets.first_entry().expect("used > 0 implies a resident file");
+            *age = *lowest.key();
+            let slot = r.arena().pop_back(lowest.get_mut()).expect("buckets are non-empty");
             if lowest.get().is_empty() {
                 lowest.remove();
             }
-            let e = self.arena.release(slot);
-            self.map.remove(&e.id);
-            self.used -= e.size;
-            ev.push(e.size, e.tier);
+            r.evict(slot, ev);
+        });
+        match admitted {
+            Some(slot) => {
+                let key = 1 + self.age;
+                self.res.get_mut(slot).key = key;
+                self.res.arena().push_front(self.buckets.entry(key).or_default(), slot);
+                Outcome::miss(req.size)
+            }
+            None => Outcome::miss(0),
         }
-        let key = 1 + self.age;
-        let slot = self.arena.alloc(Entry { id: req.id, size: req.size, tier: req.tier, freq: 1, key });
-        self.arena.push_front(self.buckets.entry(key).or_default(), slot);
-        self.map.insert(req.id, slot);
-        self.used += req.size;
-        Outcome::miss(req.size)
     }
 
     fn remove(&mut self, id: u64) -> bool {
-        match self.map.remove(&id) {
+        match self.res.slot(id) {
             Some(slot) => {
-                let key = self.arena.get(slot).key;
+                let key = self.res.get(slot).key;
                 self.unlink(slot, key);
-                self.used -= self.arena.release(slot).size;
+                self.res.drop_slot(slot);
                 true
             }
             None => false,
         }
     }
 
-    fn contains(&self, id: u64) -> bool {
-        self.map.contains_key(&id)
-    }
-    fn used_bytes(&self) -> u64 {
-        self.used
-    }
-    fn capacity(&self) -> u64 {
-        self.capacity
-    }
-    fn len(&self) -> usize {
-        self.map.len()
-    }
+    resident_queries!(res);
 }
 
 #[cfg(test)]

@@ -11,6 +11,10 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
 pub use crate::util::arena::{Arena, List, NIL};
+pub use resident::{Queues, Resident, Table};
+pub(crate) use resident::resident_queries;
+
+pub mod resident;
 
 pub type Map<V> = rustc_hash::FxHashMap<u64, V>;
 

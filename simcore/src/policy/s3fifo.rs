@@ -48,6 +48,7 @@ struct Entry {
     tier: u8,
     queue: u8,
 }
+resident::queued_entry!(Entry, queue);
 
 #[derive(Clone, Serialize, Deserialize)]
 pub struct S3Fifo {
@@ -56,72 +57,46 @@ pub struct S3Fifo {
     main_cap: u64,
     ghost_cap: u64,
     move_threshold: u32,
-    /// Bytes in small, main, ghost.
-    bytes: [u64; 3],
-    map: Map<u32>,
-    arena: Arena<Entry>,
-    /// small, main, ghost; head = newest.
-    queues: [List; 3],
+    table: Table<Entry>,
+    /// small, main, ghost
+    q: Queues,
 }
 
 impl S3Fifo {
-    #[inline]
-    fn push(&mut self, q: u8, slot: u32) {
-        let e = self.arena.get_mut(slot);
-        e.queue = q;
-        let size = e.size;
-        self.arena.push_front(&mut self.queues[q as usize], slot);
-        self.bytes[q as usize] += size;
-    }
-
-    #[inline]
-    fn pop_tail(&mut self, q: u8) -> u32 {
-        let slot = self.arena.pop_back(&mut self.queues[q as usize]).expect("non-empty queue");
-        self.bytes[q as usize] -= self.arena.get(slot).size;
-        slot
-    }
-
-    #[inline]
-    fn free(&mut self, slot: u32) {
-        let e = self.arena.release(slot);
-        self.map.remove(&e.id);
-    }
-
     fn evict_small(&mut self, ev: &mut Evictions) {
-        while !self.queues[SMALL as usize].is_empty() {
-            let slot = self.pop_tail(SMALL);
-            let e = *self.arena.get(slot);
+        while !self.q.is_empty(SMALL) {
+            let slot = self.q.pop_tail(&mut self.table, SMALL);
+            let e = *self.table.get(slot);
             if e.freq >= self.move_threshold {
-                self.arena.get_mut(slot).freq = 0;
-                self.push(MAIN, slot);
+                self.table.get_mut(slot).freq = 0;
+                self.q.push(&mut self.table, MAIN, slot);
                 continue;
             }
             ev.push(e.size, e.tier);
             if self.ghost_cap == 0 || e.size > self.ghost_cap {
-                self.free(slot);
+                self.table.free(slot);
             } else {
-                while self.bytes[GHOST as usize] + e.size > self.ghost_cap {
-                    let g = self.pop_tail(GHOST);
-                    self.free(g);
+                while self.q.bytes[GHOST as usize] + e.size > self.ghost_cap {
+                    let g = self.q.pop_tail(&mut self.table, GHOST);
+                    self.table.free(g);
                 }
-                self.arena.get_mut(slot).freq = 0;
-                self.push(GHOST, slot);
+                self.table.get_mut(slot).freq = 0;
+                self.q.push(&mut self.table, GHOST, slot);
             }
             return;
         }
     }
 
     fn evict_main(&mut self, ev: &mut Evictions) {
-        while !self.queues[MAIN as usize].is_empty() {
-            let slot = self.pop_tail(MAIN);
-            let e = self.arena.get_mut(slot);
+        while !self.q.is_empty(MAIN) {
+            let slot = self.q.pop_tail(&mut self.table, MAIN);
+            let e = self.table.get_mut(slot);
             if e.freq >= 1 {
                 e.freq = e.freq.min(3) - 1;
-                self.push(MAIN, slot);
+                self.q.push(&mut self.table, MAIN, slot);
             } else {
-                let (size, tier) = (e.size, e.tier);
-                self.free(slot);
-                ev.push(size, tier);
+                let e = self.table.free(slot);
+                ev.push(e.size, e.tier);
                 return;
             }
         }
@@ -129,11 +104,16 @@ impl S3Fifo {
 
     #[inline]
     fn evict(&mut self, ev: &mut Evictions) {
-        if self.bytes[MAIN as usize] > self.main_cap || self.queues[SMALL as usize].is_empty() {
+        if self.q.bytes[MAIN as usize] > self.main_cap || self.q.is_empty(SMALL) {
             self.evict_main(ev);
         } else {
             self.evict_small(ev);
         }
+    }
+
+    #[inline]
+    fn used(&self) -> u64 {
+        self.q.bytes[SMALL as usize] + self.q.bytes[MAIN as usize]
     }
 }
 
@@ -156,31 +136,28 @@ impl Policy for S3Fifo {
             main_cap: capacity - small_cap,
             ghost_cap: (capacity as f64 * ghost) as u64,
             move_threshold: t as u32,
-            bytes: [0; 3],
-            map: Map::default(),
-            arena: Arena::new(),
-            queues: [List::default(); 3],
+            table: Table::default(),
+            q: Queues::default(),
         })
     }
 
     #[inline]
     fn access(&mut self, req: &Request, ev: &mut Evictions) -> Outcome {
         let mut ghost_hit = false;
-        if let Some(&slot) = self.map.get(&req.id) {
-            let e = self.arena.get_mut(slot);
+        if let Some(slot) = self.table.slot(req.id) {
+            let e = self.table.get_mut(slot);
             if e.queue != GHOST {
                 e.freq = e.freq.saturating_add(1);
                 return Outcome::hit(req);
             }
-            self.arena.unlink(&mut self.queues[GHOST as usize], slot);
-            self.bytes[GHOST as usize] -= self.arena.get(slot).size;
-            self.free(slot);
+            self.q.unlink(&mut self.table, slot);
+            self.table.free(slot);
             ghost_hit = true;
         }
         if req.size > self.small_cap || req.size > self.capacity {
             return Outcome::miss(0);
         }
-        while self.bytes[SMALL as usize] + self.bytes[MAIN as usize] + req.size > self.capacity {
+        while req.size > self.capacity - self.used() {
             self.evict(ev);
         }
         let q = if ghost_hit {
@@ -190,36 +167,26 @@ impl Policy for S3Fifo {
         } else {
             SMALL
         };
-        let slot = self.arena.alloc(Entry { id: req.id, size: req.size, freq: 0, tier: req.tier, queue: q });
-        self.map.insert(req.id, slot);
-        self.push(q, slot);
+        let slot = self.table.insert(Entry { id: req.id, size: req.size, freq: 0, tier: req.tier, queue: q });
+        self.q.push(&mut self.table, q, slot);
         Outcome::miss(req.size)
     }
 
     fn remove(&mut self, id: u64) -> bool {
-        match self.map.remove(&id) {
-            Some(slot) => {
-                let e = *self.arena.get(slot);
-                self.arena.unlink(&mut self.queues[e.queue as usize], slot);
-                self.bytes[e.queue as usize] -= e.size;
-                self.arena.release(slot);
-                e.queue != GHOST
-            }
-            None => false,
-        }
+        self.q.remove(&mut self.table, id).is_some_and(|q| q != GHOST)
     }
 
     fn contains(&self, id: u64) -> bool {
-        self.map.get(&id).is_some_and(|&s| self.arena.get(s).queue != GHOST)
+        self.table.slot(id).is_some_and(|s| self.table.get(s).queue != GHOST)
     }
     fn used_bytes(&self) -> u64 {
-        self.bytes[SMALL as usize] + self.bytes[MAIN as usize]
+        self.used()
     }
     fn capacity(&self) -> u64 {
         self.capacity
     }
     fn len(&self) -> usize {
-        self.queues[SMALL as usize].len() + self.queues[MAIN as usize].len()
+        self.q.len(SMALL) + self.q.len(MAIN)
     }
 }
 

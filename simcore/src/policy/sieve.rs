@@ -32,90 +32,70 @@ struct Entry {
     tier: u8,
     visited: bool,
 }
+resident::entry!(Entry);
 
 #[derive(Clone, Serialize, Deserialize)]
 pub struct Sieve {
-    capacity: u64,
-    used: u64,
-    map: Map<u32>,
-    arena: Arena<Entry>,
-    /// Head = newest insert.
+    res: Resident<Entry>,
     queue: List,
-    /// Where the next sweep starts (a resident slot), or NIL = at the tail.
     hand: u32,
 }
 
-impl Sieve {
-    fn evict_one(&mut self, ev: &mut Evictions) {
-        let tail = self.queue.tail().expect("used > 0 implies a resident file");
-        let mut slot = if self.hand == NIL { tail } else { self.hand };
-        loop {
-            let e = self.arena.get_mut(slot);
-            if !e.visited {
-                break;
-            }
-            e.visited = false;
-            slot = self.arena.prev(slot).unwrap_or(tail);
+/// Move the hand from the tail towards the head past visited files (clearing them) and evict
+/// the first unvisited one; the hand stays just above it.
+fn evict_one(res: &mut Resident<Entry>, queue: &mut List, hand: &mut u32, ev: &mut Evictions) {
+    let tail = queue.tail().expect("used > 0 implies a resident file");
+    let mut slot = if *hand == NIL { tail } else { *hand };
+    loop {
+        let e = res.get_mut(slot);
+        if !e.visited {
+            break;
         }
-        self.hand = self.arena.prev(slot).unwrap_or(NIL);
-        self.arena.unlink(&mut self.queue, slot);
-        let e = self.arena.release(slot);
-        self.map.remove(&e.id);
-        self.used -= e.size;
-        ev.push(e.size, e.tier);
+        e.visited = false;
+        slot = res.table.arena.prev(slot).unwrap_or(tail);
     }
+    *hand = res.table.arena.prev(slot).unwrap_or(NIL);
+    res.arena().unlink(queue, slot);
+    res.evict(slot, ev);
 }
 
 impl Policy for Sieve {
     fn build(capacity: u64, _: &Params) -> Result<Self, String> {
-        Ok(Sieve { capacity, used: 0, map: Map::default(), arena: Arena::new(), queue: List::default(), hand: NIL })
+        Ok(Sieve { res: Resident::new(capacity), queue: List::default(), hand: NIL })
     }
 
     #[inline]
     fn access(&mut self, req: &Request, ev: &mut Evictions) -> Outcome {
-        if let Some(&slot) = self.map.get(&req.id) {
-            self.arena.get_mut(slot).visited = true;
+        if let Some(slot) = self.res.slot(req.id) {
+            self.res.get_mut(slot).visited = true;
             return Outcome::hit(req);
         }
-        if req.size > self.capacity {
-            return Outcome::miss(0);
+        let (queue, hand) = (&mut self.queue, &mut self.hand);
+        let entry = Entry { id: req.id, size: req.size, tier: req.tier, visited: false };
+        match self.res.admit(req, ev, entry, |r, ev| evict_one(r, queue, hand, ev)) {
+            Some(slot) => {
+                self.res.arena().push_front(&mut self.queue, slot);
+                Outcome::miss(req.size)
+            }
+            None => Outcome::miss(0),
         }
-        while self.used + req.size > self.capacity {
-            self.evict_one(ev);
-        }
-        let slot = self.arena.alloc(Entry { id: req.id, size: req.size, tier: req.tier, visited: false });
-        self.arena.push_front(&mut self.queue, slot);
-        self.map.insert(req.id, slot);
-        self.used += req.size;
-        Outcome::miss(req.size)
     }
 
     fn remove(&mut self, id: u64) -> bool {
-        match self.map.remove(&id) {
+        match self.res.slot(id) {
             Some(slot) => {
                 if self.hand == slot {
-                    self.hand = self.arena.prev(slot).unwrap_or(NIL);
+                    self.hand = self.res.table.arena.prev(slot).unwrap_or(NIL);
                 }
-                self.arena.unlink(&mut self.queue, slot);
-                self.used -= self.arena.release(slot).size;
+                self.res.arena().unlink(&mut self.queue, slot);
+                self.res.drop_slot(slot);
                 true
             }
             None => false,
         }
     }
 
-    fn contains(&self, id: u64) -> bool {
-        self.map.contains_key(&id)
-    }
-    fn used_bytes(&self) -> u64 {
-        self.used
-    }
-    fn capacity(&self) -> u64 {
-        self.capacity
-    }
-    fn len(&self) -> usize {
-        self.map.len()
-    }
+    resident_queries!(res);
 }
 
 #[cfg(test)]

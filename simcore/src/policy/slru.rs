@@ -39,58 +39,54 @@ struct Entry {
     tier: u8,
     seg: u8,
 }
+resident::entry!(Entry);
 
 #[derive(Clone, Serialize, Deserialize)]
 pub struct Slru {
-    capacity: u64,
-    used: u64,
     /// Byte share of each segment.
     seg_max: u64,
-    map: Map<u32>,
-    arena: Arena<Entry>,
-    /// Segment 0 = lowest; head = MRU.
-    segs: Vec<List>,
-    seg_bytes: Vec<u64>,
+    res: Resident<Entry>,
+    segs: Segments,
+}
+
+/// Segment 0 = lowest; head = MRU.
+#[derive(Clone, Serialize, Deserialize)]
+struct Segments {
+    lists: Vec<List>,
+    bytes: Vec<u64>,
+}
+
+impl Segments {
+    /// Evict the LRU file of the lowest segment holding bytes.
+    fn evict_one(&mut self, res: &mut Resident<Entry>, ev: &mut Evictions) {
+        let s = self.bytes.iter().position(|&b| b > 0).expect("used > 0 implies a resident file");
+        let slot = res.arena().pop_back(&mut self.lists[s]).expect("a segment with bytes has files");
+        self.bytes[s] -= res.evict(slot, ev).size;
+    }
+
+    fn move_to(&mut self, res: &mut Resident<Entry>, slot: u32, from: usize, to: usize) {
+        res.arena().unlink(&mut self.lists[from], slot);
+        res.arena().push_front(&mut self.lists[to], slot);
+        let e = res.get_mut(slot);
+        e.seg = to as u8;
+        let size = e.size;
+        self.bytes[from] -= size;
+        self.bytes[to] += size;
+    }
 }
 
 impl Slru {
-    /// Evict the LRU file of the lowest segment holding bytes.
-    fn evict_one(&mut self, ev: &mut Evictions) {
-        let s = self.seg_bytes.iter().position(|&b| b > 0).expect("used > 0 implies a resident file");
-        let slot = self.arena.pop_back(&mut self.segs[s]).expect("a segment with bytes has files");
-        let e = self.arena.release(slot);
-        self.seg_bytes[s] -= e.size;
-        self.map.remove(&e.id);
-        self.used -= e.size;
-        ev.push(e.size, e.tier);
-    }
-
     /// Demote the LRU file of segment `s` to the MRU end of `s − 1` (or evict it from
     /// segment 0), cascading while the segment below is over its share.
     fn cool(&mut self, s: usize, ev: &mut Evictions) {
         if s == 0 {
-            return self.evict_one(ev);
+            return self.segs.evict_one(&mut self.res, ev);
         }
-        let slot = self.arena.pop_back(&mut self.segs[s]).expect("an over-full segment has files");
-        self.arena.push_front(&mut self.segs[s - 1], slot);
-        let e = self.arena.get_mut(slot);
-        e.seg = (s - 1) as u8;
-        let size = e.size;
-        self.seg_bytes[s] -= size;
-        self.seg_bytes[s - 1] += size;
-        while self.seg_bytes[s - 1] > self.seg_max {
+        let slot = *self.segs.lists[s].tail().as_ref().expect("an over-full segment has files");
+        self.segs.move_to(&mut self.res, slot, s, s - 1);
+        while self.segs.bytes[s - 1] > self.seg_max {
             self.cool(s - 1, ev);
         }
-    }
-
-    fn move_to(&mut self, slot: u32, from: usize, to: usize) {
-        self.arena.unlink(&mut self.segs[from], slot);
-        self.arena.push_front(&mut self.segs[to], slot);
-        let e = self.arena.get_mut(slot);
-        e.seg = to as u8;
-        let size = e.size;
-        self.seg_bytes[from] -= size;
-        self.seg_bytes[to] += size;
     }
 }
 
@@ -102,74 +98,59 @@ impl Policy for Slru {
         }
         let n = n as usize;
         Ok(Slru {
-            capacity,
-            used: 0,
             seg_max: capacity / n as u64,
-            map: Map::default(),
-            arena: Arena::new(),
-            segs: vec![List::default(); n],
-            seg_bytes: vec![0; n],
+            res: Resident::new(capacity),
+            segs: Segments { lists: vec![List::default(); n], bytes: vec![0; n] },
         })
     }
 
     #[inline]
     fn access(&mut self, req: &Request, ev: &mut Evictions) -> Outcome {
-        if let Some(&slot) = self.map.get(&req.id) {
-            let s = self.arena.get(slot).seg as usize;
-            let top = self.segs.len() - 1;
+        if let Some(slot) = self.res.slot(req.id) {
+            let s = self.res.get(slot).seg as usize;
+            let top = self.segs.lists.len() - 1;
             if s == top {
-                self.arena.move_to_front(&mut self.segs[top], slot);
+                self.res.arena().move_to_front(&mut self.segs.lists[top], slot);
             } else {
-                self.move_to(slot, s, s + 1);
+                self.segs.move_to(&mut self.res, slot, s, s + 1);
                 // the promoted file is at the MRU end and fits a segment on its own, so the
                 // cascade never moves it
-                while self.seg_bytes[s + 1] > self.seg_max {
+                while self.segs.bytes[s + 1] > self.seg_max {
                     self.cool(s + 1, ev);
                 }
             }
             return Outcome::hit(req);
         }
-        if req.size > self.capacity || req.size > self.seg_max {
+        if req.size > self.seg_max {
             return Outcome::miss(0);
         }
-        while self.used + req.size > self.capacity {
-            self.evict_one(ev);
+        let segs = &mut self.segs;
+        let entry = Entry { id: req.id, size: req.size, tier: req.tier, seg: 0 };
+        match self.res.admit(req, ev, entry, |r, ev| segs.evict_one(r, ev)) {
+            Some(slot) => {
+                let s = self.segs.bytes.iter().position(|&b| b + req.size <= self.seg_max).unwrap_or(0);
+                self.res.get_mut(slot).seg = s as u8;
+                self.res.arena().push_front(&mut self.segs.lists[s], slot);
+                self.segs.bytes[s] += req.size;
+                Outcome::miss(req.size)
+            }
+            None => Outcome::miss(0),
         }
-        let s = self.seg_bytes.iter().position(|&b| b + req.size <= self.seg_max).unwrap_or(0);
-        let slot = self.arena.alloc(Entry { id: req.id, size: req.size, tier: req.tier, seg: s as u8 });
-        self.arena.push_front(&mut self.segs[s], slot);
-        self.seg_bytes[s] += req.size;
-        self.map.insert(req.id, slot);
-        self.used += req.size;
-        Outcome::miss(req.size)
     }
 
     fn remove(&mut self, id: u64) -> bool {
-        match self.map.remove(&id) {
+        match self.res.slot(id) {
             Some(slot) => {
-                let s = self.arena.get(slot).seg as usize;
-                self.arena.unlink(&mut self.segs[s], slot);
-                let e = self.arena.release(slot);
-                self.seg_bytes[s] -= e.size;
-                self.used -= e.size;
+                let s = self.res.get(slot).seg as usize;
+                self.res.arena().unlink(&mut self.segs.lists[s], slot);
+                self.segs.bytes[s] -= self.res.drop_slot(slot).size;
                 true
             }
             None => false,
         }
     }
 
-    fn contains(&self, id: u64) -> bool {
-        self.map.contains_key(&id)
-    }
-    fn used_bytes(&self) -> u64 {
-        self.used
-    }
-    fn capacity(&self) -> u64 {
-        self.capacity
-    }
-    fn len(&self) -> usize {
-        self.map.len()
-    }
+    resident_queries!(res);
 }
 
 #[cfg(test)]

@@ -42,6 +42,7 @@ struct Entry {
     tier: u8,
     queue: u8,
 }
+resident::queued_entry!(Entry, queue);
 
 #[derive(Clone, Serialize, Deserialize)]
 pub struct TwoQ {
@@ -49,57 +50,37 @@ pub struct TwoQ {
     ain_cap: u64,
     aout_cap: u64,
     am_cap: u64,
-    /// Bytes in A1in, Am, A1out.
-    bytes: [u64; 3],
-    map: Map<u32>,
-    arena: Arena<Entry>,
+    table: Table<Entry>,
     /// A1in, Am, A1out; head = newest / most recent.
-    queues: [List; 3],
+    q: Queues,
 }
 
 impl TwoQ {
-    #[inline]
-    fn pop_tail(&mut self, q: u8) -> (u32, Entry) {
-        let slot = self.arena.pop_back(&mut self.queues[q as usize]).expect("non-empty queue");
-        let e = *self.arena.get(slot);
-        self.bytes[q as usize] -= e.size;
-        (slot, e)
-    }
-
-    #[inline]
-    fn push(&mut self, q: u8, slot: u32) {
-        let e = self.arena.get_mut(slot);
-        e.queue = q;
-        let size = e.size;
-        self.arena.push_front(&mut self.queues[q as usize], slot);
-        self.bytes[q as usize] += size;
-    }
-
-    #[inline]
-    fn free(&mut self, slot: u32, id: u64) {
-        self.arena.release(slot);
-        self.map.remove(&id);
-    }
-
     /// Evict the oldest A1in file; remember its id in A1out.
     fn evict_ain(&mut self, ev: &mut Evictions) {
-        let (slot, e) = self.pop_tail(AIN);
+        let slot = self.q.pop_tail(&mut self.table, AIN);
+        let e = *self.table.get(slot);
         ev.push(e.size, e.tier);
         if e.size > self.aout_cap {
-            self.free(slot, e.id);
+            self.table.free(slot);
             return;
         }
-        while self.bytes[AOUT as usize] + e.size > self.aout_cap {
-            let (g, ge) = self.pop_tail(AOUT);
-            self.free(g, ge.id);
+        while self.q.bytes[AOUT as usize] + e.size > self.aout_cap {
+            let g = self.q.pop_tail(&mut self.table, AOUT);
+            self.table.free(g);
         }
-        self.push(AOUT, slot);
+        self.q.push(&mut self.table, AOUT, slot);
     }
 
     fn evict_am(&mut self, ev: &mut Evictions) {
-        let (slot, e) = self.pop_tail(AM);
+        let slot = self.q.pop_tail(&mut self.table, AM);
+        let e = self.table.free(slot);
         ev.push(e.size, e.tier);
-        self.free(slot, e.id);
+    }
+
+    #[inline]
+    fn used(&self) -> u64 {
+        self.q.bytes[AIN as usize] + self.q.bytes[AM as usize]
     }
 }
 
@@ -118,27 +99,24 @@ impl Policy for TwoQ {
             ain_cap,
             aout_cap,
             am_cap: capacity - ain_cap,
-            bytes: [0; 3],
-            map: Map::default(),
-            arena: Arena::new(),
-            queues: [List::default(); 3],
+            table: Table::default(),
+            q: Queues::default(),
         })
     }
 
     #[inline]
     fn access(&mut self, req: &Request, ev: &mut Evictions) -> Outcome {
         let mut ghost_hit = false;
-        if let Some(&slot) = self.map.get(&req.id) {
-            match self.arena.get(slot).queue {
+        if let Some(slot) = self.table.slot(req.id) {
+            match self.table.get(slot).queue {
                 AIN => return Outcome::hit(req),
                 AM => {
-                    self.arena.move_to_front(&mut self.queues[AM as usize], slot);
+                    self.q.move_to_front(&mut self.table, slot);
                     return Outcome::hit(req);
                 }
                 _ => {
-                    self.arena.unlink(&mut self.queues[AOUT as usize], slot);
-                    self.bytes[AOUT as usize] -= self.arena.get(slot).size;
-                    self.free(slot, req.id);
+                    self.q.unlink(&mut self.table, slot);
+                    self.table.free(slot);
                     ghost_hit = true;
                 }
             }
@@ -146,8 +124,8 @@ impl Policy for TwoQ {
         if req.size > self.ain_cap || req.size > self.capacity {
             return Outcome::miss(0);
         }
-        while self.bytes[AIN as usize] + self.bytes[AM as usize] + req.size > self.capacity {
-            if self.bytes[AIN as usize] > self.ain_cap || self.queues[AM as usize].is_empty() {
+        while req.size > self.capacity - self.used() {
+            if self.q.bytes[AIN as usize] > self.ain_cap || self.q.is_empty(AM) {
                 self.evict_ain(ev);
             } else {
                 self.evict_am(ev);
@@ -157,43 +135,33 @@ impl Policy for TwoQ {
             if req.size > self.am_cap {
                 return Outcome::miss(0);
             }
-            while self.bytes[AM as usize] + req.size > self.am_cap {
+            while self.q.bytes[AM as usize] + req.size > self.am_cap {
                 self.evict_am(ev);
             }
             AM
         } else {
             AIN
         };
-        let slot = self.arena.alloc(Entry { id: req.id, size: req.size, tier: req.tier, queue: q });
-        self.map.insert(req.id, slot);
-        self.push(q, slot);
+        let slot = self.table.insert(Entry { id: req.id, size: req.size, tier: req.tier, queue: q });
+        self.q.push(&mut self.table, q, slot);
         Outcome::miss(req.size)
     }
 
     fn remove(&mut self, id: u64) -> bool {
-        match self.map.remove(&id) {
-            Some(slot) => {
-                let e = *self.arena.get(slot);
-                self.arena.unlink(&mut self.queues[e.queue as usize], slot);
-                self.bytes[e.queue as usize] -= e.size;
-                self.arena.release(slot);
-                e.queue != AOUT
-            }
-            None => false,
-        }
+        self.q.remove(&mut self.table, id).is_some_and(|q| q != AOUT)
     }
 
     fn contains(&self, id: u64) -> bool {
-        self.map.get(&id).is_some_and(|&s| self.arena.get(s).queue != AOUT)
+        self.table.slot(id).is_some_and(|s| self.table.get(s).queue != AOUT)
     }
     fn used_bytes(&self) -> u64 {
-        self.bytes[AIN as usize] + self.bytes[AM as usize]
+        self.used()
     }
     fn capacity(&self) -> u64 {
         self.capacity
     }
     fn len(&self) -> usize {
-        self.queues[AIN as usize].len() + self.queues[AM as usize].len()
+        self.q.len(AIN) + self.q.len(AM)
     }
 }
 

@@ -1,0 +1,78 @@
+"""`cachescope ship` file → Kafka, exactly once, on dCache billing text (target ≥ 100k lines/s).
+
+Starts this checkout's Kafka (`scripts/services start kafka`) unless one runs already, generates
+a dCache billing log (`cachescope generate`: transfers plus the door requests and failed
+transfers a real billing log holds), ships it whole (`--no-follow`) into a fresh topic as one
+process, and prints lines/s, events/s, CPU time and peak RSS of that process (from wait4). Stops
+Kafka afterwards if it started it (`scripts/services stop kafka`).
+
+Run: .venv/bin/python scripts/bench_ship.py [--events 300000] [--repeat 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+EXE = str(Path(sys.executable).parent / "cachescope")
+SERVICES = str(REPO / "scripts" / "services")
+
+
+def kafka_env() -> dict[str, str] | None:
+    p = subprocess.run([SERVICES, "env", "kafka"], capture_output=True, text=True)
+    if p.returncode != 0 or not p.stdout.strip():
+        return None
+    return dict(line.split("=", 1) for line in p.stdout.split() if "=" in line)
+
+
+def ship_once(log: Path, bootstrap: str, state: Path) -> tuple[float, float, int]:
+    topic = f"bench-ship-{uuid.uuid4().hex[:8]}"
+    cmd = [EXE, "ship", "--format", "dcache-billing", "--from", str(log), "--to", f"kafka://{bootstrap}/{topic}",
+           "--state", str(state), "--shipper-id", topic, "--no-follow"]
+    t0 = time.perf_counter()
+    pid = os.posix_spawn(cmd[0], cmd, os.environ,
+                         file_actions=[(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0)])
+    _, status, usage = os.wait4(pid, 0)
+    wall = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"ship failed: {' '.join(cmd)}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=300_000, help="accesses to generate (the log has more lines)")
+    ap.add_argument("--repeat", type=int, default=2)
+    args = ap.parse_args()
+    env = kafka_env()
+    started = env is None
+    if started:
+        subprocess.run([SERVICES, "start", "kafka"], check=True)
+        env = kafka_env()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "billing"
+            subprocess.run([EXE, "generate", "--out", str(out), "--format", "dcache-billing", "--events",
+                            str(args.events), "--sites", "1", "--days", "1"], check=True, capture_output=True)
+            log = next(p for p in sorted(out.rglob("*")) if p.is_file())
+            lines = sum(1 for line in log.open("rb") if line.strip())
+            runs = [ship_once(log, env["KAFKA_BOOTSTRAP"], Path(tmp) / f"state{i}.json") for i in range(args.repeat)]
+            wall, cpu, rss = min(runs)
+            print(f"ship dcache-billing → Kafka, exactly once: {lines:,} lines ({log.name}), best of {args.repeat}, "
+                  f"load {os.getloadavg()[0]:.1f}")
+            print(f"  {lines / wall:,.0f} lines/s wall ({wall:.2f} s), {lines / cpu:,.0f} lines/s of CPU "
+                  f"({cpu:.2f} s), peak RSS {rss / 1024:.0f} MiB   (target ≥ 100,000 lines/s)")
+    finally:
+        if started:
+            subprocess.run([SERVICES, "stop", "kafka"], check=False)
+
+
+if __name__ == "__main__":
+    main()

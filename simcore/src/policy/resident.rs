@@ -1,0 +1,286 @@
+//! The bookkeeping every policy shares: which files it holds (id → arena slot), their entries,
+//! and for a single resident set its byte capacity and usage. Policies keep only their own
+//! ordering (lists, buckets, heaps) and call these to insert, evict and drop files, so the
+//! byte accounting and eviction reports are written once.
+
+use super::{Evictions, Map, Request};
+use crate::util::arena::{Arena, List};
+use serde::{Deserialize, Serialize};
+
+/// What the shared bookkeeping needs from a policy's entry type.
+pub trait Entry: Copy + Default {
+    fn id(&self) -> u64;
+    fn size(&self) -> u64;
+    fn tier(&self) -> u8;
+}
+
+/// Implements `Entry` for a struct with `id`, `size` and `tier` fields.
+macro_rules! entry {
+    ($ty:ty) => {
+        impl $crate::policy::resident::Entry for $ty {
+            #[inline]
+            fn id(&self) -> u64 {
+                self.id
+            }
+            #[inline]
+            fn size(&self) -> u64 {
+                self.size
+            }
+            #[inline]
+            fn tier(&self) -> u8 {
+                self.tier
+            }
+        }
+    };
+}
+pub(crate) use entry;
+
+/// Files known to a policy (resident or ghost): id → slot, and the entries in one arena, so
+/// an entry keeps its slot while it moves between the policy's lists.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct Table<E> {
+    pub map: Map<u32>,
+    pub arena: Arena<E>,
+}
+
+impl<E: Entry> Default for Table<E> {
+    fn default() -> Self {
+        Table { map: Map::default(), arena: Arena::new() }
+    }
+}
+
+impl<E: Entry> Table<E> {
+    #[inline(always)]
+    pub fn slot(&self, id: u64) -> Option<u32> {
+        self.map.get(&id).copied()
+    }
+    #[inline(always)]
+    pub fn get(&self, slot: u32) -> &E {
+        self.arena.get(slot)
+    }
+    #[inline(always)]
+    pub fn get_mut(&mut self, slot: u32) -> &mut E {
+        self.arena.get_mut(slot)
+    }
+    /// A new entry, not yet in any list.
+    #[inline(always)]
+    pub fn insert(&mut self, e: E) -> u32 {
+        let slot = self.arena.alloc(e);
+        self.map.insert(e.id(), slot);
+        slot
+    }
+    /// Forget an entry (unlinked from its list first); returns it.
+    #[inline(always)]
+    pub fn free(&mut self, slot: u32) -> E {
+        let e = self.arena.release(slot);
+        self.map.remove(&e.id());
+        e
+    }
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+}
+
+/// One resident set of byte capacity `capacity`: a `Table` plus the bytes it holds.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct Resident<E> {
+    pub capacity: u64,
+    pub used: u64,
+    pub table: Table<E>,
+}
+
+impl<E: Entry> Resident<E> {
+    pub fn new(capacity: u64) -> Self {
+        Resident { capacity, used: 0, table: Table::default() }
+    }
+
+    #[inline(always)]
+    pub fn slot(&self, id: u64) -> Option<u32> {
+        self.table.slot(id)
+    }
+    #[inline(always)]
+    pub fn get(&self, slot: u32) -> &E {
+        self.table.get(slot)
+    }
+    #[inline(always)]
+    pub fn get_mut(&mut self, slot: u32) -> &mut E {
+        self.table.get_mut(slot)
+    }
+    #[inline(always)]
+    pub fn arena(&mut self) -> &mut Arena<E> {
+        &mut self.table.arena
+    }
+
+    /// Larger than the whole cache: never inserted, evicts nothing (libCacheSim's rule).
+    #[inline(always)]
+    pub fn too_big(&self, size: u64) -> bool {
+        size > self.capacity
+    }
+
+    /// `used + size > capacity`, without the sum (it may pass u64 near 2^64).
+    #[inline(always)]
+    pub fn must_evict(&self, size: u64) -> bool {
+        size > self.capacity - self.used
+    }
+
+    /// Insert a file (the caller made room); returns its slot.
+    #[inline(always)]
+    pub fn insert(&mut self, e: E) -> u32 {
+        self.used += e.size();
+        self.table.insert(e)
+    }
+
+    /// Evict a file already unlinked from the policy's order, reporting it.
+    #[inline(always)]
+    pub fn evict(&mut self, slot: u32, ev: &mut Evictions) -> E {
+        let e = self.drop_slot(slot);
+        ev.push(e.size(), e.tier());
+        e
+    }
+
+    /// Drop a file already unlinked from the policy's order (deleted at the source).
+    #[inline(always)]
+    pub fn drop_slot(&mut self, slot: u32) -> E {
+        let e = self.table.free(slot);
+        self.used -= e.size();
+        e
+    }
+
+    /// The whole-file miss path: too big → not cached; else `evict_one` until the file fits,
+    /// then `insert`. Returns the new slot (None for a file larger than the cache); the caller
+    /// links it into its order.
+    #[inline(always)]
+    pub fn admit(
+        &mut self,
+        req: &Request,
+        ev: &mut Evictions,
+        entry: E,
+        mut evict_one: impl FnMut(&mut Self, &mut Evictions),
+    ) -> Option<u32> {
+        if self.too_big(req.size) {
+            return None;
+        }
+        while self.must_evict(req.size) {
+            evict_one(self, ev);
+        }
+        Some(self.insert(entry))
+    }
+
+    #[inline(always)]
+    pub fn contains(&self, id: u64) -> bool {
+        self.table.map.contains_key(&id)
+    }
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+}
+
+/// `contains`, `used_bytes`, `capacity` and `len` of a policy whose files are all in the
+/// `Resident` field named here.
+macro_rules! resident_queries {
+    ($field:ident) => {
+        fn contains(&self, id: u64) -> bool {
+            self.$field.contains(id)
+        }
+        fn used_bytes(&self) -> u64 {
+            self.$field.used
+        }
+        fn capacity(&self) -> u64 {
+            self.$field.capacity
+        }
+        fn len(&self) -> usize {
+            self.$field.len()
+        }
+    };
+}
+pub(crate) use resident_queries;
+
+/// An entry that sits in one of several queues (S3-FIFO's small/main/ghost, 2Q's A1in/Am/A1out,
+/// ARC's T1/T2/B1/B2): the queue it is in is part of the entry.
+pub trait Queued: Entry {
+    fn queue(&self) -> u8;
+    fn set_queue(&mut self, q: u8);
+}
+
+/// Implements `Entry` and `Queued` for a struct with `id`, `size`, `tier` and a `u8` queue field.
+macro_rules! queued_entry {
+    ($ty:ty, $field:ident) => {
+        $crate::policy::resident::entry!($ty);
+        impl $crate::policy::resident::Queued for $ty {
+            #[inline]
+            fn queue(&self) -> u8 {
+                self.$field
+            }
+            #[inline]
+            fn set_queue(&mut self, q: u8) {
+                self.$field = q;
+            }
+        }
+    };
+}
+pub(crate) use queued_entry;
+
+/// Up to four queues in one table, each with the bytes of its entries. Head = newest end.
+#[derive(Clone, Copy, Default, Serialize, Deserialize)]
+pub struct Queues {
+    pub lists: [List; 4],
+    pub bytes: [u64; 4],
+}
+
+impl Queues {
+    #[inline]
+    pub fn len(&self, q: u8) -> usize {
+        self.lists[q as usize].len()
+    }
+    #[inline]
+    pub fn is_empty(&self, q: u8) -> bool {
+        self.lists[q as usize].is_empty()
+    }
+    /// Link a detached entry at the newest end of queue `q`.
+    #[inline]
+    pub fn push<E: Queued>(&mut self, table: &mut Table<E>, q: u8, slot: u32) {
+        let e = table.arena.get_mut(slot);
+        e.set_queue(q);
+        self.bytes[q as usize] += e.size();
+        table.arena.push_front(&mut self.lists[q as usize], slot);
+    }
+    /// Unlink the oldest entry of queue `q` (it stays in the table).
+    #[inline]
+    pub fn pop_tail<E: Queued>(&mut self, table: &mut Table<E>, q: u8) -> u32 {
+        let slot = table.arena.pop_back(&mut self.lists[q as usize]).expect("non-empty queue");
+        self.bytes[q as usize] -= table.arena.get(slot).size();
+        slot
+    }
+    /// Unlink an entry from whichever queue holds it (it stays in the table).
+    #[inline]
+    pub fn unlink<E: Queued>(&mut self, table: &mut Table<E>, slot: u32) {
+        let e = *table.arena.get(slot);
+        table.arena.unlink(&mut self.lists[e.queue() as usize], slot);
+        self.bytes[e.queue() as usize] -= e.size();
+    }
+    #[inline]
+    pub fn move_to_front<E: Queued>(&mut self, table: &mut Table<E>, slot: u32) {
+        let q = table.arena.get(slot).queue();
+        table.arena.move_to_front(&mut self.lists[q as usize], slot);
+    }
+    /// Drop a file by id (deleted at the source): it leaves its queue and the table. Returns
+    /// the queue it was in.
+    #[inline]
+    pub fn remove<E: Queued>(&mut self, table: &mut Table<E>, id: u64) -> Option<u8> {
+        let slot = table.slot(id)?;
+        let q = table.get(slot).queue();
+        self.unlink(table, slot);
+        table.free(slot);
+        Some(q)
+    }
+}
