@@ -231,10 +231,10 @@ def merged(streams: list[Stream]) -> Iterator[EventColumns]:
             else:
                 n = int(np.searchsorted(key, bound[0], side="left"))
             if n:
-                parts.append(cols.take(np.arange(n)) if n < len(key) else cols)
+                parts.append(cols.slice(0, n) if n < len(key) else cols)
                 keys.append(key[:n])
                 ranks.append(np.full(n, c.rank, dtype=np.int64))
-            c.parts, c.keys = ([cols.take(np.arange(n, len(key)))], [key[n:]]) if n < len(key) else ([], [])
+            c.parts, c.keys = ([cols.slice(n, len(key))], [key[n:]]) if n < len(key) else ([], [])
         if parts:
             cols = EventColumns.concat(parts)
             key = np.concatenate(keys)
@@ -251,9 +251,9 @@ def chunks(parts: Iterator[EventColumns], size: int) -> Iterator[EventColumns]:
         n += len(cols)
         while n >= size:
             joined = EventColumns.concat(held) if len(held) > 1 else held[0]
-            yield joined.take(np.arange(size)) if len(joined) > size else joined
+            yield joined.slice(0, size) if len(joined) > size else joined
             rest = len(joined) - size
-            held = [joined.take(np.arange(size, len(joined)))] if rest else []
+            held = [joined.slice(size, len(joined))] if rest else []
             n = rest
     if n:
         yield EventColumns.concat(held) if len(held) > 1 else held[0]
