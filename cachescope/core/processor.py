@@ -88,6 +88,10 @@ class GroupProcessor:
         self.open_observed: dict[tuple[int, str, str], np.ndarray] = {}
         self.events_in = 0
         self.late_total = 0
+        #: counters (caches, FIELDS) summed over the efficiency windows this instance emitted, and
+        #: which caches had a row (requests or evictions): a replay's totals without reading rows
+        self.emitted_totals = np.zeros((len(self.specs), len(FIELDS)), dtype=np.uint64)
+        self.emitted_any = np.zeros(len(self.specs), dtype=bool)
         #: the processing run: set from the first event a cold state sees, kept in snapshots
         self.run = 0
 
@@ -221,7 +225,7 @@ class GroupProcessor:
                         period[k] = self.open_eff[start].copy()
                     else:
                         acc += self.open_eff[start]
-            out.efficiency = self._efficiency_rows(self.open_eff, done, self.window_us)
+            out.efficiency = self._efficiency_rows(self.open_eff, done, self.window_us, totals=True)
         for name, length in ROLLUPS.items():
             period = self.open_rollup[name]
             done_period = sorted(s for s in period if closed(s, length))
@@ -235,14 +239,18 @@ class GroupProcessor:
             out.observed = self._observed_rows(done_obs)
 
     def _efficiency_rows(self, open_windows: dict[int, np.ndarray], starts: list[int],
-                         length_us: int) -> dict[str, np.ndarray]:
+                         length_us: int, totals: bool = False) -> dict[str, np.ndarray]:
         # window by window: stacking every closed window's (caches, tiers, fields) block at once
         # costs gigabytes when a replay closes a week of sparse windows
         evictions = FIELDS.index("evictions")
         wins, cs, ts, vals = [], [], [], []
         for start in starts:
             block = open_windows.pop(start)  # (caches, tiers, fields)
-            c, t = np.nonzero((block[..., 0] > 0) | (block[..., evictions] > 0))
+            has = (block[..., 0] > 0) | (block[..., evictions] > 0)
+            c, t = np.nonzero(has)
+            if totals:
+                self.emitted_totals += block.sum(axis=1, dtype=np.uint64)
+                self.emitted_any |= has.any(axis=1)
             wins.append(np.full(len(c), start, dtype=np.int64))
             cs.append(c)
             ts.append(t)

@@ -23,11 +23,13 @@ from cachescope.core.columns import EventColumns
 from cachescope.core.group_state import GroupState
 from cachescope.core.shards import split
 from cachescope.core.writer import RowWriter
-from cachescope.store import Store, migrations, tables
+from cachescope.simulation import FIELDS
+from cachescope.store import Store, migrations
 from cachescope.runners.parse_streams import chunks, merged, open_streams
 from ingest.pipeline import RejectRecord
 
 SUMMARY_FIELDS = ("requests", "hits", "bytes_requested", "bytes_hit")
+_SUMMARY_INDEX = [FIELDS.index(f) for f in SUMMARY_FIELDS]
 
 
 @dataclass
@@ -58,23 +60,19 @@ class ReplaySummary:
         return df
 
 
-class _Totals:
-    """Efficiency counters of everything written, for the summary."""
-
-    def __init__(self) -> None:
-        self.parts: list[pd.DataFrame] = []
-
-    def add(self, written: dict[str, dict[str, np.ndarray]]) -> None:
-        eff = written.get(tables.EFFICIENCY)
-        if eff is not None:
-            df = pd.DataFrame({k: eff[k] for k in ("cache_group", "policy", "size_bytes", *SUMMARY_FIELDS)})
-            self.parts.append(df.groupby(["cache_group", "policy", "size_bytes"], sort=False).sum().reset_index())
-
-    def frame(self) -> pd.DataFrame:
-        if not self.parts:
-            return pd.DataFrame(columns=["cache_group", "policy", "size_bytes", *SUMMARY_FIELDS])
-        df = pd.concat(self.parts).groupby(["cache_group", "policy", "size_bytes"]).sum().reset_index()
-        return df.astype({f: "int64" for f in SUMMARY_FIELDS})
+def _totals(groups: dict[tuple[str, int], GroupState]) -> pd.DataFrame:
+    """Efficiency counters of every minute window emitted (and so written), per (cache group,
+    policy, size): summed by the processors as they emit, not read back from the rows."""
+    rows = []
+    for (group, _), st in groups.items():
+        p = st.processor
+        for i in np.flatnonzero(p.emitted_any).tolist():
+            spec = p.specs[i]
+            rows.append((group, spec.policy, spec.capacity, *p.emitted_totals[i, _SUMMARY_INDEX].tolist()))
+    df = pd.DataFrame(rows, columns=["cache_group", "policy", "size_bytes", *SUMMARY_FIELDS])
+    df = df.astype({"cache_group": object, "policy": object, "size_bytes": np.uint64})
+    df = df.groupby(["cache_group", "policy", "size_bytes"]).sum().reset_index()
+    return df.astype({f: "int64" for f in SUMMARY_FIELDS})
 
 
 def replay(
@@ -104,10 +102,7 @@ def replay(
     summary = ReplaySummary(files=len(files))
     streams = open_streams(list(files), fmt, config, site, on_reject, parse_processes)
     groups: dict[tuple[str, int], GroupState] = {}
-    totals = _Totals()
-
     def written(tables_written: dict[str, dict[str, np.ndarray]]) -> None:  # on the writer's thread
-        totals.add(tables_written)
         for table, columns in tables_written.items():
             summary.rows[table] = summary.rows.get(table, 0) + len(next(iter(columns.values())))
 
@@ -156,6 +151,6 @@ def replay(
         summary.skipped += s.stats.skipped
         for reason, n in s.stats.skipped_reasons.items():
             summary.skipped_by_reason[reason] = summary.skipped_by_reason.get(reason, 0) + n
-    summary.efficiency = totals.frame()
+    summary.efficiency = _totals(groups)
     summary.seconds = time.perf_counter() - t0
     return summary
