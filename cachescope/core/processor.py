@@ -162,7 +162,7 @@ class GroupProcessor:
         for i, start in enumerate(starts.tolist()):
             acc = self.open_eff.get(start)
             if acc is None:
-                self.open_eff[start] = counters[i].copy()
+                self.open_eff[start] = counters[i]  # a view: the engine's array is ours alone
             else:
                 acc += counters[i]
         if self.curve is not None:
@@ -173,7 +173,7 @@ class GroupProcessor:
             for i, start in enumerate(cstarts.tolist()):
                 acc = self.open_curve.get(start)
                 if acc is None:
-                    self.open_curve[start] = (hits[i].copy(), requested[i].copy())
+                    self.open_curve[start] = (hits[i], requested[i])
                 else:
                     acc[0][...] += hits[i]
                     acc[1][...] += requested[i]
@@ -246,11 +246,7 @@ class GroupProcessor:
         wins, cs, ts, vals = [], [], [], []
         for start in starts:
             block = open_windows.pop(start)  # (caches, tiers, fields)
-            has = (block[..., 0] > 0) | (block[..., evictions] > 0)
-            c, t = np.nonzero(has)
-            if totals:
-                self.emitted_totals += block.sum(axis=1, dtype=np.uint64)
-                self.emitted_any |= has.any(axis=1)
+            c, t = np.nonzero((block[..., 0] > 0) | (block[..., evictions] > 0))
             wins.append(np.full(len(c), start, dtype=np.int64))
             cs.append(c)
             ts.append(t)
@@ -259,6 +255,9 @@ class GroupProcessor:
         c = np.concatenate(cs)
         t = np.concatenate(ts)
         values = np.concatenate(vals).astype(np.uint64, copy=False)
+        if totals:  # (counters of the other (cache, tier) cells are 0: no request, no eviction)
+            np.add.at(self.emitted_totals, c, values)
+            self.emitted_any[c] = True
         rows = {
             "window_start": _us_to_datetime(start),
             "window_end": _us_to_datetime(start + length_us),
