@@ -79,3 +79,17 @@ def test_child_processes_store_what_inline_parsing_stores(tmp_path):
     assert rej_a == rej_b
     assert rows_a == rows_b
     assert a.efficiency.equals(b.efficiency)
+
+
+def test_a_stop_ends_the_child_processes_and_counts_the_lines_they_read(tmp_path):
+    import multiprocessing
+    import threading
+
+    w = make_workload(72_000, days=1, sites=1, servers=2, seed=21)  # more than one 65,536 batch
+    log = write("xrootd-gstream", w, tmp_path / "g.jsonl", single_file=True)[0]
+    stop = threading.Event()
+    summary = replay([log], "xrootd-gstream", config=load_config(), store=open_store(store_dir=tmp_path / "st"),
+                     parse_processes=True, stop=stop, on_progress=lambda n: stop.set())
+    assert summary.interrupted and summary.events == 65_536
+    assert summary.lines >= summary.events + summary.skipped > summary.events  # g-stream headers are skipped
+    assert multiprocessing.active_children() == []
