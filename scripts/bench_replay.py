@@ -4,7 +4,8 @@ whole process on generated XCache g-stream records (default 1,000,000 accesses o
 default 24 shadow caches per cache group), into a fresh chDB store each run.
 
 Prints per run: events/s (wall clock), CPU seconds per event (user + system of the replay process
-and every process it waited for: os.wait4), peak RSS. The machine is shared: compare code
+and every process it waited for: os.wait4) split into the main process (shadow caches, chDB
+inserts) and its parse processes (sampled from /proc), peak RSS. The machine is shared: compare code
 versions side by side, interleaved in one invocation (`--code DIR` repeatable: a checkout whose
 `cachescope` package is run; the compiled engine must be in DIR/cachescope/), and read the ratios.
 
@@ -21,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -53,6 +55,27 @@ def _env(code: Path) -> dict[str, str]:
     return env
 
 
+def _sample_children(pid: int, seen: dict[int, float]) -> None:
+    """CPU seconds of the replay's child processes (the parsers), read from /proc until they end:
+    with the total, the main process's own share. On two free cores the wall time is about the
+    larger of the two."""
+    tick = os.sysconf("SC_CLK_TCK")
+    while True:
+        try:
+            with open(f"/proc/{pid}/task/{pid}/children") as f:
+                kids = [int(k) for k in f.read().split()]
+        except OSError:
+            return  # the replay ended
+        for k in kids:
+            try:
+                with open(f"/proc/{k}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                seen[k] = (int(fields[11]) + int(fields[12])) / tick
+            except OSError:
+                pass
+        time.sleep(0.1)
+
+
 _SUMMARY = re.compile(r"→ ([\d,]+) events")
 
 
@@ -64,8 +87,12 @@ def run_once(code: Path, files: list[Path], extra: list[str]) -> dict[str, float
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, env=_env(code), cwd=str(code), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True)
+        child_cpu: dict[int, float] = {}
+        reader = threading.Thread(target=_sample_children, args=(proc.pid, child_cpu), daemon=True)
+        reader.start()
         stderr = proc.stderr.read()
         _, status, usage = os.wait4(proc.pid, 0)
+        reader.join()
         wall = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
         if proc.returncode != 0:
@@ -75,7 +102,9 @@ def run_once(code: Path, files: list[Path], extra: list[str]) -> dict[str, float
             raise SystemExit(f"replay with {code}: no summary line in its output: {stderr.strip()[-2000:]}")
         events = int(m.group(1).replace(",", ""))
         cpu = usage.ru_utime + usage.ru_stime
+        parse = sum(child_cpu.values())
         return {"events": events, "wall": wall, "cpu": cpu, "rss_mib": usage.ru_maxrss / 1024,
+                "main_us": (cpu - parse) / events * 1e6, "parse_us": parse / events * 1e6,
                 "events_per_s": events / wall, "cpu_us_per_event": cpu / events * 1e6}
     finally:
         shutil.rmtree(store, ignore_errors=True)
@@ -107,7 +136,8 @@ def main() -> int:
             results[c].append(res)
             print(f"run {r + 1} {c}: {res['events']:,} events, {res['wall']:.1f} s wall, "
                   f"{res['events_per_s']:,.0f} events/s, {res['cpu_us_per_event']:.1f} µs CPU/event "
-                  f"({res['cpu']:.1f} s CPU), peak RSS {res['rss_mib']:,.0f} MiB", flush=True)
+                  f"({res['cpu']:.1f} s CPU: main process {res['main_us']:.1f} µs/event, parse processes "
+                  f"{res['parse_us']:.1f}), peak RSS {res['rss_mib']:,.0f} MiB", flush=True)
     print("best per code version (wall: events/s; CPU: µs per event):")
     base = None
     for c in codes:
