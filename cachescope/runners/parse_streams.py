@@ -26,7 +26,7 @@ import numpy as np
 from cachescope.config import CachescopeConfig
 from cachescope.core.columns import EventColumns
 from cachescope.errors import InputError, UserError
-from ingest.pipeline import LineParser, ParseStats, RejectRecord, open_lines
+from ingest.pipeline import LineParser, ParseStats, RejectRecord, file_origin, open_lines
 
 #: events per batch a child process sends (larger batches: fewer messages, same order)
 CHILD_BATCH = 16_384
@@ -122,7 +122,7 @@ def _child(conn, name: str, fmt: str, config: CachescopeConfig, site: str) -> No
 class ChildStream(Stream):
     def __init__(self, name: str, fmt: str, config: CachescopeConfig, site: str, on_reject: Reject):
         self.name = name
-        self.origin = _parser_origin(name)
+        self.origin = file_origin(name)  # what its parser numbers events under
         self.stats = ParseStats()
         self.error = None
         self._on_reject = on_reject
@@ -161,12 +161,6 @@ class ChildStream(Stream):
         if self._proc.is_alive():
             self._proc.terminate()  # our own child, by its handle
         self._proc.join()
-
-
-def _parser_origin(name: str) -> str:
-    from ingest.pipeline import file_origin
-
-    return file_origin(name)
 
 
 def open_streams(files: list[str | Path], fmt: str, config: CachescopeConfig, site: str, on_reject: Reject,
