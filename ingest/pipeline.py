@@ -187,6 +187,7 @@ class LineParser:
         append = out.append
         line_no = first = self._line_no
         blank = 0
+        lines_before = stats.lines
         failure: BaseException | None = None
         source = iter(lines)
         try:
@@ -227,12 +228,13 @@ class LineParser:
                     reject(line_no, line, result)
                 if len(out) >= batch_size:
                     stats.events += len(out)
+                    stats.lines = lines_before + line_no - first - blank  # so far (a reader may stop here)
                     yield out
                     out = []
                     append = out.append
         finally:
             self._line_no = line_no
-            stats.lines += line_no - first - blank
+            stats.lines = lines_before + line_no - first - blank
             stats.clamped = enrich.clamped
         if out:
             stats.events += len(out)

@@ -48,6 +48,10 @@ class EventColumns:
     def take(self, index: np.ndarray) -> "EventColumns":
         return EventColumns(**{name: getattr(self, name)[index] for name in FIELD_NAMES})
 
+    def slice(self, start: int, stop: int) -> "EventColumns":
+        """Events start..stop as views of these arrays (no copy)."""
+        return EventColumns(**{name: getattr(self, name)[start:stop] for name in FIELD_NAMES})
+
     @classmethod
     def empty(cls) -> "EventColumns":
         return cls(**{name: np.zeros(0, dtype=dtype) for name, dtype in DTYPES.items()})

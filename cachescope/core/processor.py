@@ -92,6 +92,10 @@ class GroupProcessor:
         self.open_observed: dict[tuple[int, str, str], np.ndarray] = {}
         self.events_in = 0
         self.late_total = 0
+        #: counters (caches, FIELDS) summed over the efficiency windows this instance emitted, and
+        #: which caches had a row (requests or evictions): a replay's totals without reading rows
+        self.emitted_totals = np.zeros((len(self.specs), len(FIELDS)), dtype=np.uint64)
+        self.emitted_any = np.zeros(len(self.specs), dtype=bool)
         #: the processing run: set from the first event a cold state sees, kept in snapshots
         self.run = 0
         # alert rules see the group's own numbers; a group spread over shards is judged by shard 0
@@ -182,7 +186,7 @@ class GroupProcessor:
         for i, start in enumerate(starts.tolist()):
             acc = self.open_eff.get(start)
             if acc is None:
-                self.open_eff[start] = counters[i].copy()
+                self.open_eff[start] = counters[i]  # a view: the engine's array is ours alone
             else:
                 acc += counters[i]
         if self.curve is not None:
@@ -193,7 +197,7 @@ class GroupProcessor:
             for i, start in enumerate(cstarts.tolist()):
                 acc = self.open_curve.get(start)
                 if acc is None:
-                    self.open_curve[start] = (hits[i].copy(), requested[i].copy())
+                    self.open_curve[start] = (hits[i], requested[i])
                 else:
                     acc[0][...] += hits[i]
                     acc[1][...] += requested[i]
@@ -251,7 +255,7 @@ class GroupProcessor:
                         period[k] = self.open_eff[start].copy()
                     else:
                         acc += self.open_eff[start]
-            out.efficiency = self._efficiency_rows(self.open_eff, done, self.window_us)
+            out.efficiency = self._efficiency_rows(self.open_eff, done, self.window_us, totals=True)
         for name, length in ROLLUPS.items():
             period = self.open_rollup[name]
             done_period = sorted(s for s in period if closed(s, length))
@@ -267,7 +271,7 @@ class GroupProcessor:
             out.alerts = self.alerts.advance(closed_before)
 
     def _efficiency_rows(self, open_windows: dict[int, np.ndarray], starts: list[int],
-                         length_us: int) -> dict[str, np.ndarray]:
+                         length_us: int, totals: bool = False) -> dict[str, np.ndarray]:
         # window by window: stacking every closed window's (caches, tiers, fields) block at once
         # costs gigabytes when a replay closes a week of sparse windows
         evictions = FIELDS.index("evictions")
@@ -283,6 +287,9 @@ class GroupProcessor:
         c = np.concatenate(cs)
         t = np.concatenate(ts)
         values = np.concatenate(vals).astype(np.uint64, copy=False)
+        if totals:  # (counters of the other (cache, tier) cells are 0: no request, no eviction)
+            np.add.at(self.emitted_totals, c, values)
+            self.emitted_any[c] = True
         rows = {
             "window_start": _us_to_datetime(start),
             "window_end": _us_to_datetime(start + length_us),

@@ -9,12 +9,10 @@ same files again writes identical rows, which the tables keep once.
 
 from __future__ import annotations
 
-import heapq
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from operator import attrgetter
 from pathlib import Path
 
 import numpy as np
@@ -25,12 +23,13 @@ from cachescope.core.columns import EventColumns
 from cachescope.core.group_state import GroupState
 from cachescope.core.shards import split
 from cachescope.core.writer import RowWriter
-from cachescope.errors import InputError
-from cachescope.events import AccessEvent
+from cachescope.simulation import FIELDS
 from cachescope.store import Store, migrations, tables
-from ingest.pipeline import LineParser, RejectRecord, open_lines
+from cachescope.runners.parse_streams import chunks, merged, open_streams
+from ingest.pipeline import RejectRecord
 
 SUMMARY_FIELDS = ("requests", "hits", "bytes_requested", "bytes_hit")
+_SUMMARY_INDEX = [FIELDS.index(f) for f in SUMMARY_FIELDS]
 
 
 @dataclass
@@ -61,52 +60,22 @@ class ReplaySummary:
         return df
 
 
-class _Totals:
-    """Efficiency counters of everything written, for the summary."""
-
-    def __init__(self) -> None:
-        self.parts: list[pd.DataFrame] = []
-
-    def add(self, written: dict[str, dict[str, np.ndarray]]) -> None:
-        eff = written.get(tables.EFFICIENCY)
-        if eff is not None:
-            df = pd.DataFrame({k: eff[k] for k in ("cache_group", "policy", "size_bytes", *SUMMARY_FIELDS)})
-            self.parts.append(df.groupby(["cache_group", "policy", "size_bytes"], sort=False).sum().reset_index())
-
-    def frame(self) -> pd.DataFrame:
-        if not self.parts:
-            return pd.DataFrame(columns=["cache_group", "policy", "size_bytes", *SUMMARY_FIELDS])
-        df = pd.concat(self.parts).groupby(["cache_group", "policy", "size_bytes"]).sum().reset_index()
-        return df.astype({f: "int64" for f in SUMMARY_FIELDS})
+def _totals(groups: dict[tuple[str, int], GroupState]) -> pd.DataFrame:
+    """Efficiency counters of every minute window emitted (and so written), per (cache group,
+    policy, size): summed by the processors as they emit, not read back from the rows."""
+    rows = []
+    for (group, _), st in groups.items():
+        p = st.processor
+        for i in np.flatnonzero(p.emitted_any).tolist():
+            spec = p.specs[i]
+            rows.append((group, spec.policy, spec.capacity, *p.emitted_totals[i, _SUMMARY_INDEX].tolist()))
+    df = pd.DataFrame(rows, columns=["cache_group", "policy", "size_bytes", *SUMMARY_FIELDS])
+    df = df.astype({"cache_group": object, "policy": object, "size_bytes": np.uint64})
+    df = df.groupby(["cache_group", "policy", "size_bytes"]).sum().reset_index()
+    return df.astype({f: "int64" for f in SUMMARY_FIELDS})
 
 
-def _merged_by_time(streams: list[Iterator[list[AccessEvent]]]) -> Iterator[AccessEvent]:
-    flat = [(ev for batch in s for ev in batch) for s in streams]
-    # equal times in (origin, seq) order, the order every replay of the store uses; one stream
-    # keeps its own (seq) order
-    return heapq.merge(*flat, key=attrgetter("ts", "origin")) if len(flat) > 1 else flat[0]
-
-
-def _guarded(batches: Iterator[list[AccessEvent]], errors: list[str]) -> Iterator[list[AccessEvent]]:
-    """A file's batches, ending (not failing) at damaged compressed data: the other files go on."""
-    try:
-        yield from batches
-    except InputError as exc:
-        errors.append(str(exc))
-
-
-def _chunks(events: Iterable[AccessEvent], size: int) -> Iterator[list[AccessEvent]]:
-    chunk: list[AccessEvent] = []
-    for ev in events:
-        chunk.append(ev)
-        if len(chunk) >= size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
-def _parse_health(store: Store, parsers: list[LineParser], site: str) -> None:
+def _parse_health(store: Store, parsers: list, site: str) -> None:
     """Rejected and skipped lines by reason, for the pipeline-health dashboard and alert rules."""
     from collections import Counter
 
@@ -140,26 +109,20 @@ def replay(
     batch_events: int = 65_536,
     write_rows: int = 500_000,
     stop: threading.Event | None = None,
+    parse_processes: bool | None = None,
 ) -> ReplaySummary:
     """Replay `files` (one format) through the configured shadow caches into `store`.
 
     Lines skipped by design are counted by reason, not passed to `on_reject`. When `stop` is set
     (a signal), the replay ends at the next batch boundary: what was processed is written, open
-    windows stay open (`summary.interrupted`)."""
+    windows stay open (`summary.interrupted`). `parse_processes`: parse each file in a child
+    process (None: when the input is large enough to gain from the second core)."""
     t0 = time.perf_counter()
     migrations.migrate(store, events_ttl_days=0)  # idempotent; old logs must not expire on insert
     pipeline = config.pipeline
-    parsers = []
-    for i, f in enumerate(files):
-        name = str(f)
-        parsers.append(LineParser(fmt, config=config, site=site, source_name=name,
-                                  seq_start=config.ingest.seq_start,
-                                  on_reject=lambda rec, name=name: None if rec.skipped else on_reject(name, rec)))
     summary = ReplaySummary(files=len(files))
-    streams = [_guarded(p.batches(open_lines(f)), summary.errors) for p, f in zip(parsers, files)]
+    streams = open_streams(list(files), fmt, config, site, on_reject, parse_processes)
     groups: dict[tuple[str, int], GroupState] = {}
-    totals = _Totals()
-
     hook = config.alerts.webhook
     webhook = None
     if hook is not None:
@@ -168,7 +131,6 @@ def replay(
         webhook = AlertWebhook(hook.url, hook.timeout_s, hook.retries, hook.max_queued)
 
     def written(tables_written: dict[str, dict[str, np.ndarray]]) -> None:  # on the writer's thread
-        totals.add(tables_written)
         if webhook is not None:  # alerts go out once the store has them; never blocks
             webhook.send(tables_written.get(tables.ALERTS))
         for table, columns in tables_written.items():
@@ -181,43 +143,47 @@ def replay(
         for st in groups.values():
             st.write(writer, "embedded")
 
-    for chunk in _chunks(_merged_by_time(streams), batch_events):
-        cols = EventColumns.from_events(chunk)
-        names, first = np.unique(cols.cache_group, return_index=True)
-        for group in names[np.argsort(first)].tolist():  # groups in order of appearance
-            mine = cols.take(np.flatnonzero(cols.cache_group == group)) if len(names) > 1 else cols
-            for shard, part in split(mine, pipeline.shards):
-                st = groups.get((group, shard))
-                if st is None:
-                    st = groups[(group, shard)] = GroupState.new(group, pipeline, shard)
-                late = st.process(part)
-                if late is not None:
-                    summary.late += len(late)
-                    on_late(late)
-        summary.events += len(cols)
-        on_progress(summary.events)
-        if sum(len(st.outbox) for st in groups.values()) >= write_rows:
-            write_all()
-        if stop is not None and stop.is_set():
-            summary.interrupted = True
-            break
-    if summary.interrupted:
+    batches = chunks(merged(streams), batch_events)
+    try:
+        for cols in batches:
+            names, first = np.unique(cols.cache_group, return_index=True)
+            for group in names[np.argsort(first)].tolist():  # groups in order of appearance
+                mine = cols.take(np.flatnonzero(cols.cache_group == group)) if len(names) > 1 else cols
+                for shard, part in split(mine, pipeline.shards):
+                    st = groups.get((group, shard))
+                    if st is None:
+                        st = groups[(group, shard)] = GroupState.new(group, pipeline, shard)
+                    late = st.process(part)
+                    if late is not None:
+                        summary.late += len(late)
+                        on_late(late)
+            summary.events += len(cols)
+            on_progress(summary.events)
+            if sum(len(st.outbox) for st in groups.values()) >= write_rows:
+                write_all()
+            if stop is not None and stop.is_set():
+                summary.interrupted = True
+                break
+    finally:
+        batches.close()
         for s in streams:
-            s.close()  # the parsers count the lines they read
-    else:
+            s.close()  # children stopped; the parsers count the lines they read
+    if not summary.interrupted:
         for st in groups.values():
             st.finish()
     write_all()
     writer.close()
     if webhook is not None:
         webhook.close()
-    for p in parsers:
-        summary.lines += p.stats.lines
-        summary.rejected += p.stats.rejected
-        summary.skipped += p.stats.skipped
-        for reason, n in p.stats.skipped_reasons.items():
+    for s in streams:
+        if s.error is not None:
+            summary.errors.append(s.error)
+        summary.lines += s.stats.lines
+        summary.rejected += s.stats.rejected
+        summary.skipped += s.stats.skipped
+        for reason, n in s.stats.skipped_reasons.items():
             summary.skipped_by_reason[reason] = summary.skipped_by_reason.get(reason, 0) + n
-    _parse_health(store, parsers, site)
-    summary.efficiency = totals.frame()
+    summary.efficiency = _totals(groups)
+    _parse_health(store, streams, site)
     summary.seconds = time.perf_counter() - t0
     return summary

@@ -1,0 +1,253 @@
+"""The replay's inputs as streams of event columns: one per log file, parsed in this process or
+in a child process, and their merge in (ts, origin) order.
+
+Parsing (JSON decoding, enrichment, tier classification) is most of a replay's CPU time. In a
+child process per file it overlaps the shadow caches and the inserts of the main process (the
+machine's other core): the child runs the same LineParser over the whole file (its ParseContext
+and seq numbering see the file's lines in order, as inline) and sends column batches, its
+rejected lines and its counts through a pipe. The pipe's buffer bounds how far a child runs ahead.
+
+The merge is the one `heapq.merge(key=(ts, origin))` over the files' events gave (a test checks
+it against heapq on random streams), done on arrays: for streams that are each in time order
+that is a merge by (ts, origin); for unsorted streams heapq's order equals a merge by each
+event's running maximum of ts in its stream, which is what is sorted on here.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+
+from cachescope.config import CachescopeConfig
+from cachescope.core.columns import EventColumns
+from cachescope.errors import InputError, UserError
+from ingest.pipeline import LineParser, ParseStats, RejectRecord, file_origin, open_lines
+
+#: events per batch a child process sends (larger batches: fewer messages, same order)
+CHILD_BATCH = 16_384
+#: inputs of at least this many bytes in all are parsed in child processes (below, starting a
+#: process costs more than it saves)
+CHILD_MIN_BYTES = 16 << 20
+
+Reject = Callable[[str, RejectRecord], None]
+
+
+def use_children(files: list[str | Path]) -> bool:
+    """Parse in child processes: a second core, and enough input to be worth a process start."""
+    if (os.cpu_count() or 1) < 2 or any(str(f) == "-" for f in files):
+        return False
+    try:
+        return sum(os.path.getsize(f) for f in files) >= CHILD_MIN_BYTES
+    except OSError:
+        return False  # the inline parser reports the file
+
+
+class Stream:
+    """One file's events, in input order, as EventColumns batches."""
+
+    name: str
+    origin: str
+    stats: ParseStats
+    error: str | None  # a damaged input: the events before the damage were delivered
+
+    def batches(self) -> Iterator[EventColumns]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Stop reading (a stopped replay)."""
+
+
+class InlineStream(Stream):
+    def __init__(self, name: str, fmt: str, config: CachescopeConfig, site: str, on_reject: Reject):
+        self.name = name
+        self.parser = _parser(name, fmt, config, site, on_reject)
+        self.origin = self.parser.enrich.origin
+        self.stats = self.parser.stats
+        self.error = None
+        self._gen: Iterator[EventColumns] | None = None
+
+    def batches(self) -> Iterator[EventColumns]:
+        self._gen = self._run()
+        return self._gen
+
+    def _run(self) -> Iterator[EventColumns]:
+        try:
+            for batch in self.parser.batches(open_lines(self.name)):
+                yield EventColumns.from_events(batch)
+        except InputError as exc:  # damaged input: the other files go on
+            self.error = str(exc)
+
+    def close(self) -> None:
+        if self._gen is not None:
+            self._gen.close()  # the parser counts the lines it read
+
+
+def _parser(name: str, fmt: str, config: CachescopeConfig, site: str, on_reject) -> LineParser:
+    return LineParser(fmt, config=config, site=site, source_name=name, seq_start=config.ingest.seq_start,
+                      on_reject=lambda rec: None if rec.skipped else on_reject(name, rec))
+
+
+def _child(conn, name: str, fmt: str, config: CachescopeConfig, site: str) -> None:
+    """A child process: parse `name`, send ("events", columns, rejects, stats) per batch, then
+    ("end", stats, error). Signals are the parent's to handle (it stops the children)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        rejects: list[RejectRecord] = []
+        parser = _parser(name, fmt, config, site, lambda source, rec: rejects.append(rec))
+        error = None
+        try:
+            for batch in parser.batches(open_lines(name), batch_size=CHILD_BATCH):
+                cols = EventColumns.from_events(batch)
+                conn.send(("events", cols.columns(), rejects, parser.stats))
+                rejects = []
+        except InputError as exc:
+            error = str(exc)
+        conn.send(("end", rejects, parser.stats, error))
+    except (BrokenPipeError, KeyboardInterrupt):
+        pass  # the parent stopped reading
+    except BaseException as exc:  # noqa: BLE001 - named in the parent's one-line error
+        try:
+            conn.send(("fail", f"{type(exc).__name__}: {exc}"))
+        except OSError:
+            pass
+    finally:
+        conn.close()
+
+
+class ChildStream(Stream):
+    def __init__(self, name: str, fmt: str, config: CachescopeConfig, site: str, on_reject: Reject):
+        self.name = name
+        self.origin = file_origin(name)  # what its parser numbers events under
+        self.stats = ParseStats()
+        self.error = None
+        self._on_reject = on_reject
+        ctx = multiprocessing.get_context("spawn")  # not fork: the parent runs chdb's threads
+        self._conn, child_end = ctx.Pipe(duplex=False)
+        self._proc = ctx.Process(target=_child, args=(child_end, name, fmt, config, site),
+                                 name=f"cachescope-parse {os.path.basename(name)}", daemon=True)
+        self._proc.start()
+        child_end.close()
+
+    def batches(self) -> Iterator[EventColumns]:
+        try:
+            while True:
+                try:
+                    msg = self._conn.recv()
+                except EOFError:
+                    raise UserError(f"the parser process of {self.name} ended unexpectedly "
+                                       f"(exit code {self._proc.exitcode})") from None
+                kind = msg[0]
+                if kind == "fail":
+                    raise UserError(f"parsing {self.name} failed: {msg[1]}")
+                if kind == "end":
+                    _, rejects, self.stats, self.error = msg
+                else:
+                    _, columns, rejects, self.stats = msg
+                for rec in rejects:
+                    self._on_reject(self.name, rec)
+                if kind == "end":
+                    return
+                yield EventColumns(**columns)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self._conn.close()
+        if self._proc.is_alive():
+            self._proc.terminate()  # our own child, by its handle
+        self._proc.join()
+
+
+def open_streams(files: list[str | Path], fmt: str, config: CachescopeConfig, site: str, on_reject: Reject,
+                 children: bool | None = None) -> list[Stream]:
+    if children is None:
+        children = use_children(files)
+    kind = ChildStream if children else InlineStream
+    return [kind(str(f), fmt, config, site, on_reject) for f in files]
+
+
+class _Cursor:
+    """A stream's buffered events with their merge keys (running max of ts)."""
+
+    __slots__ = ("it", "rank", "parts", "keys", "last", "done", "pos")
+
+    def __init__(self, it: Iterator[EventColumns], rank: int):
+        self.it, self.rank = it, rank
+        self.parts: list[EventColumns] = []
+        self.keys: list[np.ndarray] = []
+        self.last = np.iinfo(np.int64).min
+        self.done = False
+
+    def pull(self) -> bool:
+        """Buffer the next non-empty batch; False at the end of the stream."""
+        for cols in self.it:
+            if len(cols):
+                key = np.maximum.accumulate(np.maximum(cols.ts.astype(np.int64, copy=False), self.last))
+                self.last = int(key[-1])
+                self.parts.append(cols)
+                self.keys.append(key)
+                return True
+        self.done = True
+        return False
+
+
+def merged(streams: list[Stream]) -> Iterator[EventColumns]:
+    """The streams' events in (ts, origin) order as heapq.merge gives them (see the module doc)."""
+    if len(streams) == 1:
+        yield from streams[0].batches()
+        return
+    # ties: origin, then the stream's position in the list (heapq's order for equal keys)
+    order = sorted(range(len(streams)), key=lambda i: (streams[i].origin, i))
+    rank = {i: r for r, i in enumerate(order)}
+    cursors = [_Cursor(s.batches(), rank[i]) for i, s in enumerate(streams)]
+    while True:
+        live = [c for c in cursors if not c.done]
+        for c in live:
+            if not c.parts:
+                c.pull()
+        live = [c for c in live if not c.done or c.parts]
+        if not live:
+            return
+        open_ = [c for c in live if not c.done]
+        # everything at or below the least (last key, rank) of a stream that may still send more
+        bound = min(((c.last, c.rank) for c in open_), default=None)
+        parts, keys, ranks = [], [], []
+        for c in live:
+            cols = EventColumns.concat(c.parts) if len(c.parts) > 1 else c.parts[0]
+            key = np.concatenate(c.keys) if len(c.keys) > 1 else c.keys[0]
+            if bound is None or c.rank <= bound[1]:
+                n = int(np.searchsorted(key, bound[0], side="right")) if bound is not None else len(key)
+            else:
+                n = int(np.searchsorted(key, bound[0], side="left"))
+            if n:
+                parts.append(cols.slice(0, n) if n < len(key) else cols)
+                keys.append(key[:n])
+                ranks.append(np.full(n, c.rank, dtype=np.int64))
+            c.parts, c.keys = ([cols.slice(n, len(key))], [key[n:]]) if n < len(key) else ([], [])
+        if parts:
+            cols = EventColumns.concat(parts)
+            key = np.concatenate(keys)
+            # stable: within a stream, input order
+            yield cols.take(np.lexsort((np.concatenate(ranks), key)))
+
+
+def chunks(parts: Iterator[EventColumns], size: int) -> Iterator[EventColumns]:
+    """Re-cut a stream of column batches into batches of exactly `size` events (the last shorter)."""
+    held: list[EventColumns] = []
+    n = 0
+    for cols in parts:
+        held.append(cols)
+        n += len(cols)
+        while n >= size:
+            joined = EventColumns.concat(held) if len(held) > 1 else held[0]
+            yield joined.slice(0, size) if len(joined) > size else joined
+            rest = len(joined) - size
+            held = [joined.slice(size, len(joined))] if rest else []
+            n = rest
+    if n:
+        yield EventColumns.concat(held) if len(held) > 1 else held[0]
