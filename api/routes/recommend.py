@@ -21,7 +21,7 @@ from cachescope.simulation import POLICIES, log_grid
 
 router = APIRouter(tags=["recommend"])
 
-INFINITE = 2**63  # bytes: more than any working set
+INFINITE = 2**63 - 1  # bytes: more than any working set (the engine's largest capacity)
 TB = 10**12
 
 

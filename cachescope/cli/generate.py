@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from cachescope.cli.app import app
-from ingest.formats import FORMATS
+from cachescope.cli._format_names import FORMAT_NAMES
 
 # bounds that keep a run within this machine's memory and minutes (the model loops per day and
 # names every server): about 100 bytes per access in memory
@@ -23,7 +23,7 @@ MAX_SERVERS = 1000
 @app.command("generate")
 def generate(
     out: Path = typer.Option(..., "--out", help="directory (one tree per format) or, for one format, a file"),
-    fmt: str = typer.Option("all", "--format", "-f", help=f"all, or a comma list of: {', '.join(FORMATS)}"),
+    fmt: str = typer.Option("all", "--format", "-f", help=f"all, or a comma list of: {', '.join(FORMAT_NAMES)}"),
     events: int = typer.Option(100_000, "--events", "-n", min=1, max=MAX_EVENTS, help="accesses (reads, writes, deletes) to draw"),
     days: float = typer.Option(7.0, "--days", min=1e-6, max=MAX_DAYS, help="length of the period (fractions: 0.001 = 86 s)"),
     sites: int = typer.Option(2, "--sites", min=1, max=MAX_SITES, help="sites (alternately mostly-ATLAS and mostly-CMS)"),

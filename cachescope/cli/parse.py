@@ -16,13 +16,13 @@ from typing import Optional
 import typer
 
 from cachescope.cli.app import app
-from ingest.formats import FORMATS
+from cachescope.cli._format_names import FORMAT_NAMES
 
 
 @app.command("parse")
 def parse(
     source: str = typer.Argument(..., metavar="FILE|-", help="log file (plain, gzip or zstd) or '-' for stdin"),
-    fmt: str = typer.Option(..., "--format", "-f", help=f"one of: {', '.join(FORMATS)}"),
+    fmt: str = typer.Option(..., "--format", "-f", help=f"one of: {', '.join(FORMAT_NAMES)}"),
     site: str = typer.Option("", "--site", help="site name for every event (default: the record's, else the config's)"),
     config: Optional[Path] = typer.Option(None, "--config", help="cachescope YAML config"),
     rejects: Optional[Path] = typer.Option(None, "--rejects", help="write rejected lines here instead of stderr"),
@@ -42,6 +42,8 @@ def parse(
     from ingest.pipeline import LineParser, RejectRecord, open_lines
 
     _reject_encoder = msgspec.json.Encoder()
+    from ingest.formats import FORMATS
+
     if fmt not in FORMATS:
         typer.echo(f"cachescope parse: unknown format {fmt!r}; known: {', '.join(FORMATS)}", err=True)
         raise typer.Exit(2)

@@ -157,3 +157,10 @@ def test_origin_names_the_stream_and_can_be_given(tmp_path: Path):
     assert {json.loads(line)["origin"] for line in named.stdout.splitlines()} == {"collector:mon-01"}
     seqs = [json.loads(line)["seq"] for line in named.stdout.splitlines()]
     assert seqs == list(range(len(seqs)))
+
+
+def test_help_lists_the_parsers_formats():
+    from cachescope.cli._format_names import FORMAT_NAMES
+    from ingest.formats import FORMATS
+
+    assert FORMAT_NAMES == tuple(FORMATS)
