@@ -1,5 +1,5 @@
 """Errors a user can act on: raised by library code, turned into one stderr line and an exit code
-by the command line (cachescope.cli.app), never a traceback.
+by the command line (cli.app), never a traceback.
 
 Exit codes: 1 bad data, an unreadable or unwritable file, an unreachable server; 2 bad usage
 (options, configuration); 130 / 143 interrupted by SIGINT / SIGTERM.

@@ -46,7 +46,7 @@ def workload(data: Path, events: int, days: int, code: Path) -> list[Path]:
     return sorted(p for p in fmt_dir.iterdir() if p.is_file())
 
 
-_MAIN = "import sys; from cachescope.cli import main; sys.argv[0] = 'cachescope'; sys.exit(main())"
+_MAIN = "import sys; from cli import main; sys.argv[0] = 'cachescope'; sys.exit(main())"
 
 
 def _env(code: Path) -> dict[str, str]:

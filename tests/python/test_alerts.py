@@ -23,7 +23,7 @@ from cachescope.core import GroupProcessor, PipelineConfig
 from cachescope.config.alerts import AlertRule, load_rules
 from cachescope.core.alerts import AlertEvaluator
 from cachescope.core.webhook import AlertWebhook
-from cachescope.runners.embedded import replay
+from runners.embedded import replay
 from cachescope.simulation import CacheSpec
 from ingest.generate import make_workload, write
 from ingest.scenarios import apply

@@ -407,7 +407,7 @@ def test_server_backend_answers_the_same(server_store, tmp_path):
     from api.core.config import Settings
     from api.main import create_app
     from cachescope.config import load_config
-    from cachescope.runners.embedded import replay
+    from runners.embedded import replay
 
     write_trace(tmp_path / "t.csv", 5000, seed=4)
     replay([tmp_path / "t.csv"], "csv", config=load_config(), store=server_store, site="SRV")

@@ -18,7 +18,7 @@ import pytest
 import zstandard
 from typer.testing import CliRunner
 
-from cachescope.cli import app
+from cli import app
 from ingest.generate import make_workload, render
 
 CLI = str(Path(sys.executable).parent / "cachescope")

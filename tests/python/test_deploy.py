@@ -134,7 +134,7 @@ def job_options() -> set[str]:
 
 
 def cli_options(command: str) -> set[str]:
-    p = run([sys.executable, "-c", "from cachescope.cli import main; main()", command, "--help"],
+    p = run([sys.executable, "-c", "from cli import main; main()", command, "--help"],
             env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)})
     assert p.returncode == 0, f"cachescope {command} --help: {p.stderr[-500:]}"
     return set(re.findall(r"(--[a-z][a-z\-]*)", p.stdout))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from cachescope.cli import app
+from cli import app
 from cachescope.config import load_config
 import jsonschema
 import orjson

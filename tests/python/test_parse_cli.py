@@ -11,7 +11,7 @@ import pytest
 import zstandard
 from typer.testing import CliRunner
 
-from cachescope.cli import app
+from cli import app
 from cachescope.events import schema
 from conftest import FIXTURES, fixture_lines
 
@@ -160,7 +160,7 @@ def test_origin_names_the_stream_and_can_be_given(tmp_path: Path):
 
 
 def test_help_lists_the_parsers_formats():
-    from cachescope.cli._format_names import FORMAT_NAMES
+    from cli._format_names import FORMAT_NAMES
     from ingest.formats import FORMATS
 
     assert FORMAT_NAMES == tuple(FORMATS)

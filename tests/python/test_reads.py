@@ -13,7 +13,7 @@ import pytest
 
 from cachescope import reads
 from cachescope.config import load_config
-from cachescope.runners.embedded import replay
+from runners.embedded import replay
 
 CLI = Path(sys.executable).parent / "cachescope"
 

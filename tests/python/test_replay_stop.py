@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from cachescope.config import load_config
-from cachescope.runners.embedded import replay
+from runners.embedded import replay
 from cachescope.store import open_store, tables
 from ingest.generate import make_workload, write
 

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from cachescope.config import load_config
 from cachescope.core.columns import EventColumns
 from cachescope.events import AccessEvent
-from cachescope.runners.embedded import replay
-from cachescope.runners.parse_streams import Stream, chunks, merged
+from runners.embedded import replay
+from runners.parse_streams import Stream, chunks, merged
 from cachescope.store import open_store, tables
 from ingest.generate import make_workload, write
 

@@ -13,7 +13,7 @@ import yaml
 
 from cachescope import report
 from cachescope.config import load_config
-from cachescope.runners.embedded import replay
+from runners.embedded import replay
 from cachescope.store import EmbeddedStore
 from ingest.generate import make_workload, write
 from ingest.scenarios import apply

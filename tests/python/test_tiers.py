@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cachescope.cli import app
+from cli import app
 from cachescope.tiers import RulesError, TierClassifier, clean_path, rucio_hash, rucio_path
 from conftest import FIXTURES, fixture_lines
 

@@ -9,7 +9,7 @@ from typing import Annotated
 import orjson
 import typer
 
-from cachescope.cli.app import app
+from cli.app import app
 
 bench_app = typer.Typer(help="Benchmarks for the performance targets in DESIGN.md.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from cachescope.cli.app import app
+from cli.app import app
 
 
 @app.command()
@@ -35,7 +35,7 @@ def ship(
     metrics_port: Annotated[Optional[int], typer.Option(help="serve Prometheus metrics on this port")] = None,
 ) -> None:
     """Ship the accesses of a log file or topic to Kafka as batched AccessEvent messages keyed by cache group."""
-    from cachescope.cli import _checks
+    from cli import _checks
     from cachescope.config import load_config
     from cachescope.errors import UsageError
     from ingest.formats import FORMATS

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from cachescope.cli.app import app
+from cli.app import app
 from cachescope.errors import UsageError, UserError
 from cachescope.units import SizeError, format_size, parse_size_spec
 

@@ -15,8 +15,8 @@ from typing import Optional
 
 import typer
 
-from cachescope.cli.app import app
-from cachescope.cli._format_names import FORMAT_NAMES
+from cli.app import app
+from cli._format_names import FORMAT_NAMES
 
 
 @app.command("parse")

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from cachescope.cli.app import app
+from cli.app import app
 
 
 @app.command("tier")
@@ -19,6 +19,6 @@ def tier(
     details: bool = typer.Option(False, "--details", help="JSON lines with vo, normalised path, base tier, is_mc, pileup"),
 ) -> None:
     """Print the data tier of each path: TIER<TAB>PATH."""
-    from cachescope.cli._tier_run import run
+    from cli._tier_run import run
 
     run(paths, rules, config, vo, details)

@@ -27,14 +27,14 @@ COMMANDS = {
 
 def _load(modules) -> object:
     for module in modules:
-        importlib.import_module(f"cachescope.cli.{module}")
-    from cachescope.cli.app import app
+        importlib.import_module(f"cli.{module}")
+    from cli.app import app
 
     return app
 
 
 def __getattr__(name: str):
-    # `from cachescope.cli import app`: the app with every command (tests, embedding)
+    # `from cli import app`: the app with every command (tests, embedding)
     if name == "app":
         app = _load(sorted(set(COMMANDS.values())))
         globals()["app"] = app
@@ -48,7 +48,7 @@ def main() -> None:
     # the first word that is not an option names the command (the root has no options with values)
     name = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
     if name == "tier" and sys.argv[1] == "tier" and "--help" not in sys.argv[2:]:
-        from cachescope.cli._tier_run import fast_main
+        from cli._tier_run import fast_main
 
         return fast_main(sys.argv[2:])
     module = COMMANDS.get(name or "")

@@ -25,7 +25,7 @@ from cachescope.core.shards import split
 from cachescope.core.writer import RowWriter
 from cachescope.simulation import FIELDS
 from cachescope.store import Store, migrations, tables
-from cachescope.runners.parse_streams import chunks, merged, open_streams
+from runners.parse_streams import chunks, merged, open_streams
 from ingest.pipeline import RejectRecord
 
 SUMMARY_FIELDS = ("requests", "hits", "bytes_requested", "bytes_hit")

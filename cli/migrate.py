@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from cachescope.cli.app import app
+from cli.app import app
 
 
 @app.command()
@@ -25,7 +25,7 @@ def migrate(
 
     if (store is None) == (clickhouse is None):
         raise typer.BadParameter("give exactly one of --store DIR or --clickhouse URL")
-    from cachescope.cli import _checks
+    from cli import _checks
 
     _checks.database_name(database)
     if clickhouse is not None:  # a malformed URL, a closed port or a server that never answers: one line

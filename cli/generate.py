@@ -9,8 +9,8 @@ from pathlib import Path
 
 import typer
 
-from cachescope.cli.app import app
-from cachescope.cli._format_names import FORMAT_NAMES
+from cli.app import app
+from cli._format_names import FORMAT_NAMES
 
 # bounds that keep a run within this machine's memory and minutes (the model loops per day and
 # names every server): about 100 bytes per access in memory

@@ -22,7 +22,7 @@ import os
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]  # a checkout: its .cache/flink-jars
+REPO = Path(__file__).resolve().parents[1]  # a checkout: its .cache/flink-jars
 CONNECTOR_JAR = "flink-sql-connector-kafka-5.0.0-2.2.jar"
 END_OF_INPUT = 2**63 - 2  # event-time timer that only a finished bounded source reaches
 MIN_WRITE_GAP_MS = 1000

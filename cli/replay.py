@@ -21,7 +21,7 @@ import msgspec
 import orjson
 import typer
 
-from cachescope.cli.app import app
+from cli.app import app
 from cachescope.errors import EXIT_SIGINT, EXIT_SIGTERM, UsageError, UserError
 from cachescope.units import format_size
 
@@ -45,7 +45,7 @@ def replay(
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from cachescope.config import load_config
-    from cachescope.runners.embedded import replay as run_replay
+    from runners.embedded import replay as run_replay
     from cachescope.store import StoreError, open_store
     from cachescope.store.migrations import MigrationError
     from ingest.formats import FORMATS
@@ -56,7 +56,7 @@ def replay(
     for f in files:
         if str(f) != "-" and not f.is_file():
             raise UsageError(f"{f}: {'is a directory, not a log file' if f.is_dir() else 'no such file'}")
-    from cachescope.cli._checks import database_name
+    from cli._checks import database_name
 
     database_name(database)
     cfg = load_config(config)  # UsageError naming the field on a bad configuration

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from cachescope.cli.app import app
+from cli.app import app
 
 
 def _time(value: Optional[str], option: str):
