@@ -17,21 +17,23 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+#: (module, exception class, message): errors of a store, a migration or a server a user can act on
+_SERVICE_ERRORS = (
+    ("cachescope.store.base", "StoreError", "store: {exc}"),
+    ("cachescope.store.migrations", "MigrationError", "migration: {exc}"),
+    ("kafka.errors", "KafkaError", "Kafka: {kind}: {exc} (is the broker running and reachable?)"),
+    ("clickhouse_driver.errors", "Error", "ClickHouse: {exc} (is the server running and reachable?)"),
+)
+
+
 def _library_error(exc: BaseException) -> tuple[str, int] | None:
     """Message and exit code of errors the libraries raise that a user can act on (looked up only
     in modules already imported, so `--help` stays light)."""
-    store = sys.modules.get("cachescope.store.base")
-    if store is not None and isinstance(exc, store.StoreError):
-        return f"store: {exc}", EXIT_DATA
-    mig = sys.modules.get("cachescope.store.migrations")
-    if mig is not None and isinstance(exc, mig.MigrationError):
-        return f"migration: {exc}", EXIT_DATA
-    kafka_errors = sys.modules.get("kafka.errors")
-    if kafka_errors is not None and isinstance(exc, kafka_errors.KafkaError):
-        return f"Kafka: {type(exc).__name__}: {exc} (is the broker running and reachable?)", EXIT_DATA
-    ch_errors = sys.modules.get("clickhouse_driver.errors")
-    if ch_errors is not None and isinstance(exc, ch_errors.Error):
-        return f"ClickHouse: {exc} (is the server running and reachable?)", EXIT_DATA
+    for module, cls, message in _SERVICE_ERRORS:
+        mod = sys.modules.get(module)
+        err = getattr(mod, cls, None) if mod is not None else None
+        if err is not None and isinstance(exc, err):
+            return message.format(exc=exc, kind=type(exc).__name__), EXIT_DATA
     for name in ("cachescope.tiers.classifier", "cachescope.units", "cachescope.simulation"):
         mod = sys.modules.get(name)
         for cls in ("RulesError", "SizeError", "TraceError"):
