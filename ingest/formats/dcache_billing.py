@@ -362,8 +362,13 @@ def _path(g: dict[str, str | None], ctx: ParseContext) -> str:
 
 
 def _mover(m: re.Match[str], fmt: _Compiled, ctx: ParseContext) -> Access | Reject:
+    return _mover_of(fmt.fields(m.groups() + (None,)), fmt.date, ctx)
+
+
+def _mover_of(fields: tuple, date_rx: re.Pattern[str], ctx: ParseContext) -> Access | Reject:
+    """A transfer record from its _MOVER_FIELDS."""
     (date, cell_cell, cell_name, pnfsid, filesize, path, transferred, created, protocol, initiator, rc,
-     message) = fmt.fields(m.groups() + (None,))
+     message) = fields
     if rc is not None and rc != "0":
         return skip(f"failed transfer (rc={rc}: {message or ''})")
     if initiator and initiator.startswith("pool:"):
@@ -377,7 +382,7 @@ def _mover(m: re.Match[str], fmt: _Compiled, ctx: ParseContext) -> Access | Reje
     path = _resolve_path(path, pnfsid, ctx)
     if not path:
         raise BadRecord("field path: empty and no pnfsid")
-    ts = _ts(date, fmt.date, ctx)
+    ts = _ts(date, date_rx, ctx)
     cell = cell_cell or cell_name or ""
     at = cell.find("@")
     server = cell[:at] if at >= 0 else cell
@@ -413,7 +418,62 @@ def _learn(m: re.Match[str], ctx: ParseContext) -> None:
             ctx.remember(pnfsid, path)
 
 
+# ---------------------------------------------------------------------------------------------
+# Fast path: transfer and door lines of the default templates (~all of a billing log) through one
+# regex each that is about twice as fast as the template's: the path is `[^\]\n]*` instead of the
+# lazy `.*?`, nothing that is not read is captured, and the groups come as one tuple. It accepts
+# a line only when the template regex matches it with the same groups, and declines (None)
+# otherwise: then the templates decide, so every event and every reject reason stays what they
+# give (tests/python/test_dcache_billing_fast.py compares both on samples and mutated lines). Why
+# the groups are the same: both regexes are the same but for the path and the message; a path
+# without "]" ends at the first "]", which is where the lazy `.*?` tries first, and the rest is
+# the same pattern, so the template's first match in backtracking order is this one; the message
+# runs to the closing `"}` at the end of the line in both. A transfer line cannot match the door
+# template nor a door line the transfer one (the character after the first "] [" tells), so the
+# order in which _parse_templates tries the templates makes no difference for them.
+
+_HEAD = r"(\d{2}\.\d{2}\ \d{2}:\d{2}:\d{2})\ \[[^:\s\]]+:([^:\s\]]+):([A-Za-z-]+)\]\ \["
+_FILE = r"([0-9A-Fa-f]*),(-?\d+)\]\ \[([^\]\n]*)\]\ (?:[^@\s]*@\S*|<Unknown>)\ "
+_RC = r'\{(-?\d+):"(.*)"\}'
+# date, cell, type, pnfsid, filesize, path, transferred, created, protocol, initiator, rc, message
+_FAST_MOVER = re.compile(_HEAD + _FILE + r"(-?\d+)\ -?\d+\ (true|false)\ \{([^}]*)\}\ \[([^\]]*)\]\ " + _RC)
+# date, cell, type, clientChain, pnfsid, filesize, path, rc, message
+_FAST_DOOR = re.compile(_HEAD + r'"[^"]*":-?\d+:-?\d+:([^\]]*)\]\ \[' + _FILE + r"-?\d+\ -?\d+\ " + _RC)
+_MOVER_DATE = next(f.date for f in _DEFAULT_COMPILED if f.kind == "mover-info-message")
+_DOOR_DATE = next(f.date for f in _DEFAULT_COMPILED if f.kind == "door-request-info-message")
+
+
+def _fast(line: str, ctx: ParseContext) -> Access | Reject | None:
+    """A transfer or door line of the default templates, or None (then the templates decide)."""
+    m = _FAST_MOVER.fullmatch(line) if ':request] ["' not in line else None  # door requests: half the lines
+    if m is not None:
+        date, cell, _, pnfsid, filesize, path, transferred, created, protocol, initiator, rc, message = m.groups()
+        return _mover_of((date, cell, None, pnfsid, filesize, path, transferred, created, protocol, initiator, rc,
+                          message), _MOVER_DATE, ctx)
+    m = _FAST_DOOR.fullmatch(line)
+    if m is None:
+        return None
+    date, _, mtype, chain, pnfsid, _, path, rc, message = m.groups()
+    if mtype == "remove":
+        g = {"date": date, "pnfsid": pnfsid, "path": path, "rc": rc, "message": message}
+        return _delete(g, _DOOR_DATE, ctx, chain.split(",", 1)[0] if chain != "unknown" else "")
+    if pnfsid and path and path != "Unknown":  # _learn
+        ctx.remember(pnfsid, path)
+    if mtype == "request":
+        return _DOOR_REQUEST
+    return skip(f"door {mtype} (the pool's transfer record carries the bytes)")
+
+
 def _parse(line: str, ctx: ParseContext) -> Access | Reject:
+    if ctx.state.get("dcache_billing", _DEFAULT_COMPILED) is _DEFAULT_COMPILED:
+        result = _fast(line, ctx)
+        if result is not None:
+            return result
+    return _parse_templates(line, ctx)
+
+
+def _parse_templates(line: str, ctx: ParseContext) -> Access | Reject:
+    """Every line through the template regexes (the reference the fast path must agree with)."""
     formats = ctx.state.get("dcache_billing") or _DEFAULT_COMPILED
     if ":request] " in line:  # door requests are half the lines: try their template first
         formats = ctx.state.get("dcache_billing_doors_first") or _doors_first(formats, ctx)
