@@ -190,13 +190,32 @@ def _rd_error(bootstrap: str, what: str, exc: BaseException) -> KafkaUnavailable
 _RD_TIMEOUT = 120.0
 
 
+def _rd_config(bootstrap: str, **extra) -> dict:
+    """librdkafka settings every client of the file shipper shares. Its own log lines (retries,
+    shutdown notes) go to the `ingest.shipper.librdkafka` logger, silent unless a handler is
+    attached, instead of stderr: failures reach the user as one error line, not as a log."""
+    return {"bootstrap.servers": bootstrap, "logger": _RD_LOG, **extra}
+
+
+def _rd_logger():
+    import logging
+
+    log = logging.getLogger("ingest.shipper.librdkafka")
+    log.addHandler(logging.NullHandler())
+    log.propagate = False
+    return log
+
+
+_RD_LOG = _rd_logger()
+
+
 def rd_ensure_topics(bootstrap: str, topics: Sequence[tuple[str, dict]]) -> None:
     """Create the (name, config) topics that do not exist yet, one partition each (another
     shipper may create them at the same time)."""
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(_rd_config(bootstrap))
     try:
         existing = set(admin.list_topics(timeout=_RD_TIMEOUT).topics)
         missing = [NewTopic(name, 1, 1, config=config) for name, config in topics if name not in existing]
@@ -222,11 +241,11 @@ class RdKafkaSink:
         self.dead_letter = dead_letter_topic or self.topic + ".rejects"
         self.id, self.fmt = shipper_id, fmt
         rd_ensure_topics(self.bootstrap, [*extra_topics, (self.topic, {}), (self.dead_letter, {})])
-        self.producer = Producer({
-            "bootstrap.servers": self.bootstrap, "transactional.id": f"cachescope-shipper-{self.id}",
-            "enable.idempotence": True, "acks": "all", "linger.ms": 5,
-            # the same 1 MB limit as the broker's default message.max.bytes (messages are split below it)
-            "message.max.bytes": 1_000_000, **(producer_config or {})})
+        self.producer = Producer(_rd_config(
+            self.bootstrap, **{"transactional.id": f"cachescope-shipper-{self.id}", "enable.idempotence": True,
+                               "acks": "all", "linger.ms": 5,
+                               # the broker's default message.max.bytes (messages are split below it)
+                               "message.max.bytes": 1_000_000, **(producer_config or {})}))
         try:
             # fences a previous incarnation of this shipper and aborts its open transaction
             self.producer.init_transactions(_RD_TIMEOUT)
@@ -445,9 +464,10 @@ class Shipper:
 
         committed = None
         key = self.id.encode()
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"cachescope-shipper-state-{self.id}",
-                             "enable.auto.commit": False, "isolation.level": "read_committed",
-                             "fetch.wait.max.ms": 10, "enable.partition.eof": True})  # EOF: end of the committed records
+        consumer = Consumer(_rd_config(
+            self.bootstrap, **{"group.id": f"cachescope-shipper-state-{self.id}", "enable.auto.commit": False,
+                               "isolation.level": "read_committed", "fetch.wait.max.ms": 10,
+                               "enable.partition.eof": True}))  # EOF: the end of the committed records
         try:
             tp = TopicPartition(self.state_topic, 0, OFFSET_BEGINNING)
             # read up to the end as it is now: an EOF stops at the last stable offset, which another
