@@ -389,7 +389,8 @@ class FileFollower:
                 end = len(data) - len(data.split(b"\n", want)[-1])
             if end < len(data):
                 fh.seek(end - len(data), os.SEEK_CUR)
-            lines = data[:end].decode("utf-8", "replace").split("\n")
+                data = data[:end]
+            lines = data.decode("utf-8", "replace").split("\n")
             lines.pop()  # the empty text after the last "\n"
             out += lines
             self.pos.offset += end

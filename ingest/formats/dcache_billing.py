@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Callable
 
-from ingest.formats._base import Access, BadRecord, Format, ParseContext, Reject, skip
+from ingest.formats._base import MEMO_LIMIT, Access, BadRecord, Format, ParseContext, Reject, skip
 
 NAME = "dcache-billing"
 
@@ -465,8 +465,11 @@ def _fast(line: str, ctx: ParseContext) -> Access | Reject | None:
         if transferred < 0 or filesize < 0:
             raise BadRecord(f"field transferred/filesize: negative ({transferred}, {filesize})")
         if path and path != "Unknown":
-            if pnfsid:
-                ctx.remember(pnfsid, path)
+            if pnfsid:  # ctx.remember, inlined
+                memo = ctx.memo
+                if len(memo) >= MEMO_LIMIT:
+                    memo.clear()
+                memo[pnfsid] = path
         else:
             path = _resolve_path(path, pnfsid, ctx)
             if not path:
@@ -491,8 +494,11 @@ def _fast(line: str, ctx: ParseContext) -> Access | Reject | None:
     if mtype == "remove":
         g = {"date": date, "pnfsid": pnfsid, "path": path, "rc": rc, "message": message}
         return _delete(g, _DOOR_DATE, ctx, chain.split(",", 1)[0] if chain != "unknown" else "")
-    if pnfsid and path and path != "Unknown":  # _learn
-        ctx.remember(pnfsid, path)
+    if pnfsid and path and path != "Unknown":  # _learn (ctx.remember, inlined)
+        memo = ctx.memo
+        if len(memo) >= MEMO_LIMIT:
+            memo.clear()
+        memo[pnfsid] = path
     if mtype == "request":
         return _DOOR_REQUEST
     return skip(f"door {mtype} (the pool's transfer record carries the bytes)")
