@@ -95,6 +95,14 @@ def year_from_name(name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def _until_damaged(lines: Iterable[str], damaged: list[InputError]) -> Iterator[str]:
+    """`lines` until a reader raises InputError (kept in `damaged`)."""
+    try:
+        yield from lines
+    except InputError as exc:
+        damaged.append(exc)
+
+
 class LineParser:
     def __init__(
         self,
@@ -205,20 +213,14 @@ class LineParser:
         line_no = first = self._line_no
         blank = 0
         lines_before = stats.lines
-        failure: BaseException | None = None
         record_skipped = self._record_skipped
         quiet: dict[str, int] = {}  # skipped lines by reason, when they are not recorded
-        source = iter(lines)
+        damaged: list[InputError] = []
+        # a list cannot fail mid-way; a reader can (damaged compressed input): the events read
+        # before the damage are kept, then it is raised
+        source = lines if type(lines) is list else _until_damaged(lines, damaged)
         try:
-            while True:
-                try:
-                    line = next(source)
-                except StopIteration:
-                    break
-                except InputError as exc:  # damaged input: keep the events read before it
-                    failure = exc
-                    break
-                line_no += 1
+            for line_no, line in enumerate(source, first + 1):  # noqa: B007 - line_no is read after the loop
                 line = line.rstrip("\r\n")
                 if not line or line.isspace():
                     blank += 1
@@ -265,9 +267,9 @@ class LineParser:
         if out:
             stats.events += len(out)
             yield out
-        if failure is not None:
-            self.error = str(failure)
-            raise failure
+        if damaged:
+            self.error = str(damaged[0])
+            raise damaged[0]
 
     def parse_all(self, lines: Iterable[str]) -> list[AccessEvent]:
         events: list[AccessEvent] = []

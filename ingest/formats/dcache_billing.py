@@ -490,8 +490,9 @@ def _fast(line: str, ctx: ParseContext) -> Access | Reject | None:
     m = _FAST_DOOR.fullmatch(line)
     if m is None:
         return None
-    date, _, mtype, chain, pnfsid, _, path, rc, message = m.groups()
+    mtype, pnfsid, path = m.group(3, 5, 7)  # only these for a request (half the lines): fewer strings
     if mtype == "remove":
+        date, chain, rc, message = m.group(1, 4, 8, 9)
         g = {"date": date, "pnfsid": pnfsid, "path": path, "rc": rc, "message": message}
         return _delete(g, _DOOR_DATE, ctx, chain.split(",", 1)[0] if chain != "unknown" else "")
     if pnfsid and path and path != "Unknown":  # _learn (ctx.remember, inlined)
