@@ -41,12 +41,14 @@ def ship_once(log: Path, bootstrap: str, state: Path, code: Path = REPO) -> tupl
            "--state", str(state), "--shipper-id", topic, "--no-follow"]
     env = {**os.environ, "PYTHONPATH": str(code)}  # which checkout's code the venv's command runs
     t0 = time.perf_counter()
+    err = state.with_suffix(".stderr")
     pid = os.posix_spawn(cmd[0], cmd, env,
-                         file_actions=[(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0)])
+                         file_actions=[(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                                       (os.POSIX_SPAWN_OPEN, 2, str(err), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)])
     _, status, usage = os.wait4(pid, 0)
     wall = time.perf_counter() - t0
     if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"ship failed: {' '.join(cmd)}")
+        raise SystemExit(f"ship failed: {' '.join(cmd)}: {err.read_text().strip()}")
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
 
 
@@ -75,8 +77,8 @@ def main() -> None:
             load = os.getloadavg()[0]
             for i in range(args.repeat):
                 for name, code in codes.items():
-                    runs[name].append(ship_once(log, env["KAFKA_BOOTSTRAP"], Path(tmp) / f"state{len(runs[name])}-{i}"
-                                                f"-{abs(hash(name))}.json", code))
+                    state = Path(tmp) / f"state-{i}-{list(codes).index(name)}.json"
+                    runs[name].append(ship_once(log, env["KAFKA_BOOTSTRAP"], state, code))
             print(f"ship dcache-billing → Kafka, exactly once: {lines:,} lines ({log.name}), best of {args.repeat}, "
                   f"load {load:.1f} → {os.getloadavg()[0]:.1f}")
             best = {name: min(r) for name, r in runs.items()}
