@@ -387,6 +387,7 @@ class FileFollower:
             want = max_lines - len(out)
             if data.count(b"\n", 0, end) > want:  # cut after the want-th line
                 end = len(data) - len(data.split(b"\n", want)[-1])
+            whole = len(data) < self.BLOCK and end == len(data)  # read to the end of the file
             if end < len(data):
                 fh.seek(end - len(data), os.SEEK_CUR)
                 data = data[:end]
@@ -395,8 +396,8 @@ class FileFollower:
             out += lines
             self.pos.offset += end
             self.pos.line += len(lines)
-            if len(data) < self.BLOCK and end == len(data):
-                at_end = True  # read to the end of the file: no need to ask again
+            if whole:
+                at_end = True  # no need to ask again
                 break
         if at_end:
             self._follow_rotation()
