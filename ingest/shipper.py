@@ -4,7 +4,9 @@ A shipper follows one log file (like `tail -F`: growth, rotation, truncation), p
 with the format's `LineParser`, and sends per-cache-group batches to the events topic
 (`{"cache_group": G, "events": [...]}`), malformed lines with their reason to a dead-letter topic;
 well-formed lines that are not accesses (skipped: door requests, failed transfers) are counted
-by reason (`cachescope_shipper_rejects{reason}`), not sent.
+by reason (`cachescope_shipper_rejects{reason}`, the parse statistics' reason keys), not sent.
+A transaction holds up to `batch_events` lines (20,000: a commit waits on the broker, so small
+transactions cap the rate), its events in messages of at most 2,500 per cache group.
 
 Exactly once across restarts: each batch is one Kafka transaction holding the event messages,
 the dead-letter messages and a record of the shipper's read position (file identity, byte
@@ -523,8 +525,8 @@ class Shipper:
         """Ship until the end of the file (or, with follow, until stop()). Returns the position.
 
         Transaction N commits on a thread of its own while batch N+1 is read and parsed (a
-        commit waits ~30 ms on the broker, as long as parsing a batch): transactions stay one at
-        a time and in order, and a failed one raises here before the next begins, so a restart
+        commit waits on the broker while the next batch is parsed): transactions stay one at a
+        time and in order, and a failed one raises here before the next begins, so a restart
         resumes from the last committed position as before."""
         from concurrent.futures import ThreadPoolExecutor
 
