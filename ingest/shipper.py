@@ -19,8 +19,8 @@ write).
 `KafkaSink` is the transactional side of the topic shipper of `ingest/kafka_source.py` (dCache's
 billing topic, kafka-python), which keeps its position as consumer-group offsets inside the same
 transaction instead of a state-topic record. The file shipper writes through `RdKafkaSink`, the
-same transactions on confluent-kafka (librdkafka): its produce calls only queue, the C threads
-send and compress without the GIL, so the Python thread is left to parsing (kafka-python's
+same transactions on confluent-kafka (librdkafka): its produce calls only queue, its C threads
+send and checksum without the GIL, so the Python thread is left to parsing (kafka-python's
 sender thread took a third of the shipper's CPU).
 """
 
