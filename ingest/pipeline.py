@@ -95,6 +95,14 @@ def year_from_name(name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def _until_damaged(lines: Iterable[str], damaged: list[InputError]) -> Iterator[str]:
+    """`lines` until a reader raises InputError (kept in `damaged`)."""
+    try:
+        yield from lines
+    except InputError as exc:
+        damaged.append(exc)
+
+
 class LineParser:
     def __init__(
         self,
@@ -109,6 +117,7 @@ class LineParser:
         origin: str | None = None,
         classifier: TierClassifier | None = None,
         on_reject: Callable[[RejectRecord], None] | None = None,
+        record_skipped: bool = True,
     ):
         self.format = get_format(fmt) if isinstance(fmt, str) else fmt
         self.config = config if config is not None else load_config()
@@ -149,6 +158,9 @@ class LineParser:
         self.stats = ParseStats()
         self.rejects: list[RejectRecord] = []
         self._on_reject = on_reject if on_reject is not None else self.rejects.append
+        # False: skipped lines (well-formed, not accesses) are only counted in stats, by reason,
+        # with no RejectRecord (the shippers send none of them; half of a dCache billing log)
+        self._record_skipped = record_skipped
         self._line_no = 0
         self.error: str | None = None  # why reading stopped early (a damaged input), else None
         self._reason_keys: dict[str, str] = {}
@@ -176,6 +188,19 @@ class LineParser:
             stats.skipped_reasons[key] += 1
         self._on_reject(RejectRecord(line_no, reason, text, rej.skipped))
 
+    def _count_skipped(self, quiet: dict[str, int]) -> None:
+        stats = self.stats
+        for reason, n in quiet.items():
+            key = self._reason_keys.get(reason)
+            if key is None:
+                key = reason_key(reason)
+                if len(self._reason_keys) < 10_000:
+                    self._reason_keys[reason] = key
+            stats.skipped += n
+            stats.reasons[key] += n
+            stats.skipped_reasons[key] += n
+        quiet.clear()
+
     def batches(self, lines: Iterable[str], batch_size: int = 4096) -> Iterator[list[AccessEvent]]:
         """Events of `lines` in input order, in lists of up to batch_size."""
         raw = self.format.raw
@@ -188,18 +213,14 @@ class LineParser:
         line_no = first = self._line_no
         blank = 0
         lines_before = stats.lines
-        failure: BaseException | None = None
-        source = iter(lines)
+        record_skipped = self._record_skipped
+        quiet: dict[str, int] = {}  # skipped lines by reason, when they are not recorded
+        damaged: list[InputError] = []
+        # a list cannot fail mid-way; a reader can (damaged compressed input): the events read
+        # before the damage are kept, then it is raised
+        source = lines if type(lines) is list else _until_damaged(lines, damaged)
         try:
-            while True:
-                try:
-                    line = next(source)
-                except StopIteration:
-                    break
-                except InputError as exc:  # damaged input: keep the events read before it
-                    failure = exc
-                    break
-                line_no += 1
+            for line_no, line in enumerate(source, first + 1):  # noqa: B007 - line_no is read after the loop
                 line = line.rstrip("\r\n")
                 if not line or line.isspace():
                     blank += 1
@@ -224,24 +245,31 @@ class LineParser:
                                 reject(line_no, line, Reject(exc.reason, exc.skipped))
                         else:
                             reject(line_no, line, item)
-                else:
+                elif record_skipped or not result.skipped:
                     reject(line_no, line, result)
+                else:
+                    reason = result.reason
+                    quiet[reason] = quiet.get(reason, 0) + 1
                 if len(out) >= batch_size:
+                    if quiet:
+                        self._count_skipped(quiet)
                     stats.events += len(out)
                     stats.lines = lines_before + line_no - first - blank  # so far (a reader may stop here)
                     yield out
                     out = []
                     append = out.append
         finally:
+            if quiet:
+                self._count_skipped(quiet)
             self._line_no = line_no
             stats.lines = lines_before + line_no - first - blank
             stats.clamped = enrich.clamped
         if out:
             stats.events += len(out)
             yield out
-        if failure is not None:
-            self.error = str(failure)
-            raise failure
+        if damaged:
+            self.error = str(damaged[0])
+            raise damaged[0]
 
     def parse_all(self, lines: Iterable[str]) -> list[AccessEvent]:
         events: list[AccessEvent] = []

@@ -13,10 +13,10 @@ instead of 1.4 µs per event). Each element is validated against the AccessEvent
 from __future__ import annotations
 
 import typing
-from operator import attrgetter
 from typing import Iterable, Mapping
 
 import msgspec
+from msgspec.structs import astuple
 import numpy as np
 import orjson
 
@@ -48,7 +48,8 @@ def encode_batch(cache_group: str, events: Iterable[AccessEvent] | Iterable[Mapp
     """Events (parser structs, or dicts of their JSON form) → one message."""
     ev = list(events)
     if ev and isinstance(ev[0], AccessEvent):
-        columns = {f: list(map(attrgetter(f), ev)) for f in FIELDS}
+        # rows to columns in C: each event as a tuple, transposed (tuples encode as JSON arrays)
+        columns = dict(zip(FIELDS, zip(*map(astuple, ev))))
     else:
         columns = {f: [e.get(f) for e in ev] for f in FIELDS}
     return _head(cache_group) + _encoder.encode(columns) + b"}"

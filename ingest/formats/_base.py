@@ -20,6 +20,7 @@ import msgspec
 
 from cachescope.units import U64_MAX
 INTERNAL_ERROR = "internal error"
+MEMO_LIMIT = 1_000_000  # entries of a stream's memo (ParseContext.remember) before it starts over
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _ONE_US = timedelta(microseconds=1)
 
@@ -84,7 +85,7 @@ class ParseContext:
 
     def remember(self, key: Any, value: Any) -> None:
         memo = self.memo
-        if len(memo) >= 1_000_000:
+        if len(memo) >= MEMO_LIMIT:
             memo.clear()  # bounded memory; losing old ids only costs later lookups
         memo[key] = value
 

@@ -1,0 +1,98 @@
+"""The dCache billing fast path (str.find on transfer and door lines) against the template
+regexes it stands in for: the same event, the same reject reason and the same learnt pnfsids for
+every line — fixture lines, generated logs, and mutated lines built to hit its edge cases."""
+
+from __future__ import annotations
+
+import random
+import string
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import fixture_lines
+from ingest.formats import BadRecord, ParseContext
+from ingest.formats import dcache_billing as billing
+from ingest.generate import make_workload, render
+
+
+def _ctx() -> ParseContext:
+    ctx = ParseContext(site="S", year=2024)
+    billing.prepare(ctx)
+    return ctx
+
+
+def _outcome(parse, line: str, ctx: ParseContext):
+    try:
+        return parse(line, ctx)
+    except BadRecord as exc:
+        return ("BadRecord", exc.reason, exc.skipped)
+
+
+def _compare(lines: list[str]) -> int:
+    """Parse `lines` in order both ways (each with its own stream memory); returns how many lines
+    the fast path took itself."""
+    fast_ctx, slow_ctx, probe = _ctx(), _ctx(), _ctx()
+    taken = 0
+    for line in lines:
+        try:
+            taken += billing._fast(line, probe) is not None
+        except BadRecord:
+            taken += 1
+        fast = _outcome(billing._parse, line, fast_ctx)
+        slow = _outcome(billing._parse_templates, line, slow_ctx)
+        assert fast == slow, line
+    assert fast_ctx.memo == slow_ctx.memo
+    return taken
+
+
+@pytest.fixture(scope="module")
+def generated() -> list[str]:
+    w = make_workload(3000, days=1, sites=1, servers=3, seed=7)
+    return [line for _, _, _, line in render("dcache-billing", w)]
+
+
+def test_fixture_and_generated_lines_agree(generated):
+    lines = fixture_lines("dcache_billing.txt") + generated
+    taken = _compare(lines)
+    assert taken > 0.9 * len(generated)  # the fast path does take the common lines
+
+
+DELIMS = ['"', "{", "}", "[", "]", ":", ",", "@", "-", " ", "  ", "\t", "é", "] ", "] [", '"}', ":\"", "<Unknown>",
+          "true", "false", "0", "-1", "x", "A", "request", "remove", "transfer", "١", "²"]
+
+
+def _mutate(rng: random.Random, line: str) -> str:
+    for _ in range(rng.randint(1, 3)):
+        i = rng.randrange(len(line) + 1)
+        kind = rng.randrange(4)
+        if kind == 0 and line:
+            line = line[:i] + rng.choice(string.printable) + line[i + 1:]
+        elif kind == 1:
+            line = line[:i] + line[i + rng.randint(1, 12):]
+        elif kind == 2:
+            line = line[:i] + rng.choice(DELIMS) + line[i:]
+        else:
+            line = line[:i] + line[i:i + rng.randint(1, 30)] + line[i:]
+    return line
+
+
+def test_mutated_lines_agree(generated):
+    rng = random.Random("billing-fast")
+    seeds = fixture_lines("dcache_billing.txt") + generated
+    _compare([_mutate(rng, rng.choice(seeds)) for _ in range(40_000)])
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=st.lists(st.one_of(st.text(alphabet='0123456789abcdef-:,"{}[]@ <>UnknowtrfalsOK', max_size=8),
+                                 st.sampled_from(["0", "-3", "true", "false", "<Unknown>", "a@b", "Unknown", ""])),
+                       min_size=12, max_size=12))
+def test_template_shaped_lines_agree(values):
+    v = values
+    _compare([
+        f"01.02 07:47:{v[0][:2]:0>2} [pool:{v[1]}:transfer] [{v[2]},{v[3]}] [{v[4]}] {v[5]} {v[6]} {v[7]} {v[8]} "
+        f"{{{v[9]}}} [{v[10]}] {{{v[11]}:\"m\"}}",
+        f"01.02 07:47:49 [door:{v[1]}:{v[0]}] [\"{v[2]}\":{v[3]}:{v[4]}:{v[5]}] [{v[6]},{v[7]}] [{v[8]}] "
+        f"{v[9]} {v[10]} 0 {{{v[11]}:\"\"}}",
+    ])
