@@ -128,6 +128,32 @@ def _efficiency_totals(table: str) -> NamedQuery:
 
 
 EFFICIENCY_SERIES = {table: _efficiency_series(table) for _, table in EFFICIENCY_TABLES}
+
+
+def _efficiency_rows(table: str) -> NamedQuery:
+    return NamedQuery(
+        f"efficiency_rows:{table}",
+        "SELECT toUnixTimestamp(window_start) AS ws, cache_group, policy, size_bytes, tier, "
+        "sum(requests) AS requests, sum(hits) AS hits, sum(bytes_requested) AS bytes_requested, "
+        "sum(bytes_hit) AS bytes_hit, sum(bytes_filled) AS bytes_filled, sum(evictions) AS evictions "
+        f"FROM {table} FINAL GROUP BY window_start, cache_group, policy, size_bytes, tier",
+        "every window of a table, summed over shards and runs (what an in-process copy of the table holds: "
+        "the efficiency series are sums of these rows)",
+    )
+
+
+def _table_version(table: str) -> NamedQuery:
+    return NamedQuery(
+        f"table_version:{table}",
+        "SELECT sum(rows) AS rows, count() AS parts, max(max_block_number) AS block, max(data_version) AS version "
+        f"FROM system.parts WHERE database = currentDatabase() AND table = '{table}' AND active",
+        "a table's active parts: changes with every insert, merge or mutation (when to reload a copy of it)",
+    )
+
+
+#: the tables whose rows an in-process copy may hold (the minute table is read by SQL: too many rows)
+EFFICIENCY_ROWS = {t: _efficiency_rows(t) for t in (tables.EFFICIENCY_HOURLY, tables.EFFICIENCY_DAILY)}
+TABLE_VERSION = {t: _table_version(t) for t in (tables.EFFICIENCY_HOURLY, tables.EFFICIENCY_DAILY)}
 EFFICIENCY_TOTALS = {table: _efficiency_totals(table) for _, table in EFFICIENCY_TABLES}
 
 MRC = NamedQuery(
@@ -420,6 +446,18 @@ def efficiency_series(store: "Store", start: dt.datetime, end: dt.datetime, step
                  **_lists(cache_groups=cache_groups, policies=policies, sizes=sizes, tiers=tiers))
 
 
+def efficiency_rows(store: "Store", table: str) -> "pd.DataFrame":
+    """ws (Unix seconds), cache_group, policy, size_bytes, tier and the counters of every window of
+    `table` (efficiency_hourly or efficiency_daily), summed over shards and runs."""
+    return EFFICIENCY_ROWS[table].run(store)
+
+
+def table_version(store: "Store", table: str) -> tuple:
+    """(rows, parts, last block, data version) of a table's active parts: equal while nothing changed."""
+    df = TABLE_VERSION[table].run(store)
+    return tuple(int(v) if v == v else 0 for v in df.iloc[0].tolist()) if len(df) else ()
+
+
 def efficiency_totals(store: "Store", start: dt.datetime, end: dt.datetime, *, cache_groups: Sequence[str] = (),
                       policies: Sequence[str] = (), sizes: Sequence[int] = (), tiers: Sequence[str] = (),
                       by_tier: bool = False) -> "pd.DataFrame":
@@ -528,7 +566,8 @@ def alert_spans(store: "Store", start: dt.datetime, end: dt.datetime, *,
 
 #: every named query, for tests and the dashboards generator
 #: (ALERTS is not listed: its table exists only once the alerting component created it)
-ALL: tuple[NamedQuery, ...] = (*EFFICIENCY_SERIES.values(), *EFFICIENCY_TOTALS.values(), MRC, OBSERVED_SERIES,
+ALL: tuple[NamedQuery, ...] = (*EFFICIENCY_SERIES.values(), *EFFICIENCY_TOTALS.values(), *EFFICIENCY_ROWS.values(),
+                               *TABLE_VERSION.values(), MRC, OBSERVED_SERIES,
                                OBSERVED_SERVERS, WHATIF_ACCESSES, WHATIF_FEED, WHATIF_SCOPE, ACCESS_COUNT, CACHE_GROUPS, LIVE_CONFIGS, TIME_SPAN,
                                PIPELINE_HEALTH, ALERTS, ALERT_SPANS, ALERTS_FIRING_SERIES,
                                EFFICIENCY_VS_BASELINE, BEST_POLICY, READ_VOLUME, CACHE_SPLIT, WINDOW_COMPLETENESS, SITES, SITE_CACHE_GROUPS,

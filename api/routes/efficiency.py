@@ -64,9 +64,13 @@ def efficiency(
         step_s = P.step_seconds(step, start, end)
         groups = P.groups_of(store, cache_group, site)
         tiers = P.split(tier)
-        df = reads.efficiency_series(store, start, end, step_s, cache_groups=groups, policies=P.split(policy),
-                                     sizes=P.sizes(size), tiers=tiers, by_tier=by_tier or bool(tiers))
+        filters = dict(cache_groups=groups, policies=P.split(policy), sizes=P.sizes(size), tiers=tiers,
+                       by_tier=by_tier or bool(tiers))
+        # hour and day steps: the in-process copy of the table (the same answer, no query)
+        series = request.app.state.series.series_json(store, start, end, step_s, **filters)
+        if series is None:
+            series = columnar_series(reads.efficiency_series(store, start, end, step_s, **filters))
         return P.json_response({"step": step, "table": reads.table_for_step(step_s), "from": start.isoformat(),
-                                "to": end.isoformat(), "series": columnar_series(df)})
+                                "to": end.isoformat(), "series": series})
 
     return request.app.state.answers.get(request, compute)
