@@ -55,9 +55,11 @@ def _wanted(names: np.ndarray, asked: Sequence) -> np.ndarray | None:
 class _Ordering:
     """Rows sorted by (series, ws[, tier]); `series` numbers distinct keys in sorted order."""
 
-    perm: np.ndarray  # row numbers in this order
     key: np.ndarray  # series · 2^32 + ws, ascending
     series_cols: tuple[np.ndarray, ...]  # per series: the key's codes (cache_group, policy, size[, tier])
+    ws: np.ndarray  # the rows' columns in this order (a selection is then contiguous ranges)
+    tier: np.ndarray
+    counters: dict[str, np.ndarray]
 
 
 class TableCopy:
@@ -76,6 +78,7 @@ class TableCopy:
         self.counters = {c: df[c].to_numpy().astype(np.uint64) for c in COUNTERS}
         self.by_tier = self._ordering((g, p, s, t))
         self.summed = self._ordering((g, p, s))
+        del self.counters  # kept in each ordering's row order only
 
     def _ordering(self, cols: tuple[np.ndarray, ...]) -> _Ordering:
         # lexsort: last key first; the tier breaks ties after ws in the tiers-summed order
@@ -88,7 +91,9 @@ class TableCopy:
                 change[1:] |= c[1:] != c[:-1]
         sid = np.cumsum(change) - 1
         first = np.flatnonzero(change)
-        return _Ordering(perm, sid * _SHIFT + self.ws[perm], tuple(c[first] for c in sorted_cols))
+        ws = self.ws[perm]
+        return _Ordering(sid * _SHIFT + ws, tuple(c[first] for c in sorted_cols), ws, self.codes["tier"][perm],
+                         {c: v[perm] for c, v in self.counters.items()})
 
     def _select(self, start: dt.datetime, end: dt.datetime, step_s: int, cache_groups: Sequence[str],
                 policies: Sequence[str], sizes: Sequence[int], tiers: Sequence[str], by_tier: bool,
@@ -112,18 +117,18 @@ class TableCopy:
         total = int(n.sum())
         # the positions of every selected range, concatenated (no Python loop over series)
         pos = np.arange(total, dtype=np.int64) + np.repeat(lo - np.concatenate(([0], np.cumsum(n)[:-1])), n)
-        rows = o.perm[pos]
         sid = np.repeat(sids, n)
         if not by_tier and want_tiers is not None:
-            m = np.isin(self.codes["tier"][rows], want_tiers)
-            rows, sid = rows[m], sid[m]
+            m = np.isin(o.tier[pos], want_tiers)
+            pos, sid = pos[m], sid[m]
+        rows = pos
         # toStartOfInterval(window_start, INTERVAL step SECOND): epoch-aligned
-        bucket = self.ws[rows] // step_s * step_s
+        bucket = o.ws[rows] // step_s * step_s
         change = np.ones(len(rows), dtype=bool)
         if len(rows):
             change[1:] = (sid[1:] != sid[:-1]) | (bucket[1:] != bucket[:-1])
         at = np.flatnonzero(change)
-        sums = {c: (np.add.reduceat(self.counters[c][rows], at) if len(at) else np.zeros(0, np.uint64))
+        sums = {c: (np.add.reduceat(o.counters[c][rows], at) if len(at) else np.zeros(0, np.uint64))
                 for c in counters}
         return _Answer(self, o, by_tier, bucket[at], sid[at], sums)
 
@@ -136,7 +141,8 @@ class TableCopy:
     def series_json(self, start: dt.datetime, end: dt.datetime, step_s: int, *, cache_groups: Sequence[str] = (),
                     policies: Sequence[str] = (), sizes: Sequence[int] = (), tiers: Sequence[str] = (),
                     by_tier: bool = False) -> list[dict]:
-        """The same as api.routes.efficiency.columnar_series(series(...)), without a DataFrame."""
+        """The same as api.routes.efficiency.columnar_series(series(...)) once written by dumps(),
+        without a DataFrame."""
         return self._select(start, end, step_s, cache_groups, policies, sizes, tiers, by_tier, JSON_COUNTERS).json()
 
 
@@ -177,28 +183,32 @@ class _Answer:
         })
 
     def json(self) -> list[dict]:
+        """Series as columnar objects of numpy slices: orjson writes them natively (with
+        OPT_SERIALIZE_NUMPY | OPT_NAIVE_UTC: times as `…T00:00:00+00:00`, NaN as null), no Python
+        object per point."""
         c, cols, n = self.copy, self.order.series_cols, len(self.sid)
         if not n:
             return []
         first = np.flatnonzero(np.concatenate(([True], self.sid[1:] != self.sid[:-1])))
         bounds = np.append(first, n).tolist()
-        # ISO strings for the distinct buckets only, then looked up (a conversion per point costs more)
-        distinct, inverse = np.unique(self.time, return_inverse=True)
-        text = [t + "+00:00" for t in np.datetime_as_string(distinct.astype("datetime64[s]"), unit="s").tolist()]
-        times = [text[i] for i in inverse.tolist()]
-        lists = {k: v.tolist() for k, v in self.sums.items()}
-        hit, tr = self.efficiencies()
-        lists["hit_efficiency"], lists["transfer_efficiency"] = hit.tolist(), tr.tolist()
+        arrays = {"time": self.time.astype("datetime64[s]"), **self.sums}
+        arrays["hit_efficiency"], arrays["transfer_efficiency"] = self.efficiencies()
         out = []
         for a, b in zip(bounds[:-1], bounds[1:]):
             s = int(self.sid[a])
             row = {"cache_group": str(c.groups[cols[0][s]]), "policy": str(c.policies[cols[1][s]]),
-                   "size_bytes": int(c.sizes[cols[2][s]]), "tier": str(c.tiers[cols[3][s]]) if self.by_tier else "ALL",
-                   "time": times[a:b]}
-            for k, v in lists.items():
+                   "size_bytes": int(c.sizes[cols[2][s]]), "tier": str(c.tiers[cols[3][s]]) if self.by_tier else "ALL"}
+            for k, v in arrays.items():
                 row[k] = v[a:b]
             out.append(row)
         return out
+
+
+def dumps(payload) -> bytes:
+    """JSON of an answer holding series_json(...)."""
+    import orjson
+
+    return orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NAIVE_UTC)
 
 
 def _us(t: dt.datetime) -> int:
@@ -216,6 +226,12 @@ class SeriesIndex:
         self._checked: dict[str, float] = {}
         self._lock = threading.Lock()
         self.loads = 0
+
+    def fresh(self, table: str | None) -> TableCopy | None:
+        """The copy of `table` when it was checked less than check_seconds ago (no I/O), else None."""
+        if table is None or time.monotonic() - self._checked.get(table, -1e9) >= self.check_seconds:
+            return None
+        return self._copies.get(table)
 
     def copy_of(self, store: Store, table: str) -> TableCopy | None:
         """The copy of `table`, checked (and reloaded) through `store`, the caller's connection."""
