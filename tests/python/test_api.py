@@ -214,6 +214,72 @@ def test_efficiency_series_come_from_the_table_of_the_step(client):
     assert {s["tier"] for s in tiers["series"]} == set(TIERS)
 
 
+#: /v1/efficiency queries at hour and day steps: filters, odd bounds, a table each step picks
+COPY_QUERIES = [
+    {"step": "1h", "from": FROM, "to": TO},
+    {"step": "1h", "from": FROM, "to": TO, "by_tier": "true"},
+    {"step": "2h", "from": "2023-11-14T23:00:00.5Z", "to": "2023-11-16T05:00:00.000001Z", "policy": "lru,arc"},
+    {"step": "3h", "from": FROM, "to": TO, "size": "1TB", "tier": "HITS,USER"},
+    {"step": "1h", "from": FROM, "to": TO, "tier": "AOD", "policy": "lru"},
+    {"step": "1d", "from": FROM, "to": TO, "by_tier": "true"},
+    {"step": "7d", "from": "2023-11-01T00:00:00Z", "to": "2023-12-01T00:00:00Z"},
+    {"step": "1h", "from": FROM, "to": TO, "cache_group": "nope"},
+    {"step": "1h", "from": FROM, "to": TO, "policy": "lru", "size": "7"},
+    {"step": "1h", "from": "2030-01-01T00:00:00Z", "to": "2030-01-02T00:00:00Z"},
+]
+
+
+def copy_and_sql_apps(app, **settings):
+    """Two apps on `app`'s open stores: /v1/efficiency from the table copy, and by SQL per request
+    (the read layer); no answer cache. Used without their lifespan: they borrow the stores."""
+    from fastapi.testclient import TestClient
+
+    from api.main import create_app
+
+    out = []
+    for rows in (5_000_000, 0):
+        a = create_app(app.state.settings.model_copy(update={"series_copy_max_rows": rows, "answer_cache_seconds": 0,
+                                                              **settings}))
+        a.state.stores = app.state.stores
+        out.append(TestClient(a))
+    return out
+
+
+def assert_copy_equals_sql(copy, sql, queries, headers=None) -> int:
+    """Every query answers the same through the copy and through the read layer; returns the points."""
+    points = 0
+    for q in queries:
+        a, b = copy.get("/v1/efficiency", params=q, headers=headers), sql.get("/v1/efficiency", params=q, headers=headers)
+        assert a.status_code == b.status_code == 200, (q, a.text, b.text)
+        assert a.json() == b.json(), q
+        points += sum(len(s["time"]) for s in a.json()["series"])
+    return points
+
+
+def test_efficiency_copy_answers_as_the_read_layer_and_follows_the_table(client):
+    """The in-process copy of the hour/day tables (api/series_index.py) answers every filter as the
+    read layer does (FINAL, sums over shards and runs), and reloads when the table changes."""
+    from cachescope.store import tables
+
+    copy, sql = copy_and_sql_apps(client.app, series_copy_check_seconds=3600)
+    assert assert_copy_equals_sql(copy, sql, COPY_QUERIES) > 100
+    index = copy.app.state.series
+    assert index.loads == 2  # hourly and daily, once each (then answered on the event loop)
+    with client.app.state.stores.get() as store:
+        row = store.query(f"SELECT * FROM {tables.EFFICIENCY_HOURLY} FINAL WHERE cache_group = 'SITE-A' "
+                          "AND policy = 'lru' ORDER BY window_start LIMIT 1").dicts()[0]
+        extra = [dict(row),  # a second copy of a row: FINAL keeps one
+                 {**row, "cache_group": "COPY-TEST", "run": 1}, {**row, "cache_group": "COPY-TEST", "run": 2},
+                 {**row, "cache_group": "COPY-TEST", "run": 2, "shard": 1, "hits": 0}]
+        store.insert(tables.EFFICIENCY_HOURLY, {k: [r[k] for r in extra] for k in row})
+    index.check_seconds = 0  # look at the table before each answer
+    queries = COPY_QUERIES + [{"step": "1h", "from": FROM, "to": TO, "cache_group": "COPY-TEST", "by_tier": "true"}]
+    assert assert_copy_equals_sql(copy, sql, queries) > 100
+    assert index.loads == 3
+    got = copy.get("/v1/efficiency", params=queries[-1]).json()["series"]
+    assert [s["requests"] for s in got] == [[3 * row["requests"]]] and got[0]["hits"] == [2 * row["hits"]]
+
+
 def test_mrc_configs_compare_recommend_alerts_health(client):
     h = client.get("/healthz")
     assert h.status_code == 200 and h.json()["backend"] == "embedded"
@@ -426,6 +492,9 @@ def test_server_backend_answers_the_same(server_store, tmp_path):
                     headers=auth).json()
         w = c.post("/v1/whatif", json={"policy": "lru", "size": "1TB", "from": FROM, "to": TO}, headers=auth).json()
         assert sum(eff["series"][0]["hits"]) == w["hits"]
+        # the table copy of /v1/efficiency answers as the read layer over a server too
+        copy, sql = copy_and_sql_apps(c.app)
+        assert assert_copy_equals_sql(copy, sql, COPY_QUERIES, headers=auth) > 100
         # concurrent readers each get their own server connection
         results = []
         threads = [threading.Thread(target=lambda: results.append(c.get("/v1/configs", headers=auth).status_code))
