@@ -21,6 +21,8 @@ Engine tricks, all exact:
 from __future__ import annotations
 
 import datetime as dt
+import queue
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping, Sequence
@@ -37,6 +39,8 @@ OTHER_TIER = "OTHER"
 #: the engine counts by at most 256 tiers: the most used 255 get codes, the rest count as OTHER
 MAX_TIERS = 255
 DAY = dt.timedelta(days=1)
+#: rows per chunk fed to the engine (a server streams them; memory stays bounded by a few chunks)
+CHUNK_ROWS = 1 << 20
 #: counters one answer may hold (buckets × groups × caches × tiers × fields, 8 bytes each)
 MAX_COUNTER_CELLS = 20_000_000
 #: salted replicas of a sampled cache for the error bound, and Student's t (95 %, replicas - 1 d.o.f.)
@@ -240,23 +244,28 @@ def run_whatif(store: Store, req: WhatIf, *, tier_names: Sequence[str] | None = 
     res = WhatIfResult(req, specs, names, counters, shared, None)
     adm = req.admission
 
-    def read(a: dt.datetime, b: dt.datetime):
-        r0 = time.perf_counter()
-        df = reads.whatif_feed(store, a, b, tier_names=names[1:], cache_groups=req.cache_groups, sites=req.sites,
-                               exclude_tiers=adm.exclude_tiers, max_file_size=adm.max_file_size)
-        cols = {k: df[k].to_numpy() for k in ("ts_us", "file_id", "file_size", "bytes_read", "op_code",
-                                                "tier_code", "group_code", "admitted")}
-        res.read_seconds += time.perf_counter() - r0
-        on_chunk(len(df))
-        return cols
-
     warm_end = req.start
     ranges = [(a, b, True) for a, b in _chunks(req.start - req.warmup, warm_end, req.chunk)] + \
              [(a, b, False) for a, b in _chunks(req.start, req.end, req.chunk)]
 
+    def chunks():
+        """(columns, warm-up?) in replay order, at most CHUNK_ROWS rows each, streamed from the store."""
+        for a, b, warm in ranges:
+            it = reads.whatif_feed_chunks(store, a, b, tier_names=names[1:], cache_groups=req.cache_groups,
+                                          sites=req.sites, exclude_tiers=adm.exclude_tiers,
+                                          max_file_size=adm.max_file_size, rows=CHUNK_ROWS)
+            while True:
+                r0 = time.perf_counter()
+                cols = next(it, None)
+                res.read_seconds += time.perf_counter() - r0
+                if cols is None:
+                    break
+                on_chunk(len(cols["file_id"]))
+                yield cols, warm
+
     if bank.needs_future:
         # belady: next-access times over the whole replay, so the columns are kept for it
-        parts = [(read(a, b), warm) for a, b, warm in ranges]
+        parts = list(chunks())
         all_ids = np.concatenate([p[0]["file_id"][p[0]["admitted"].astype(bool)] for p in parts]) if parts else np.zeros(0, np.uint64)
         from cachescope import _simcore
 
@@ -268,23 +277,64 @@ def run_whatif(store: Store, req: WhatIf, *, tier_names: Sequence[str] | None = 
                   start_us, step_us, n_groups, groups)
             pos += k
     else:
-        # the next chunk is read while the engine feeds this one (both leave the GIL: chDB's query
-        # and the bank's feed run native code), so a replay takes about max(read, engine)
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(1, thread_name_prefix="whatif-read") as pool:
-            pending = pool.submit(read, *ranges[0][:2]) if ranges else None
-            for i, (a, b, warm) in enumerate(ranges):
-                cols = pending.result()
-                pending = pool.submit(read, *ranges[i + 1][:2]) if i + 1 < len(ranges) else None
-                _feed(res, cols, warm, None, bank, shared_bank, replica_banks, rep_tot, start_us, step_us,
-                      n_groups, groups)
+        # the store is read a chunk ahead in a thread while the engine feeds this one (both leave
+        # the GIL: the query or the HTTP stream, and the bank's feed run native code)
+        for cols, warm in _ahead(chunks()):
+            _feed(res, cols, warm, None, bank, shared_bank, replica_banks, rep_tot, start_us, step_us,
+                  n_groups, groups)
     if replica_banks:
         tot = rep_tot.sum(axis=2)  # (replicas, caches, fields)
         res.replicas = np.stack([tot[..., F["hits"]] / np.maximum(tot[..., F["requests"]], 1),
                                  tot[..., F["bytes_hit"]] / np.maximum(tot[..., F["bytes_requested"]], 1)], axis=-1)
     res.seconds = time.perf_counter() - t0
     return res
+
+
+def _ahead(items, depth: int = 1):
+    """Iterate `items` in a thread, up to `depth` items ahead of the consumer. The thread stops
+    (and closes the iterator: the store's stream) when the consumer stops early."""
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    end = object()
+
+    def produce():
+        try:
+            for x in items:
+                while not stop.is_set():
+                    try:
+                        q.put((x, None), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    break
+            out = (end, None)
+        except BaseException as e:  # handed to the consumer
+            out = (end, e)
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+        while not stop.is_set():
+            try:
+                q.put(out, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    t = threading.Thread(target=produce, name="whatif-read", daemon=True)
+    t.start()
+    try:
+        while True:
+            x, err = q.get()
+            if x is end:
+                if err is not None:
+                    raise err
+                return
+            yield x
+    finally:
+        stop.set()
+        t.join()
 
 
 def _feed(res: WhatIfResult, cols: dict, warm: bool, next_access, bank: ShadowBank, shared_bank, replica_banks,

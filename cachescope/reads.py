@@ -26,11 +26,12 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from cachescope.store import tables
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
     from cachescope.store import Store
@@ -501,6 +502,17 @@ def whatif_feed(store: "Store", start: dt.datetime, end: dt.datetime, *, tier_na
     return WHATIF_FEED.run(store, start=_utc(start), end=_utc(end), tier_names=[str(t) for t in tier_names],
                            max_file_size=int(2**64 - 1 if max_file_size is None else max_file_size),
                            **_lists(cache_groups=cache_groups, sites=sites, exclude_tiers=exclude_tiers))
+
+
+def whatif_feed_chunks(store: "Store", start: dt.datetime, end: dt.datetime, *, tier_names: Sequence[str],
+                       cache_groups: Sequence[str] = (), sites: Sequence[str] = (), exclude_tiers: Sequence[str] = (),
+                       max_file_size: int | None = None, rows: int = 1 << 20) -> "Iterator[dict[str, np.ndarray]]":
+    """whatif_feed as numpy columns in chunks of at most `rows` rows, in replay order, streamed
+    from a server (Store.stream_columns): memory bounded by a chunk."""
+    params = dict(start=_utc(start), end=_utc(end), tier_names=[str(t) for t in tier_names],
+                  max_file_size=int(2**64 - 1 if max_file_size is None else max_file_size),
+                  **_lists(cache_groups=cache_groups, sites=sites, exclude_tiers=exclude_tiers))
+    return store.stream_columns(WHATIF_FEED.sql, {k: _param_value(v) for k, v in params.items()}, rows=rows)
 
 
 def whatif_scope(store: "Store", start: dt.datetime, end: dt.datetime, *, cache_groups: Sequence[str] = (),
