@@ -81,6 +81,10 @@ class WhatIf:
     sites: Sequence[str] = ()
     warmup: dt.timedelta = dt.timedelta(0)
     partitions: int = 1
+    #: how `partitions` caches split the accesses: "auto" (by server when the range's accesses name
+    #: exactly `partitions` servers, else by file hash), "server" (one cache per server, however
+    #: many), "file" (by file hash, as the engine and `cachescope simulate --partitions` do)
+    partition_by: str = "auto"
     sample_rate: float = 1.0
     admission: Admission = field(default_factory=Admission)
     params: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
@@ -105,6 +109,11 @@ class WhatIfResult:
     shared: np.ndarray | None
     #: (replicas, caches, 2): hit and transfer efficiency of each salted replica when sampled
     replicas: np.ndarray | None
+    #: partitions by server: the servers (one cache each) and their counters (servers, caches, tiers, fields)
+    servers: list[str] = field(default_factory=list)
+    by_server: np.ndarray | None = None
+    #: how the partitions were routed and why (None: one cache, no partitions)
+    routing: dict | None = None
     accesses: int = 0
     warmup_accesses: int = 0
     admitted: int = 0
@@ -132,9 +141,14 @@ class WhatIfResult:
                     for b in range(per.shape[0]) if per[b, :, :, F["requests"]].any()]
             if self.shared is not None:
                 shared = self.shared[:, :, c]
-                row["partitions"] = spec.partitions
+                n = len(self.servers) or spec.partitions
+                row["partitions"] = n
+                row["routing"] = dict(self.routing or {})
                 row["shared"] = _scaled(self._ratios(shared.sum(axis=(0, 1, 2))), spec.sample_rate)
-                row["shared"]["note"] = f"one cache of {spec.capacity} bytes instead of {spec.partitions} of 1/{spec.partitions} each"
+                row["shared"]["note"] = f"one cache of {spec.capacity} bytes instead of {n} of 1/{n} each"
+                if self.by_server is not None:
+                    row["by_server"] = {name: _scaled(self._ratios(self.by_server[i, c].sum(axis=0)), spec.sample_rate)
+                                        for i, name in enumerate(self.servers)}
             if spec.sample_rate < 1.0:
                 row["sampling"] = self._sampling(c, spec, per)
             out.append(row)
@@ -192,14 +206,82 @@ def check(req: WhatIf) -> None:
         raise WhatIfError("warmup", "warmup must not be negative")
     if not 0 < req.sample_rate <= 1:
         raise WhatIfError("sample_rate", "sample_rate must be in (0, 1]")
-    if req.partitions < 1:
+    if req.partitions < 1 and req.partition_by != "server":
         raise WhatIfError("partitions", "partitions must be at least 1")
+    if req.partition_by not in ("auto", "server", "file"):
+        raise WhatIfError("partitions", f"partition_by {req.partition_by!r}: auto, server or file")
 
 
 def scope(store: Store, req: WhatIf) -> tuple[int, list[str]]:
     """(accesses in warm-up + range, tier names by use) without reading the accesses."""
     df = reads.whatif_scope(store, req.start - req.warmup, req.end, cache_groups=req.cache_groups, sites=req.sites)
     return int(df["accesses"].sum()) if len(df) else 0, [str(t) for t in df["tier"].tolist()] if len(df) else []
+
+
+def routing(store: Store, req: WhatIf) -> tuple[list[str], dict | None]:
+    """(servers, how the partitions are routed): one cache per server when asked ("server"), or
+    ("auto") when the accesses of the range name exactly `partitions` servers; else by file hash."""
+    if req.partition_by == "file" or (req.partition_by == "auto" and req.partitions <= 1):
+        return [], ({"by": "file", "reason": "file hash, as the engine routes its partitions"}
+                    if req.partitions > 1 else None)
+    df = reads.whatif_servers(store, req.start - req.warmup, req.end, cache_groups=req.cache_groups, sites=req.sites)
+    servers = [str(x) for x in df["server"].tolist()] if len(df) else []
+    named = [x for x in servers if x]
+    if req.partition_by == "server":
+        if len(named) < 2 or len(named) != len(servers):
+            raise WhatIfError("partitions", f"the stored accesses of this range name {len(named)} server(s)"
+                              f"{' (some none)' if len(named) != len(servers) else ''}: one cache per server needs "
+                              "at least two and every access to name its server; give a number to route by file hash")
+        return named, {"by": "server", "reason": f"one cache per server: {len(named)} servers in the range"}
+    if len(named) == req.partitions and len(named) == len(servers):
+        return named, {"by": "server", "reason": f"the accesses of the range name {len(named)} servers: one cache "
+                                                 "per server"}
+    why = ("the accesses name no server" if not named else
+           f"the accesses name {len(named)} server(s), not {req.partitions}" if len(named) == len(servers)
+           else "some accesses name no server")
+    return [], {"by": "file", "reason": f"file hash ({why}), as the engine routes its partitions"}
+
+
+class _PerServer:
+    """N caches, one per server: a bank per server, each fed only its server's accesses, with
+    1/N of the capacity each (the remainder spread as the engine spreads its hash partitions)."""
+
+    def __init__(self, specs: Sequence[CacheSpec], n_servers: int, n_tiers: int):
+        self.banks = [ShadowBank([replace(s, capacity=s.capacity // n_servers + int(i < s.capacity % n_servers),
+                                          partitions=1) for s in specs], n_tiers) for i in range(n_servers)]
+        self.last: list[np.ndarray | None] = []
+
+    @property
+    def needs_future(self) -> bool:
+        return self.banks[0].needs_future
+
+    def feed(self, file_id, file_size, bytes_read, tier, op, next_access=None, window=None, server=None) -> np.ndarray:
+        outs: list[np.ndarray | None] = []
+        for i, bank in enumerate(self.banks):
+            m = server == i + 1
+            if not m.any():
+                outs.append(None)
+                continue
+            outs.append(bank.feed(file_id[m], file_size[m], bytes_read[m], tier[m], op[m],
+                                  next_access=None if next_access is None else next_access[m],
+                                  window=None if window is None else window[m]))
+        self.last = outs
+        done = [o for o in outs if o is not None]
+        total = np.zeros((max(o.shape[0] for o in done), *done[0].shape[1:]), dtype=np.uint64)
+        for o in done:
+            total[:o.shape[0]] += o
+        return total
+
+
+def _next_by_server(ids: np.ndarray, server: np.ndarray, n_servers: int) -> np.ndarray:
+    """belady's next-access times within each server's own stream (its cache sees only that)."""
+    from cachescope import _simcore
+
+    out = np.zeros(len(ids), dtype=np.uint64)
+    for i in range(n_servers):
+        m = server == i + 1
+        out[m] = _simcore.next_access_times(np.ascontiguousarray(ids[m], dtype=np.uint64))
+    return out
 
 
 def _chunks(start: dt.datetime, end: dt.datetime, step: dt.timedelta):
@@ -231,17 +313,27 @@ def run_whatif(store: Store, req: WhatIf, *, tier_names: Sequence[str] | None = 
         raise WhatIfError("step" if step_us else "size", f"{n_buckets:,} buckets x {n_groups} groups x {len(specs)} "
                           f"caches x {n_tiers} tiers is too many counters for one answer: use a longer step, fewer "
                           "caches or groups", status=413)
+    servers, route = routing(store, req)
+    partitioned = route is not None
+    if servers:
+        specs = [replace(s, partitions=1) for s in specs]
+
+    def new_bank():
+        return _PerServer(specs, len(servers), n_tiers) if servers else ShadowBank(specs, n_tiers)
+
     try:
-        bank = ShadowBank(specs, n_tiers)
+        bank = new_bank()
     except ValueError as e:  # the engine refuses a parameter it does not know, or a bad value
         raise WhatIfError("params", str(e)) from None
-    shared_bank = (ShadowBank([replace(s, partitions=1) for s in specs], n_tiers) if req.partitions > 1 else None)
+    shared_bank = ShadowBank([replace(s, partitions=1) for s in specs], n_tiers) if partitioned else None
     sampled = req.sample_rate < 1.0
-    replica_banks = [ShadowBank(specs, n_tiers) for _ in range(SAMPLE_REPLICAS - 1)] if sampled else []
+    replica_banks = [new_bank() for _ in range(SAMPLE_REPLICAS - 1)] if sampled else []
     counters = np.zeros((n_buckets, n_groups, len(specs), n_tiers, len(FIELDS)), dtype=np.uint64)
     shared = np.zeros_like(counters) if shared_bank is not None else None
     rep_tot = np.zeros((len(replica_banks), len(specs), n_tiers, len(FIELDS)), dtype=np.uint64)
-    res = WhatIfResult(req, specs, names, counters, shared, None)
+    res = WhatIfResult(req, specs, names, counters, shared, None, servers=servers, routing=route)
+    if servers:
+        res.by_server = np.zeros((len(servers), len(specs), n_tiers, len(FIELDS)), dtype=np.uint64)
     adm = req.admission
 
     warm_end = req.start
@@ -253,7 +345,7 @@ def run_whatif(store: Store, req: WhatIf, *, tier_names: Sequence[str] | None = 
         for a, b, warm in ranges:
             it = reads.whatif_feed_chunks(store, a, b, tier_names=names[1:], cache_groups=req.cache_groups,
                                           sites=req.sites, exclude_tiers=adm.exclude_tiers,
-                                          max_file_size=adm.max_file_size, rows=CHUNK_ROWS)
+                                          max_file_size=adm.max_file_size, servers=servers, rows=CHUNK_ROWS)
             while True:
                 r0 = time.perf_counter()
                 cols = next(it, None)
@@ -270,11 +362,15 @@ def run_whatif(store: Store, req: WhatIf, *, tier_names: Sequence[str] | None = 
         from cachescope import _simcore
 
         nxt_all = _simcore.next_access_times(np.ascontiguousarray(all_ids, dtype=np.uint64))
+        nxt_bank = nxt_all
+        if servers:
+            all_srv = np.concatenate([p[0]["server_code"][p[0]["admitted"].astype(bool)] for p in parts])
+            nxt_bank = _next_by_server(all_ids, all_srv, len(servers))
         pos = 0
         for cols, warm in parts:
             k = int(cols["admitted"].astype(bool).sum())
-            _feed(res, cols, warm, nxt_all[pos:pos + k], bank, shared_bank, replica_banks, rep_tot,
-                  start_us, step_us, n_groups, groups)
+            _feed(res, cols, warm, nxt_bank[pos:pos + k], bank, shared_bank, replica_banks, rep_tot,
+                  start_us, step_us, n_groups, groups, next_shared=nxt_all[pos:pos + k])
             pos += k
     else:
         # the store is read a chunk ahead in a thread while the engine feeds this one (both leave
@@ -337,8 +433,10 @@ def _ahead(items, depth: int = 1):
         t.join()
 
 
-def _feed(res: WhatIfResult, cols: dict, warm: bool, next_access, bank: ShadowBank, shared_bank, replica_banks,
-          rep_tot, start_us: int, step_us: int, n_groups: int, groups: list) -> None:
+def _feed(res: WhatIfResult, cols: dict, warm: bool, next_access, bank, shared_bank, replica_banks,
+          rep_tot, start_us: int, step_us: int, n_groups: int, groups: list, next_shared=None) -> None:
+    """Feed one chunk to the banks. `next_access`: belady's next-access times for `bank` (by
+    server's own stream when partitioned by server), `next_shared` those of the whole stream."""
     n = len(cols["file_id"])
     if n == 0:
         return
@@ -361,16 +459,23 @@ def _feed(res: WhatIfResult, cols: dict, warm: bool, next_access, bank: ShadowBa
     fed = adm if not adm.all() else slice(None)
     feed_cols = [cols["file_id"][fed], cols["file_size"][fed], cols["bytes_read"][fed], tier[fed], cols["op_code"][fed]]
     w = win[fed].astype(np.uint32)
-    out = bank.feed(*feed_cols, next_access=next_access, window=w)
+    by_server = {"server": cols["server_code"][fed]} if isinstance(bank, _PerServer) else {}
+    out = bank.feed(*feed_cols, next_access=next_access, window=w, **by_server)
     if shared_bank is not None:
-        out_shared = shared_bank.feed(*feed_cols, next_access=next_access, window=w)
+        out_shared = shared_bank.feed(*feed_cols, next_access=next_access if next_shared is None else next_shared,
+                                      window=w)
     if not warm:
         _add(res.counters, out, b0, n_groups)
         if shared_bank is not None:
             _add(res.shared, out_shared, b0, n_groups)
+        if by_server:
+            for i, o in enumerate(bank.last):
+                if o is not None:
+                    res.by_server[i] += o.sum(axis=0)
     if replica_banks:
         for i, rb in enumerate(replica_banks):
-            o = rb.feed(_salted(feed_cols[0], _SALTS[i]), *feed_cols[1:], next_access=next_access)
+            o = rb.feed(_salted(feed_cols[0], _SALTS[i]), *feed_cols[1:], next_access=next_access,
+                        **({"window": np.zeros(len(w), np.uint32), **by_server} if by_server else {}))
             if not warm:
                 rep_tot[i] += o.sum(axis=0)
     if not adm.all() and not warm:
@@ -386,6 +491,10 @@ def _feed(res: WhatIfResult, cols: dict, warm: bool, next_access, bank: ShadowBa
             for target in ([res.counters] + ([res.shared] if res.shared is not None else [])):
                 np.add.at(target[..., c, :, F["requests"]], (bb, gg, t), 1)
                 np.add.at(target[..., c, :, F["bytes_requested"]], (bb, gg, t), cols["bytes_read"][m])
+            if res.by_server is not None:
+                srv = cols["server_code"][m].astype(np.int64) - 1
+                np.add.at(res.by_server[:, c, :, F["requests"]], (srv, t), 1)
+                np.add.at(res.by_server[:, c, :, F["bytes_requested"]], (srv, t), cols["bytes_read"][m])
         if replica_banks:
             for i in range(len(replica_banks)):
                 for c, spec in enumerate(res.specs):
