@@ -56,12 +56,16 @@ class AnswerCache:
                 while len(self._done) > self.entries:
                     self._done.popitem(last=False)
         fut.set_result(entry)
-        return _copy(entry, gz)
+        # the first answer goes out as computed: compressing it costs more CPU than sending it on
+        # a fast link, and most answers of a busy dashboard are asked once (varied ranges); the
+        # gzip is made once an answer is served again, then shared by every later client
+        answer.headers["Vary"] = "Accept-Encoding"
+        return answer
 
 
 class _Entry:
-    """An answer's bytes, and their gzip (made once, for every client that accepts it: a large
-    series answer shrinks about 5×, and a cached answer then costs no compression at all)."""
+    """An answer's bytes, and their gzip (made once, when the answer is served a second time, for
+    every client that accepts it: a large series answer shrinks about 5×)."""
 
     def __init__(self, r: Response):
         self.body, self.status, self.media_type = r.body, r.status_code, r.media_type

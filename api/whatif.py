@@ -2,10 +2,11 @@
 
 A library function (`run_whatif`), used by `POST /v1/whatif`, `/v1/recommend`, `/v1/compare` and
 the tests, which compare it with `cachescope simulate` on the same accesses. The read is
-columnar (reads.whatif_feed: numeric columns only, tier and group as codes, admission decided in
-the store) and goes in chunks of days, each fed to one bank straight away: memory stays bounded
-by a chunk, whatever the range (belady is the exception: it needs the whole future, so its
-columns are kept for the range).
+columnar (reads.whatif_feed_chunks: numeric columns only, tier, group and server as codes,
+admission decided in the store), a query per day streamed in chunks of at most CHUNK_ROWS rows
+(a server sends Arrow record batches over HTTP), read a chunk ahead in a thread and fed to the
+banks straight away: memory stays bounded by a few chunks, whatever the range (belady is the
+exception: it needs the whole future, so its columns are kept for the range).
 
 Engine tricks, all exact:
 * the bank's `window` argument numbers (time bucket × cache group): one pass gives the split by
@@ -14,6 +15,9 @@ Engine tricks, all exact:
   it is counted here as a request and a miss of its tier (sampled like the bank samples files),
   which is what a cache that bypasses it would count;
 * warm-up: accesses before `start` are fed, their counters discarded;
+* partitions: by server (a bank per server, each fed its server's accesses, 1/N of the size) when
+  the accesses name exactly N servers or `partition_by="server"`, else the engine's file-hash
+  partitions; beside one shared cache of the whole size (the answer says which routing);
 * SHARDS error bound: replicas of the sampled caches fed with salted file ids (a bijection, so
   each is an equally valid sample); the spread of their estimates is the stated bound.
 """

@@ -162,18 +162,22 @@ async def load(url: str, params: dict, clients: int, requests: int, headers: dic
 
 
 def varied_queries(case: str, n: int, seed: int = 3) -> list[dict]:
-    """n distinct parameter sets of a case: ranges of 28 days starting at a different hour of the
-    first two days, and (one series set) a different policy and size each: no two requests alike,
-    so an answer cache cannot carry the load."""
+    """n distinct parameter sets of a case (up to 1,152): ranges of about 28 days starting at a
+    different hour of the first two days, and a different policy and size (one series set) or
+    length (the others): no two requests alike, so an answer cache cannot carry the load."""
     import random
 
     rng = random.Random(seed)
-    combos = [(h, p, s) for h in range(48) for p in POLICIES for s in SIZES]
+    # one series set: a start hour, a policy, a size; the others: a start hour and a length (28 days
+    # less 0-23 hours)
+    combos = [(h, p, s) for h in range(48) for p in POLICIES for s in SIZES] if case == "one" else \
+        [(h, k, None) for h in range(48) for k in range(24)]
     rng.shuffle(combos)
     out = []
-    for h, p, s in combos[:n] if case == "one" else [(h, None, None) for h in rng.sample(range(48), min(n, 48))]:
+    for h, p, s in combos[:n]:
         a = START + dt.timedelta(hours=h)
-        q = {"from": a.isoformat(), "to": (a + dt.timedelta(days=28)).isoformat(), "step": "1h", "cache_group": GROUP}
+        length = dt.timedelta(days=28) - (dt.timedelta(0) if case == "one" else dt.timedelta(hours=p))
+        q = {"from": a.isoformat(), "to": (a + length).isoformat(), "step": "1h", "cache_group": GROUP}
         if case == "one":
             q.update(policy=p, size=str(s), by_tier="true")
         elif case == "tiers":
