@@ -34,11 +34,14 @@ class AnswerCache:
             hit = self._done.get(key)
             if hit is not None and now - hit[0] < self.seconds:
                 self._done.move_to_end(key)
-                return _copy(hit[1], gz)
-            fut = self._running.get(key)
-            owner = fut is None
+            else:
+                hit = None
+            fut = None if hit is not None else self._running.get(key)
+            owner = hit is None and fut is None
             if owner:
                 fut = self._running[key] = Future()
+        if hit is not None:  # compressed outside the lock: the other requests need not wait for it
+            return _copy(hit[1], gz)
         if not owner:
             return _copy(fut.result(), gz)
         try:
@@ -75,7 +78,7 @@ class _Entry:
     def gz(self) -> bytes:
         with self._lock:
             if self._gz is None:
-                self._gz = gzip.compress(self.body, compresslevel=5, mtime=0)
+                self._gz = gzip.compress(self.body, compresslevel=1, mtime=0)  # 3x faster than 5, ~20% larger
             return self._gz
 
 

@@ -189,7 +189,15 @@ def varied_queries(case: str, n: int, seed: int = 3) -> list[dict]:
 #: wrk: each request the next path of a list (varied queries), with the summary above
 WRK_PATHS_LUA = """paths = {}
 for line in io.lines("%s") do paths[#paths + 1] = line end
-i = 0
+-- each wrk thread starts at its own place in the list (else the threads ask the same in step)
+local threads = 0
+setup = function(thread)
+  thread:set("offset", threads * 577)
+  threads = threads + 1
+end
+init = function(args)
+  i = offset or 0
+end
 request = function()
   i = i %% #paths + 1
   return wrk.format("GET", paths[i])
