@@ -15,7 +15,9 @@ ordered by (cache_group, policy, size_bytes, tier_key, time).
 
 Fresh: before answering, at most once per `check_seconds`, the table's active parts are looked at
 (`reads.table_version`, ~2 ms); any insert, merge or mutation reloads the copy (single-flight:
-other requests wait for it). A table above `max_rows` is not copied (the read layer answers).
+other requests wait for it; a whole reload: 138 k rows take 0.5–0.8 s, and a table written
+while served pays that once per write). A table above `max_rows` is not copied (the read layer
+answers); a copy takes about 200 bytes a row (two sorted orders of the counters).
 """
 
 from __future__ import annotations
@@ -220,7 +222,7 @@ class SeriesIndex:
     """Copies of efficiency_hourly and efficiency_daily, kept fresh; `series(...)` answers from
     them or returns None (the minute table, a table above max_rows: ask the read layer)."""
 
-    def __init__(self, *, max_rows: int = 5_000_000, check_seconds: float = 1.0):
+    def __init__(self, *, max_rows: int = 1_000_000, check_seconds: float = 1.0):
         self.max_rows, self.check_seconds = max_rows, check_seconds
         self._copies: dict[str, TableCopy | None] = {}
         self._checked: dict[str, float] = {}

@@ -211,7 +211,7 @@ def bench_serve(args, cache_seconds: float, copy: bool = True) -> None:
     port = free_port()
     env = dict(os.environ)
     env["CACHESCOPE_ANSWER_CACHE_SECONDS"] = str(cache_seconds)
-    env["CACHESCOPE_SERIES_COPY_MAX_ROWS"] = "5000000" if copy else "0"
+    env["CACHESCOPE_SERIES_COPY_MAX_ROWS"] = "1000000" if copy else "0"
     mode = (f"answer cache {cache_seconds:g} s" if cache_seconds else "answer cache off") + \
         (", table copy" if copy else ", SQL per request (copy off)")
     headers = {}

@@ -237,7 +237,7 @@ def copy_and_sql_apps(app, **settings):
     from api.main import create_app
 
     out = []
-    for rows in (5_000_000, 0):
+    for rows in (1_000_000, 0):
         a = create_app(app.state.settings.model_copy(update={"series_copy_max_rows": rows, "answer_cache_seconds": 0,
                                                               **settings}))
         a.state.stores = app.state.stores
