@@ -43,6 +43,8 @@ OTHER_TIER = "OTHER"
 #: the engine counts by at most 256 tiers: the most used 255 get codes, the rest count as OTHER
 MAX_TIERS = 255
 DAY = dt.timedelta(days=1)
+#: caches one per server at most (as `partitions`)
+MAX_SERVERS = 1024
 #: rows per chunk fed to the engine (a server streams them; memory stays bounded by a few chunks)
 CHUNK_ROWS = 1 << 20
 #: counters one answer may hold (buckets × groups × caches × tiers × fields, 8 bytes each)
@@ -236,6 +238,9 @@ def routing(store: Store, req: WhatIf) -> tuple[list[str], dict | None]:
             raise WhatIfError("partitions", f"the stored accesses of this range name {len(named)} server(s)"
                               f"{' (some none)' if len(named) != len(servers) else ''}: one cache per server needs "
                               "at least two and every access to name its server; give a number to route by file hash")
+        if len(named) > MAX_SERVERS:
+            raise WhatIfError("partitions", f"{len(named)} servers in the range: one cache per server is bounded to "
+                              f"{MAX_SERVERS}", status=413)
         return named, {"by": "server", "reason": f"one cache per server: {len(named)} servers in the range"}
     if len(named) == req.partitions and len(named) == len(servers):
         return named, {"by": "server", "reason": f"the accesses of the range name {len(named)} servers: one cache "
