@@ -34,11 +34,14 @@ class AnswerCache:
             hit = self._done.get(key)
             if hit is not None and now - hit[0] < self.seconds:
                 self._done.move_to_end(key)
-                return _copy(hit[1], gz)
-            fut = self._running.get(key)
-            owner = fut is None
+            else:
+                hit = None
+            fut = None if hit is not None else self._running.get(key)
+            owner = hit is None and fut is None
             if owner:
                 fut = self._running[key] = Future()
+        if hit is not None:  # compressed outside the lock: the other requests need not wait for it
+            return _copy(hit[1], gz)
         if not owner:
             return _copy(fut.result(), gz)
         try:
@@ -56,12 +59,16 @@ class AnswerCache:
                 while len(self._done) > self.entries:
                     self._done.popitem(last=False)
         fut.set_result(entry)
-        return _copy(entry, gz)
+        # the first answer goes out as computed: compressing it costs more CPU than sending it on
+        # a fast link, and most answers of a busy dashboard are asked once (varied ranges); the
+        # gzip is made once an answer is served again, then shared by every later client
+        answer.headers["Vary"] = "Accept-Encoding"
+        return answer
 
 
 class _Entry:
-    """An answer's bytes, and their gzip (made once, for every client that accepts it: a large
-    series answer shrinks about 5×, and a cached answer then costs no compression at all)."""
+    """An answer's bytes, and their gzip (made once, when the answer is served a second time, for
+    every client that accepts it: a large series answer shrinks about 5×)."""
 
     def __init__(self, r: Response):
         self.body, self.status, self.media_type = r.body, r.status_code, r.media_type
@@ -71,7 +78,7 @@ class _Entry:
     def gz(self) -> bytes:
         with self._lock:
             if self._gz is None:
-                self._gz = gzip.compress(self.body, compresslevel=5, mtime=0)
+                self._gz = gzip.compress(self.body, compresslevel=1, mtime=0)  # 3x faster than 5, ~20% larger
             return self._gz
 
 

@@ -15,6 +15,7 @@ from api.deps import Auth, StorePool
 from api.errors import ApiError, api_error, error_body, unexpected, validation_error
 from api.limits import Limits
 from api.metrics import BodyLimitMiddleware, LatencyMiddleware, Metrics
+from api.series_index import SeriesIndex
 from api.routes import alerts, compare, configs, efficiency, health, mrc, recommend, whatif
 
 STATIC = Path(__file__).parent / "static"
@@ -53,6 +54,8 @@ def create_app(settings: Settings | None = None, stores: StorePool | None = None
     app.state.metrics = metrics
     app.state.limits = Limits(settings, metrics)
     app.state.answers = AnswerCache(settings.answer_cache_seconds)
+    app.state.series = SeriesIndex(max_rows=settings.series_copy_max_rows,
+                                   check_seconds=settings.series_copy_check_seconds)
 
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(RequestValidationError, validation_error)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -64,7 +64,11 @@ class WhatIfRequest(BaseModel):
     site: Optional[str] = Field(None, max_length=200)
     cache_group: Union[str, list[str], None] = Field(None, description="a group, or several merged as one shared cache")
     warmup: Optional[dt.timedelta] = Field(None, description="ISO-8601 duration before `from` that fills the cache, not counted")
-    partitions: int = Field(1, ge=1, le=1024, description="N hash-partitioned caches of size/N, compared with one shared cache")
+    partitions: Union[Annotated[int, Field(ge=1, le=1024)], Literal["server"]] = Field(
+        1, description="N caches of size/N compared with one shared cache of the whole size: one per server when the "
+                       "stored accesses of the range name exactly N servers, else routed by file hash (as the engine "
+                       "and `cachescope simulate --partitions`); \"server\": one cache per server, however many. The "
+                       "answer's `routing` says which was used")
     sample_rate: float = Field(1.0, gt=0, le=1, description="SHARDS spatial sampling rate; the answer states the error bound")
     admission: Optional[Admission] = None
     params: dict[str, dict[str, float]] = Field(default={}, description="policy parameters by policy")
@@ -139,6 +143,11 @@ class Sampling(BaseModel):
     error_bound_method: Optional[str] = None
 
 
+class Routing(BaseModel):
+    by: Literal["server", "file"] = Field(..., description="server: one cache per server; file: by file hash")
+    reason: str
+
+
 class WhatIfAnswer(Counts):
     model_config = ConfigDict(json_schema_extra={"examples": [{
         "policy": "arc", "size_bytes": 10**13, "requests": 7_000_000, "hits": 5_100_000, "hit_ratio": 0.7286,
@@ -152,6 +161,8 @@ class WhatIfAnswer(Counts):
     by_cache_group: Optional[dict[str, Counts]] = None
     series: Optional[list[SeriesPoint]] = None
     partitions: Optional[int] = None
+    routing: Optional[Routing] = None
+    by_server: Optional[dict[str, Counts]] = None
     shared: Optional[Shared] = None
     sampling: Optional[Sampling] = None
     accesses: int = Field(0, description="stored accesses replayed in the range (warm-up not included)")

@@ -2,10 +2,11 @@
 
 A library function (`run_whatif`), used by `POST /v1/whatif`, `/v1/recommend`, `/v1/compare` and
 the tests, which compare it with `cachescope simulate` on the same accesses. The read is
-columnar (reads.whatif_feed: numeric columns only, tier and group as codes, admission decided in
-the store) and goes in chunks of days, each fed to one bank straight away: memory stays bounded
-by a chunk, whatever the range (belady is the exception: it needs the whole future, so its
-columns are kept for the range).
+columnar (reads.whatif_feed_chunks: numeric columns only, tier, group and server as codes,
+admission decided in the store), a query per day streamed in chunks of at most CHUNK_ROWS rows
+(a server sends Arrow record batches over HTTP), read a chunk ahead in a thread and fed to the
+banks straight away: memory stays bounded by a few chunks, whatever the range (belady is the
+exception: it needs the whole future, so its columns are kept for the range).
 
 Engine tricks, all exact:
 * the bank's `window` argument numbers (time bucket × cache group): one pass gives the split by
@@ -14,6 +15,9 @@ Engine tricks, all exact:
   it is counted here as a request and a miss of its tier (sampled like the bank samples files),
   which is what a cache that bypasses it would count;
 * warm-up: accesses before `start` are fed, their counters discarded;
+* partitions: by server (a bank per server, each fed its server's accesses, 1/N of the size) when
+  the accesses name exactly N servers or `partition_by="server"`, else the engine's file-hash
+  partitions; beside one shared cache of the whole size (the answer says which routing);
 * SHARDS error bound: replicas of the sampled caches fed with salted file ids (a bijection, so
   each is an equally valid sample); the spread of their estimates is the stated bound.
 """
@@ -21,6 +25,8 @@ Engine tricks, all exact:
 from __future__ import annotations
 
 import datetime as dt
+import queue
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping, Sequence
@@ -37,6 +43,10 @@ OTHER_TIER = "OTHER"
 #: the engine counts by at most 256 tiers: the most used 255 get codes, the rest count as OTHER
 MAX_TIERS = 255
 DAY = dt.timedelta(days=1)
+#: caches one per server at most (as `partitions`)
+MAX_SERVERS = 1024
+#: rows per chunk fed to the engine (a server streams them; memory stays bounded by a few chunks)
+CHUNK_ROWS = 1 << 20
 #: counters one answer may hold (buckets × groups × caches × tiers × fields, 8 bytes each)
 MAX_COUNTER_CELLS = 20_000_000
 #: salted replicas of a sampled cache for the error bound, and Student's t (95 %, replicas - 1 d.o.f.)
@@ -77,6 +87,10 @@ class WhatIf:
     sites: Sequence[str] = ()
     warmup: dt.timedelta = dt.timedelta(0)
     partitions: int = 1
+    #: how `partitions` caches split the accesses: "auto" (by server when the range's accesses name
+    #: exactly `partitions` servers, else by file hash), "server" (one cache per server, however
+    #: many), "file" (by file hash, as the engine and `cachescope simulate --partitions` do)
+    partition_by: str = "auto"
     sample_rate: float = 1.0
     admission: Admission = field(default_factory=Admission)
     params: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
@@ -101,6 +115,11 @@ class WhatIfResult:
     shared: np.ndarray | None
     #: (replicas, caches, 2): hit and transfer efficiency of each salted replica when sampled
     replicas: np.ndarray | None
+    #: partitions by server: the servers (one cache each) and their counters (servers, caches, tiers, fields)
+    servers: list[str] = field(default_factory=list)
+    by_server: np.ndarray | None = None
+    #: how the partitions were routed and why (None: one cache, no partitions)
+    routing: dict | None = None
     accesses: int = 0
     warmup_accesses: int = 0
     admitted: int = 0
@@ -128,9 +147,14 @@ class WhatIfResult:
                     for b in range(per.shape[0]) if per[b, :, :, F["requests"]].any()]
             if self.shared is not None:
                 shared = self.shared[:, :, c]
-                row["partitions"] = spec.partitions
+                n = len(self.servers) or spec.partitions
+                row["partitions"] = n
+                row["routing"] = dict(self.routing or {})
                 row["shared"] = _scaled(self._ratios(shared.sum(axis=(0, 1, 2))), spec.sample_rate)
-                row["shared"]["note"] = f"one cache of {spec.capacity} bytes instead of {spec.partitions} of 1/{spec.partitions} each"
+                row["shared"]["note"] = f"one cache of {spec.capacity} bytes instead of {n} of 1/{n} each"
+                if self.by_server is not None:
+                    row["by_server"] = {name: _scaled(self._ratios(self.by_server[i, c].sum(axis=0)), spec.sample_rate)
+                                        for i, name in enumerate(self.servers)}
             if spec.sample_rate < 1.0:
                 row["sampling"] = self._sampling(c, spec, per)
             out.append(row)
@@ -188,14 +212,85 @@ def check(req: WhatIf) -> None:
         raise WhatIfError("warmup", "warmup must not be negative")
     if not 0 < req.sample_rate <= 1:
         raise WhatIfError("sample_rate", "sample_rate must be in (0, 1]")
-    if req.partitions < 1:
+    if req.partitions < 1 and req.partition_by != "server":
         raise WhatIfError("partitions", "partitions must be at least 1")
+    if req.partition_by not in ("auto", "server", "file"):
+        raise WhatIfError("partitions", f"partition_by {req.partition_by!r}: auto, server or file")
 
 
 def scope(store: Store, req: WhatIf) -> tuple[int, list[str]]:
     """(accesses in warm-up + range, tier names by use) without reading the accesses."""
     df = reads.whatif_scope(store, req.start - req.warmup, req.end, cache_groups=req.cache_groups, sites=req.sites)
     return int(df["accesses"].sum()) if len(df) else 0, [str(t) for t in df["tier"].tolist()] if len(df) else []
+
+
+def routing(store: Store, req: WhatIf) -> tuple[list[str], dict | None]:
+    """(servers, how the partitions are routed): one cache per server when asked ("server"), or
+    ("auto") when the accesses of the range name exactly `partitions` servers; else by file hash."""
+    if req.partition_by == "file" or (req.partition_by == "auto" and req.partitions <= 1):
+        return [], ({"by": "file", "reason": "file hash, as the engine routes its partitions"}
+                    if req.partitions > 1 else None)
+    df = reads.whatif_servers(store, req.start - req.warmup, req.end, cache_groups=req.cache_groups, sites=req.sites)
+    servers = [str(x) for x in df["server"].tolist()] if len(df) else []
+    named = [x for x in servers if x]
+    if req.partition_by == "server":
+        if len(named) < 2 or len(named) != len(servers):
+            raise WhatIfError("partitions", f"the stored accesses of this range name {len(named)} server(s)"
+                              f"{' (some none)' if len(named) != len(servers) else ''}: one cache per server needs "
+                              "at least two and every access to name its server; give a number to route by file hash")
+        if len(named) > MAX_SERVERS:
+            raise WhatIfError("partitions", f"{len(named)} servers in the range: one cache per server is bounded to "
+                              f"{MAX_SERVERS}", status=413)
+        return named, {"by": "server", "reason": f"one cache per server: {len(named)} servers in the range"}
+    if len(named) == req.partitions and len(named) == len(servers):
+        return named, {"by": "server", "reason": f"the accesses of the range name {len(named)} servers: one cache "
+                                                 "per server"}
+    why = ("the accesses name no server" if not named else
+           f"the accesses name {len(named)} server(s), not {req.partitions}" if len(named) == len(servers)
+           else "some accesses name no server")
+    return [], {"by": "file", "reason": f"file hash ({why}), as the engine routes its partitions"}
+
+
+class _PerServer:
+    """N caches, one per server: a bank per server, each fed only its server's accesses, with
+    1/N of the capacity each (the remainder spread as the engine spreads its hash partitions)."""
+
+    def __init__(self, specs: Sequence[CacheSpec], n_servers: int, n_tiers: int):
+        self.banks = [ShadowBank([replace(s, capacity=s.capacity // n_servers + int(i < s.capacity % n_servers),
+                                          partitions=1) for s in specs], n_tiers) for i in range(n_servers)]
+        self.last: list[np.ndarray | None] = []
+
+    @property
+    def needs_future(self) -> bool:
+        return self.banks[0].needs_future
+
+    def feed(self, file_id, file_size, bytes_read, tier, op, next_access=None, window=None, server=None) -> np.ndarray:
+        outs: list[np.ndarray | None] = []
+        for i, bank in enumerate(self.banks):
+            m = server == i + 1
+            if not m.any():
+                outs.append(None)
+                continue
+            outs.append(bank.feed(file_id[m], file_size[m], bytes_read[m], tier[m], op[m],
+                                  next_access=None if next_access is None else next_access[m],
+                                  window=None if window is None else window[m]))
+        self.last = outs
+        done = [o for o in outs if o is not None]
+        total = np.zeros((max(o.shape[0] for o in done), *done[0].shape[1:]), dtype=np.uint64)
+        for o in done:
+            total[:o.shape[0]] += o
+        return total
+
+
+def _next_by_server(ids: np.ndarray, server: np.ndarray, n_servers: int) -> np.ndarray:
+    """belady's next-access times within each server's own stream (its cache sees only that)."""
+    from cachescope import _simcore
+
+    out = np.zeros(len(ids), dtype=np.uint64)
+    for i in range(n_servers):
+        m = server == i + 1
+        out[m] = _simcore.next_access_times(np.ascontiguousarray(ids[m], dtype=np.uint64))
+    return out
 
 
 def _chunks(start: dt.datetime, end: dt.datetime, step: dt.timedelta):
@@ -227,58 +322,71 @@ def run_whatif(store: Store, req: WhatIf, *, tier_names: Sequence[str] | None = 
         raise WhatIfError("step" if step_us else "size", f"{n_buckets:,} buckets x {n_groups} groups x {len(specs)} "
                           f"caches x {n_tiers} tiers is too many counters for one answer: use a longer step, fewer "
                           "caches or groups", status=413)
+    servers, route = routing(store, req)
+    partitioned = route is not None
+    if servers:
+        specs = [replace(s, partitions=1) for s in specs]
+
+    def new_bank():
+        return _PerServer(specs, len(servers), n_tiers) if servers else ShadowBank(specs, n_tiers)
+
     try:
-        bank = ShadowBank(specs, n_tiers)
+        bank = new_bank()
     except ValueError as e:  # the engine refuses a parameter it does not know, or a bad value
         raise WhatIfError("params", str(e)) from None
-    shared_bank = (ShadowBank([replace(s, partitions=1) for s in specs], n_tiers) if req.partitions > 1 else None)
+    shared_bank = ShadowBank([replace(s, partitions=1) for s in specs], n_tiers) if partitioned else None
     sampled = req.sample_rate < 1.0
-    replica_banks = [ShadowBank(specs, n_tiers) for _ in range(SAMPLE_REPLICAS - 1)] if sampled else []
+    replica_banks = [new_bank() for _ in range(SAMPLE_REPLICAS - 1)] if sampled else []
     counters = np.zeros((n_buckets, n_groups, len(specs), n_tiers, len(FIELDS)), dtype=np.uint64)
     shared = np.zeros_like(counters) if shared_bank is not None else None
     rep_tot = np.zeros((len(replica_banks), len(specs), n_tiers, len(FIELDS)), dtype=np.uint64)
-    res = WhatIfResult(req, specs, names, counters, shared, None)
+    res = WhatIfResult(req, specs, names, counters, shared, None, servers=servers, routing=route)
+    if servers:
+        res.by_server = np.zeros((len(servers), len(specs), n_tiers, len(FIELDS)), dtype=np.uint64)
     adm = req.admission
-
-    def read(a: dt.datetime, b: dt.datetime):
-        r0 = time.perf_counter()
-        df = reads.whatif_feed(store, a, b, tier_names=names[1:], cache_groups=req.cache_groups, sites=req.sites,
-                               exclude_tiers=adm.exclude_tiers, max_file_size=adm.max_file_size)
-        cols = {k: df[k].to_numpy() for k in ("ts_us", "file_id", "file_size", "bytes_read", "op_code",
-                                                "tier_code", "group_code", "admitted")}
-        res.read_seconds += time.perf_counter() - r0
-        on_chunk(len(df))
-        return cols
 
     warm_end = req.start
     ranges = [(a, b, True) for a, b in _chunks(req.start - req.warmup, warm_end, req.chunk)] + \
              [(a, b, False) for a, b in _chunks(req.start, req.end, req.chunk)]
 
+    def chunks():
+        """(columns, warm-up?) in replay order, at most CHUNK_ROWS rows each, streamed from the store."""
+        for a, b, warm in ranges:
+            it = reads.whatif_feed_chunks(store, a, b, tier_names=names[1:], cache_groups=req.cache_groups,
+                                          sites=req.sites, exclude_tiers=adm.exclude_tiers,
+                                          max_file_size=adm.max_file_size, servers=servers, rows=CHUNK_ROWS)
+            while True:
+                r0 = time.perf_counter()
+                cols = next(it, None)
+                res.read_seconds += time.perf_counter() - r0
+                if cols is None:
+                    break
+                on_chunk(len(cols["file_id"]))
+                yield cols, warm
+
     if bank.needs_future:
         # belady: next-access times over the whole replay, so the columns are kept for it
-        parts = [(read(a, b), warm) for a, b, warm in ranges]
+        parts = list(chunks())
         all_ids = np.concatenate([p[0]["file_id"][p[0]["admitted"].astype(bool)] for p in parts]) if parts else np.zeros(0, np.uint64)
         from cachescope import _simcore
 
         nxt_all = _simcore.next_access_times(np.ascontiguousarray(all_ids, dtype=np.uint64))
+        nxt_bank = nxt_all
+        if servers:
+            all_srv = np.concatenate([p[0]["server_code"][p[0]["admitted"].astype(bool)] for p in parts])
+            nxt_bank = _next_by_server(all_ids, all_srv, len(servers))
         pos = 0
         for cols, warm in parts:
             k = int(cols["admitted"].astype(bool).sum())
-            _feed(res, cols, warm, nxt_all[pos:pos + k], bank, shared_bank, replica_banks, rep_tot,
-                  start_us, step_us, n_groups, groups)
+            _feed(res, cols, warm, nxt_bank[pos:pos + k], bank, shared_bank, replica_banks, rep_tot,
+                  start_us, step_us, n_groups, groups, next_shared=nxt_all[pos:pos + k])
             pos += k
     else:
-        # the next chunk is read while the engine feeds this one (both leave the GIL: chDB's query
-        # and the bank's feed run native code), so a replay takes about max(read, engine)
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(1, thread_name_prefix="whatif-read") as pool:
-            pending = pool.submit(read, *ranges[0][:2]) if ranges else None
-            for i, (a, b, warm) in enumerate(ranges):
-                cols = pending.result()
-                pending = pool.submit(read, *ranges[i + 1][:2]) if i + 1 < len(ranges) else None
-                _feed(res, cols, warm, None, bank, shared_bank, replica_banks, rep_tot, start_us, step_us,
-                      n_groups, groups)
+        # the store is read a chunk ahead in a thread while the engine feeds this one (both leave
+        # the GIL: the query or the HTTP stream, and the bank's feed run native code)
+        for cols, warm in _ahead(chunks()):
+            _feed(res, cols, warm, None, bank, shared_bank, replica_banks, rep_tot, start_us, step_us,
+                  n_groups, groups)
     if replica_banks:
         tot = rep_tot.sum(axis=2)  # (replicas, caches, fields)
         res.replicas = np.stack([tot[..., F["hits"]] / np.maximum(tot[..., F["requests"]], 1),
@@ -287,8 +395,57 @@ def run_whatif(store: Store, req: WhatIf, *, tier_names: Sequence[str] | None = 
     return res
 
 
-def _feed(res: WhatIfResult, cols: dict, warm: bool, next_access, bank: ShadowBank, shared_bank, replica_banks,
-          rep_tot, start_us: int, step_us: int, n_groups: int, groups: list) -> None:
+def _ahead(items, depth: int = 1):
+    """Iterate `items` in a thread, up to `depth` items ahead of the consumer. The thread stops
+    (and closes the iterator: the store's stream) when the consumer stops early."""
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    end = object()
+
+    def produce():
+        try:
+            for x in items:
+                while not stop.is_set():
+                    try:
+                        q.put((x, None), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    break
+            out = (end, None)
+        except BaseException as e:  # handed to the consumer
+            out = (end, e)
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+        while not stop.is_set():
+            try:
+                q.put(out, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    t = threading.Thread(target=produce, name="whatif-read", daemon=True)
+    t.start()
+    try:
+        while True:
+            x, err = q.get()
+            if x is end:
+                if err is not None:
+                    raise err
+                return
+            yield x
+    finally:
+        stop.set()
+        t.join()
+
+
+def _feed(res: WhatIfResult, cols: dict, warm: bool, next_access, bank, shared_bank, replica_banks,
+          rep_tot, start_us: int, step_us: int, n_groups: int, groups: list, next_shared=None) -> None:
+    """Feed one chunk to the banks. `next_access`: belady's next-access times for `bank` (by
+    server's own stream when partitioned by server), `next_shared` those of the whole stream."""
     n = len(cols["file_id"])
     if n == 0:
         return
@@ -311,16 +468,23 @@ def _feed(res: WhatIfResult, cols: dict, warm: bool, next_access, bank: ShadowBa
     fed = adm if not adm.all() else slice(None)
     feed_cols = [cols["file_id"][fed], cols["file_size"][fed], cols["bytes_read"][fed], tier[fed], cols["op_code"][fed]]
     w = win[fed].astype(np.uint32)
-    out = bank.feed(*feed_cols, next_access=next_access, window=w)
+    by_server = {"server": cols["server_code"][fed]} if isinstance(bank, _PerServer) else {}
+    out = bank.feed(*feed_cols, next_access=next_access, window=w, **by_server)
     if shared_bank is not None:
-        out_shared = shared_bank.feed(*feed_cols, next_access=next_access, window=w)
+        out_shared = shared_bank.feed(*feed_cols, next_access=next_access if next_shared is None else next_shared,
+                                      window=w)
     if not warm:
         _add(res.counters, out, b0, n_groups)
         if shared_bank is not None:
             _add(res.shared, out_shared, b0, n_groups)
+        if by_server:
+            for i, o in enumerate(bank.last):
+                if o is not None:
+                    res.by_server[i] += o.sum(axis=0)
     if replica_banks:
         for i, rb in enumerate(replica_banks):
-            o = rb.feed(_salted(feed_cols[0], _SALTS[i]), *feed_cols[1:], next_access=next_access)
+            o = rb.feed(_salted(feed_cols[0], _SALTS[i]), *feed_cols[1:], next_access=next_access,
+                        **({"window": np.zeros(len(w), np.uint32), **by_server} if by_server else {}))
             if not warm:
                 rep_tot[i] += o.sum(axis=0)
     if not adm.all() and not warm:
@@ -336,6 +500,10 @@ def _feed(res: WhatIfResult, cols: dict, warm: bool, next_access, bank: ShadowBa
             for target in ([res.counters] + ([res.shared] if res.shared is not None else [])):
                 np.add.at(target[..., c, :, F["requests"]], (bb, gg, t), 1)
                 np.add.at(target[..., c, :, F["bytes_requested"]], (bb, gg, t), cols["bytes_read"][m])
+            if res.by_server is not None:
+                srv = cols["server_code"][m].astype(np.int64) - 1
+                np.add.at(res.by_server[:, c, :, F["requests"]], (srv, t), 1)
+                np.add.at(res.by_server[:, c, :, F["bytes_requested"]], (srv, t), cols["bytes_read"][m])
         if replica_banks:
             for i in range(len(replica_banks)):
                 for c, spec in enumerate(res.specs):

@@ -26,11 +26,12 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from cachescope.store import tables
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
     from cachescope.store import Store
@@ -128,6 +129,32 @@ def _efficiency_totals(table: str) -> NamedQuery:
 
 
 EFFICIENCY_SERIES = {table: _efficiency_series(table) for _, table in EFFICIENCY_TABLES}
+
+
+def _efficiency_rows(table: str) -> NamedQuery:
+    return NamedQuery(
+        f"efficiency_rows:{table}",
+        "SELECT toUnixTimestamp(window_start) AS ws, cache_group, policy, size_bytes, tier, "
+        "sum(requests) AS requests, sum(hits) AS hits, sum(bytes_requested) AS bytes_requested, "
+        "sum(bytes_hit) AS bytes_hit, sum(bytes_filled) AS bytes_filled, sum(evictions) AS evictions "
+        f"FROM {table} FINAL GROUP BY window_start, cache_group, policy, size_bytes, tier",
+        "every window of a table, summed over shards and runs (what an in-process copy of the table holds: "
+        "the efficiency series are sums of these rows)",
+    )
+
+
+def _table_version(table: str) -> NamedQuery:
+    return NamedQuery(
+        f"table_version:{table}",
+        "SELECT sum(rows) AS rows, count() AS parts, max(max_block_number) AS block, max(data_version) AS version "
+        f"FROM system.parts WHERE database = currentDatabase() AND table = '{table}' AND active",
+        "a table's active parts: changes with every insert, merge or mutation (when to reload a copy of it)",
+    )
+
+
+#: the tables whose rows an in-process copy may hold (the minute table is read by SQL: too many rows)
+EFFICIENCY_ROWS = {t: _efficiency_rows(t) for t in (tables.EFFICIENCY_HOURLY, tables.EFFICIENCY_DAILY)}
+TABLE_VERSION = {t: _table_version(t) for t in (tables.EFFICIENCY_HOURLY, tables.EFFICIENCY_DAILY)}
 EFFICIENCY_TOTALS = {table: _efficiency_totals(table) for _, table in EFFICIENCY_TABLES}
 
 MRC = NamedQuery(
@@ -172,20 +199,32 @@ WHATIF_ACCESSES = NamedQuery(
     "stored accesses of a range (reads, writes and deletes), in replay order",
 )
 
-#: the what-if replay's feed: numeric columns only, in (ts, origin, seq) order. Tiers and cache
-#: groups come as their 1-based index in the given lists (0: not listed), and `admitted` applies
+#: the what-if replay's feed: numeric columns only, in (ts, origin, seq) order. Tiers, cache
+#: groups and servers come as their 1-based index in the given lists (0: not listed), and `admitted` applies
 #: the admission filter in the store: a string column per row would cost more than the replay
 WHATIF_FEED = NamedQuery(
     "whatif_feed",
     "SELECT toUnixTimestamp64Micro(ts) AS ts_us, file_id, file_size, bytes_read, CAST(op, 'UInt8') AS op_code, "
     "toUInt8(indexOf({tier_names:Array(String)}, tier)) AS tier_code, "
     "toUInt16(indexOf({cache_groups:Array(String)}, cache_group)) AS group_code, "
-    "toUInt8(NOT has({exclude_tiers:Array(String)}, tier) AND file_size <= {max_file_size:UInt64}) AS admitted "
+    "toUInt8(NOT has({exclude_tiers:Array(String)}, tier) AND file_size <= {max_file_size:UInt64}) AS admitted, "
+    "toUInt16(indexOf({servers:Array(String)}, server)) AS server_code "
     f"FROM {tables.ACCESS_EVENTS} FINAL "
     "WHERE ts >= {start:DateTime64(6)} AND ts < {end:DateTime64(6)} AND "
     + _any_of("cache_group", "cache_groups") + " AND " + _any_of("site", "sites") + " "
     "ORDER BY ts, origin, seq",
     "a what-if replay's accesses as engine columns (tier and group codes, admission flag), in replay order",
+)
+
+#: the servers of a what-if range (partitions by server: one cache each)
+WHATIF_SERVERS = NamedQuery(
+    "whatif_servers",
+    "SELECT server, count() AS accesses "
+    f"FROM {tables.ACCESS_EVENTS} "
+    "WHERE ts >= {start:DateTime64(6)} AND ts < {end:DateTime64(6)} AND "
+    + _any_of("cache_group", "cache_groups") + " AND " + _any_of("site", "sites") + " "
+    "GROUP BY server ORDER BY server",
+    "accesses per server in a range (not deduplicated)",
 )
 
 #: what a what-if range holds, before reading it: accesses per tier (the bound and the tier codes)
@@ -420,6 +459,18 @@ def efficiency_series(store: "Store", start: dt.datetime, end: dt.datetime, step
                  **_lists(cache_groups=cache_groups, policies=policies, sizes=sizes, tiers=tiers))
 
 
+def efficiency_rows(store: "Store", table: str) -> "pd.DataFrame":
+    """ws (Unix seconds), cache_group, policy, size_bytes, tier and the counters of every window of
+    `table` (efficiency_hourly or efficiency_daily), summed over shards and runs."""
+    return EFFICIENCY_ROWS[table].run(store)
+
+
+def table_version(store: "Store", table: str) -> tuple:
+    """(rows, parts, last block, data version) of a table's active parts: equal while nothing changed."""
+    df = TABLE_VERSION[table].run(store)
+    return tuple(int(v) if v == v else 0 for v in df.iloc[0].tolist()) if len(df) else ()
+
+
 def efficiency_totals(store: "Store", start: dt.datetime, end: dt.datetime, *, cache_groups: Sequence[str] = (),
                       policies: Sequence[str] = (), sizes: Sequence[int] = (), tiers: Sequence[str] = (),
                       by_tier: bool = False) -> "pd.DataFrame":
@@ -456,19 +507,39 @@ def whatif_accesses(store: "Store", start: dt.datetime, end: dt.datetime, *,
 
 def whatif_feed(store: "Store", start: dt.datetime, end: dt.datetime, *, tier_names: Sequence[str],
                 cache_groups: Sequence[str] = (), sites: Sequence[str] = (), exclude_tiers: Sequence[str] = (),
-                max_file_size: int | None = None) -> "pd.DataFrame":
+                max_file_size: int | None = None, servers: Sequence[str] = ()) -> "pd.DataFrame":
     """Engine columns of [start, end) in (ts, origin, seq) order: ts_us, file_id, file_size,
     bytes_read, op_code, tier_code (1-based in tier_names, 0 other), group_code (1-based in
-    cache_groups, 0 when all groups), admitted (0 when the admission filter excludes the access)."""
+    cache_groups, 0 when all groups), admitted (0 when the admission filter excludes the access),
+    server_code (1-based in servers, 0 other)."""
     return WHATIF_FEED.run(store, start=_utc(start), end=_utc(end), tier_names=[str(t) for t in tier_names],
                            max_file_size=int(2**64 - 1 if max_file_size is None else max_file_size),
-                           **_lists(cache_groups=cache_groups, sites=sites, exclude_tiers=exclude_tiers))
+                           **_lists(cache_groups=cache_groups, sites=sites, exclude_tiers=exclude_tiers,
+                                    servers=servers))
+
+
+def whatif_feed_chunks(store: "Store", start: dt.datetime, end: dt.datetime, *, tier_names: Sequence[str],
+                       cache_groups: Sequence[str] = (), sites: Sequence[str] = (), exclude_tiers: Sequence[str] = (),
+                       max_file_size: int | None = None, servers: Sequence[str] = (),
+                       rows: int = 1 << 20) -> "Iterator[dict[str, np.ndarray]]":
+    """whatif_feed as numpy columns in chunks of at most `rows` rows, in replay order, streamed
+    from a server (Store.stream_columns): memory bounded by a chunk."""
+    params = dict(start=_utc(start), end=_utc(end), tier_names=[str(t) for t in tier_names],
+                  max_file_size=int(2**64 - 1 if max_file_size is None else max_file_size),
+                  **_lists(cache_groups=cache_groups, sites=sites, exclude_tiers=exclude_tiers, servers=servers))
+    return store.stream_columns(WHATIF_FEED.sql, {k: _param_value(v) for k, v in params.items()}, rows=rows)
 
 
 def whatif_scope(store: "Store", start: dt.datetime, end: dt.datetime, *, cache_groups: Sequence[str] = (),
                  sites: Sequence[str] = ()) -> "pd.DataFrame":
     """tier, accesses, reads of [start, end) (not deduplicated: an upper bound)."""
     return WHATIF_SCOPE.run(store, start=_utc(start), end=_utc(end), **_lists(cache_groups=cache_groups, sites=sites))
+
+
+def whatif_servers(store: "Store", start: dt.datetime, end: dt.datetime, *, cache_groups: Sequence[str] = (),
+                   sites: Sequence[str] = ()) -> "pd.DataFrame":
+    """server, accesses of [start, end) (not deduplicated), by server name."""
+    return WHATIF_SERVERS.run(store, start=_utc(start), end=_utc(end), **_lists(cache_groups=cache_groups, sites=sites))
 
 
 def access_count(store: "Store", start: dt.datetime, end: dt.datetime, *, cache_groups: Sequence[str] = ()) -> int:
@@ -528,8 +599,9 @@ def alert_spans(store: "Store", start: dt.datetime, end: dt.datetime, *,
 
 #: every named query, for tests and the dashboards generator
 #: (ALERTS is not listed: its table exists only once the alerting component created it)
-ALL: tuple[NamedQuery, ...] = (*EFFICIENCY_SERIES.values(), *EFFICIENCY_TOTALS.values(), MRC, OBSERVED_SERIES,
-                               OBSERVED_SERVERS, WHATIF_ACCESSES, WHATIF_FEED, WHATIF_SCOPE, ACCESS_COUNT, CACHE_GROUPS, LIVE_CONFIGS, TIME_SPAN,
+ALL: tuple[NamedQuery, ...] = (*EFFICIENCY_SERIES.values(), *EFFICIENCY_TOTALS.values(), *EFFICIENCY_ROWS.values(),
+                               *TABLE_VERSION.values(), MRC, OBSERVED_SERIES,
+                               OBSERVED_SERVERS, WHATIF_ACCESSES, WHATIF_FEED, WHATIF_SERVERS, WHATIF_SCOPE, ACCESS_COUNT, CACHE_GROUPS, LIVE_CONFIGS, TIME_SPAN,
                                PIPELINE_HEALTH, ALERTS, ALERT_SPANS, ALERTS_FIRING_SERIES,
                                EFFICIENCY_VS_BASELINE, BEST_POLICY, READ_VOLUME, CACHE_SPLIT, WINDOW_COMPLETENESS, SITES, SITE_CACHE_GROUPS,
                                POLICIES, SIZES, TIERS)

@@ -8,8 +8,11 @@
    tiers at the minute... day tables (hourly and daily; the 1h step reads the hourly table).
 2. Times the what-if library (the store read included): one configuration (10 TB ARC) and 24
    (6 policies × 4 sizes), with read and engine seconds and the process's peak RSS.
-3. Starts `cachescope serve` on the store and runs a load generator (httpx, asyncio): C clients
-   for R requests of /v1/efficiency over 30 days at 1h; prints p50/p95/p99 and requests/s.
+3. Starts `cachescope serve` on the store and runs a load generator (wrk when installed, else or
+   also httpx with --python-load): C connections on /v1/efficiency at 1h over 28-30 days, each
+   request a different query (range start, policy, size: an answer cache cannot carry it), then
+   one query repeated (what the answer cache does); with the in-process table copy (the default)
+   and without it (SQL per request); prints p50/p95/p99 and requests/s.
 """
 
 from __future__ import annotations
@@ -158,11 +161,59 @@ async def load(url: str, params: dict, clients: int, requests: int, headers: dic
     return lat
 
 
-def bench_serve(args, cache_seconds: float) -> None:
+def varied_queries(case: str, n: int, seed: int = 3) -> list[dict]:
+    """n distinct parameter sets of a case (up to 1,152): ranges of about 28 days starting at a
+    different hour of the first two days, and a different policy and size (one series set) or
+    length (the others): no two requests alike, so an answer cache cannot carry the load."""
+    import random
+
+    rng = random.Random(seed)
+    # one series set: a start hour, a policy, a size; the others: a start hour and a length (28 days
+    # less 0-23 hours)
+    combos = [(h, p, s) for h in range(48) for p in POLICIES for s in SIZES] if case == "one" else \
+        [(h, k, None) for h in range(48) for k in range(24)]
+    rng.shuffle(combos)
+    out = []
+    for h, p, s in combos[:n]:
+        a = START + dt.timedelta(hours=h)
+        length = dt.timedelta(days=28) - (dt.timedelta(0) if case == "one" else dt.timedelta(hours=p))
+        q = {"from": a.isoformat(), "to": (a + length).isoformat(), "step": "1h", "cache_group": GROUP}
+        if case == "one":
+            q.update(policy=p, size=str(s), by_tier="true")
+        elif case == "tiers":
+            q["by_tier"] = "true"
+        out.append(q)
+    return out
+
+
+#: wrk: each request the next path of a list (varied queries), with the summary above
+WRK_PATHS_LUA = """paths = {}
+for line in io.lines("%s") do paths[#paths + 1] = line end
+-- each wrk thread starts at its own place in the list (else the threads ask the same in step)
+local threads = 0
+setup = function(thread)
+  thread:set("offset", threads * 577)
+  threads = threads + 1
+end
+init = function(args)
+  i = offset or 0
+end
+request = function()
+  i = i %% #paths + 1
+  return wrk.format("GET", paths[i])
+end
+"""
+
+
+def bench_serve(args, cache_seconds: float, copy: bool = True) -> None:
+    from urllib.parse import urlencode
+
     port = free_port()
     env = dict(os.environ)
     env["CACHESCOPE_ANSWER_CACHE_SECONDS"] = str(cache_seconds)
-    mode = f"answer cache {cache_seconds:g} s" if cache_seconds else "answer cache off"
+    env["CACHESCOPE_SERIES_COPY_MAX_ROWS"] = "1000000" if copy else "0"
+    mode = (f"answer cache {cache_seconds:g} s" if cache_seconds else "answer cache off") + \
+        (", table copy" if copy else ", SQL per request (copy off)")
     headers = {}
     cmd = [str(Path(sys.executable).parent / "cachescope"), "serve", "--port", str(port), "--database", args.database]
     if args.store:
@@ -186,33 +237,46 @@ def bench_serve(args, cache_seconds: float) -> None:
                 if proc.poll() is not None:
                     raise SystemExit(proc.stderr.read())
                 time.sleep(0.1)
+        url = f"http://127.0.0.1:{port}/v1/efficiency"
         base = {"from": START.isoformat(), "to": (START + dt.timedelta(days=30)).isoformat(), "step": "1h",
                 "cache_group": GROUP}
-        cases = (("one series set: 1 policy x 1 size x 8 tiers (5,760 points)",
+        cases = (("one", "one series set: 1 policy x 1 size x 8 tiers (5,760 points)",
                   {**base, "policy": "arc", "size": "10TB", "by_tier": "true"}),
-                 ("24 configurations, tiers summed (17,280 points)", base),
-                 ("24 configurations x 8 tiers (138,240 points)", {**base, "by_tier": "true"}))
-        for label, params in cases:
-            if shutil.which("wrk"):  # a native load generator: the Python one costs the server's cores
-                from urllib.parse import urlencode
-
-                lua = Path(tempfile.mkdtemp()) / "p95.lua"
-                lua.write_text(WRK_LUA)
-                auth = [f"-H", f"Authorization: {headers['Authorization']}"] if headers else []
-                out = subprocess.run(["wrk", "-t2", f"-c{args.clients}", "-d10s", "--timeout", "60s", "-H",
-                                      "Accept-Encoding: gzip", *auth, "-s", str(lua),
-                                      f"http://127.0.0.1:{port}/v1/efficiency?{urlencode(params)}"],
-                                     capture_output=True, text=True)
-                print(f"[{store_label(args)}, {mode}] /v1/efficiency {label}, {args.clients} connections, "
-                      f"{out.stdout.strip().splitlines()[-1] if out.stdout.strip() else out.stderr.strip()}", flush=True)
-            n = args.requests if label.startswith("one") else max(32, args.requests // 8)
-            asyncio.run(load(f"http://127.0.0.1:{port}/v1/efficiency", params, 2, 4, headers))  # warm
-            t0 = time.perf_counter()
-            lat = asyncio.run(load(f"http://127.0.0.1:{port}/v1/efficiency", params, args.clients, n, headers))
-            wall = time.perf_counter() - t0
-            p = np.percentile(np.array(lat) * 1000, [50, 95, 99])
-            print(f"[{store_label(args)}, {mode}] /v1/efficiency {label}, {args.clients} clients, {n} requests: p50 {p[0]:.1f} ms, "
-                  f"p95 {p[1]:.1f} ms, p99 {p[2]:.1f} ms, {n / wall:.1f} requests/s", flush=True)
+                 ("summed", "24 configurations, tiers summed (17,280 points)", base),
+                 ("tiers", "24 configurations x 8 tiers (138,240 points)", {**base, "by_tier": "true"}))
+        for case, label, params in cases:
+            if args.cases and case not in args.cases.split(","):
+                continue
+            asyncio.run(load(url, params, 2, 4, headers))  # warm (the copy is loaded by the first request)
+            for varied in (True, False):
+                if not varied and not cache_seconds:
+                    continue  # identical requests matter only to show what the answer cache does
+                queries = varied_queries(case, 1152) if varied else [params]
+                what = f"{len(queries)} varied queries" if varied else "one query repeated"
+                if shutil.which("wrk"):  # a native load generator: the Python one costs the server's cores
+                    tmp = Path(tempfile.mkdtemp())
+                    (tmp / "paths").write_text("".join(f"/v1/efficiency?{urlencode(q)}\n" for q in queries))
+                    (tmp / "p95.lua").write_text(WRK_PATHS_LUA % (tmp / "paths") + WRK_LUA)
+                    auth = [f"-H", f"Authorization: {headers['Authorization']}"] if headers else []
+                    out = subprocess.run(["wrk", "-t2", f"-c{args.clients}", f"-d{args.seconds}s", "--timeout", "60s",
+                                          "-H", "Accept-Encoding: gzip", *auth, "-s", str(tmp / "p95.lua"),
+                                          f"http://127.0.0.1:{port}"], capture_output=True, text=True)
+                    shutil.rmtree(tmp)
+                    print(f"[{store_label(args)}, {mode}] /v1/efficiency {label}, {what}, {args.clients} connections, "
+                          f"{out.stdout.strip().splitlines()[-1] if out.stdout.strip() else out.stderr.strip()}",
+                          flush=True)
+                if args.python_load:
+                    n = args.requests if case == "one" else max(32, args.requests // 8)
+                    todo = [queries[i % len(queries)] for i in range(n)]
+                    t0 = time.perf_counter()
+                    lat = asyncio.run(load_many(url, todo, args.clients, headers))
+                    wall = time.perf_counter() - t0
+                    p = np.percentile(np.array(lat) * 1000, [50, 95, 99])
+                    print(f"[{store_label(args)}, {mode}] /v1/efficiency {label}, {what}, {args.clients} clients "
+                          f"(httpx), {n} requests: p50 {p[0]:.1f} ms, p95 {p[1]:.1f} ms, p99 {p[2]:.1f} ms, "
+                          f"{n / wall:.1f} requests/s", flush=True)
+        if args.skip_whatif:
+            return
         t0 = time.perf_counter()
         r = httpx.post(f"http://127.0.0.1:{port}/v1/whatif", headers=headers, timeout=600,
                        json={"policy": "arc", "size": "10TB", "from": START.isoformat(),
@@ -222,6 +286,26 @@ def bench_serve(args, cache_seconds: float) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+
+
+async def load_many(url: str, queries: list[dict], clients: int, headers: dict) -> list[float]:
+    """As load(), each request the next parameter set of `queries`."""
+    import httpx
+
+    lat: list[float] = []
+    todo = iter(queries)
+
+    async def worker(c):
+        for params in todo:
+            t0 = time.perf_counter()
+            r = await c.get(url, params=params, headers=headers)
+            lat.append(time.perf_counter() - t0)
+            if r.status_code != 200:
+                raise SystemExit(f"{url}: HTTP {r.status_code}: {r.text[:300]}")
+
+    async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=clients)) as c:
+        await asyncio.gather(*(worker(c) for _ in range(clients)))
+    return lat
 
 
 def store_label(args) -> str:
@@ -243,6 +327,10 @@ def main() -> None:
     ap.add_argument("--cache", default="0,15", help="answer cache seconds to run the load with (0: off)")
     ap.add_argument("--configs", default="1,24", help="what-if cases: 1 and/or 24 configurations")
     ap.add_argument("--skip-load", action="store_true")
+    ap.add_argument("--seconds", type=int, default=10, help="wrk run length per case")
+    ap.add_argument("--cases", default="", help="load cases (one, summed, tiers; default all)")
+    ap.add_argument("--copy", default="on,off", help="table copy of /v1/efficiency on and/or off (SQL per request)")
+    ap.add_argument("--python-load", action="store_true", help="also the httpx load generator (wrk is used when present)")
     args = ap.parse_args()
     if (args.store is None) == (args.clickhouse is None):
         ap.error("give exactly one of --store or --clickhouse")
@@ -266,8 +354,9 @@ def main() -> None:
         bench_whatif(store, args.days, f"{args.days} days", [int(c) for c in args.configs.split(",")])
     store.close()  # chDB: one process per store directory; `serve` opens it next
     if not args.skip_load:
-        for seconds in args.cache.split(","):
-            bench_serve(args, float(seconds))
+        for copy in args.copy.split(","):
+            for seconds in args.cache.split(","):
+                bench_serve(args, float(seconds), copy == "on")
 
 
 if __name__ == "__main__":

@@ -45,6 +45,11 @@ class Settings(BaseSettings):
     #: read answers (efficiency, curves, configs, compare) are kept this long, single-flight;
     #: 0 turns the cache off
     answer_cache_seconds: float = Field(15.0, ge=0)
+    #: GET /v1/efficiency at hour and day steps answers from an in-process copy of those tables
+    #: (api/series_index.py) while a table holds at most this many rows; 0 turns the copy off
+    series_copy_max_rows: int = Field(1_000_000, ge=0)
+    #: how often (seconds) the copy looks whether its table changed (an insert, merge or mutation)
+    series_copy_check_seconds: float = Field(1.0, ge=0)
     #: server connections kept for concurrent reads (ClickHouse server only; chDB has one session)
     store_connections: int = Field(4, ge=1, le=64)
 

@@ -32,7 +32,9 @@ def to_whatif(body: WhatIfRequest) -> WhatIf:
     adm = body.admission
     return WhatIf(
         policies=body.policies(), sizes=body.sizes(), start=start, end=end, cache_groups=groups,
-        sites=[body.site] if body.site else [], warmup=warmup, partitions=body.partitions,
+        sites=[body.site] if body.site else [], warmup=warmup,
+        partitions=1 if body.partitions == "server" else body.partitions,
+        partition_by="server" if body.partitions == "server" else "auto",
         sample_rate=body.sample_rate, step_s=step_s, params=body.params,
         admission=Admission(tuple(adm.exclude_tiers), adm.max_file_size) if adm else Admission(),
     )
@@ -43,7 +45,8 @@ def to_whatif(body: WhatIfRequest) -> WhatIf:
 def whatif(body: WhatIfRequest, request: Request, store=Depends(get_store)):
     """Replays the stored accesses of [from, to) (after an optional warm-up whose accesses fill the
     cache uncounted) through each (policy, size) in one pass of the engine's bank; by tier,
-    by cache group when several are merged, against one shared cache when `partitions` > 1,
+    by cache group when several are merged, against one shared cache when `partitions` > 1 (one cache
+    per server, or by file hash: `routing` says which),
     and with SHARDS' error bound when sampled. The single form answers flat; lists answer
     `{"results": [...]}`."""
     req = to_whatif(body)

@@ -96,6 +96,16 @@ class Store(abc.ABC):
         """Run a SELECT; a pandas DataFrame by the backend's fastest columnar path (what the read
         layer uses)."""
 
+    def stream_columns(self, sql: str, params: Mapping[str, Any] | None = None,
+                       rows: int = 1 << 20) -> Iterator[dict[str, np.ndarray]]:
+        """Run a SELECT of numeric columns; numpy arrays in chunks of at most `rows` rows, in the
+        query's order (large reads with bounded memory: a what-if feed). This default reads the
+        whole result (query_frame) and slices it; a server streams it."""
+        df = self.query_frame(sql, params)
+        cols = {k: df[k].to_numpy() for k in df.columns}
+        for a in range(0, len(df), rows):
+            yield {k: v[a:a + rows] for k, v in cols.items()}
+
     @abc.abstractmethod
     def _insert_wire(self, table: str, wire: _wire.Wire, settings: Mapping[str, Any]) -> None:
         ...

@@ -214,6 +214,72 @@ def test_efficiency_series_come_from_the_table_of_the_step(client):
     assert {s["tier"] for s in tiers["series"]} == set(TIERS)
 
 
+#: /v1/efficiency queries at hour and day steps: filters, odd bounds, a table each step picks
+COPY_QUERIES = [
+    {"step": "1h", "from": FROM, "to": TO},
+    {"step": "1h", "from": FROM, "to": TO, "by_tier": "true"},
+    {"step": "2h", "from": "2023-11-14T23:00:00.5Z", "to": "2023-11-16T05:00:00.000001Z", "policy": "lru,arc"},
+    {"step": "3h", "from": FROM, "to": TO, "size": "1TB", "tier": "HITS,USER"},
+    {"step": "1h", "from": FROM, "to": TO, "tier": "AOD", "policy": "lru"},
+    {"step": "1d", "from": FROM, "to": TO, "by_tier": "true"},
+    {"step": "7d", "from": "2023-11-01T00:00:00Z", "to": "2023-12-01T00:00:00Z"},
+    {"step": "1h", "from": FROM, "to": TO, "cache_group": "nope"},
+    {"step": "1h", "from": FROM, "to": TO, "policy": "lru", "size": "7"},
+    {"step": "1h", "from": "2030-01-01T00:00:00Z", "to": "2030-01-02T00:00:00Z"},
+]
+
+
+def copy_and_sql_apps(app, **settings):
+    """Two apps on `app`'s open stores: /v1/efficiency from the table copy, and by SQL per request
+    (the read layer); no answer cache. Used without their lifespan: they borrow the stores."""
+    from fastapi.testclient import TestClient
+
+    from api.main import create_app
+
+    out = []
+    for rows in (1_000_000, 0):
+        a = create_app(app.state.settings.model_copy(update={"series_copy_max_rows": rows, "answer_cache_seconds": 0,
+                                                              **settings}))
+        a.state.stores = app.state.stores
+        out.append(TestClient(a))
+    return out
+
+
+def assert_copy_equals_sql(copy, sql, queries, headers=None) -> int:
+    """Every query answers the same through the copy and through the read layer; returns the points."""
+    points = 0
+    for q in queries:
+        a, b = copy.get("/v1/efficiency", params=q, headers=headers), sql.get("/v1/efficiency", params=q, headers=headers)
+        assert a.status_code == b.status_code == 200, (q, a.text, b.text)
+        assert a.json() == b.json(), q
+        points += sum(len(s["time"]) for s in a.json()["series"])
+    return points
+
+
+def test_efficiency_copy_answers_as_the_read_layer_and_follows_the_table(client):
+    """The in-process copy of the hour/day tables (api/series_index.py) answers every filter as the
+    read layer does (FINAL, sums over shards and runs), and reloads when the table changes."""
+    from cachescope.store import tables
+
+    copy, sql = copy_and_sql_apps(client.app, series_copy_check_seconds=3600)
+    assert assert_copy_equals_sql(copy, sql, COPY_QUERIES) > 100
+    index = copy.app.state.series
+    assert index.loads == 2  # hourly and daily, once each (then answered on the event loop)
+    with client.app.state.stores.get() as store:
+        row = store.query(f"SELECT * FROM {tables.EFFICIENCY_HOURLY} FINAL WHERE cache_group = 'SITE-A' "
+                          "AND policy = 'lru' ORDER BY window_start LIMIT 1").dicts()[0]
+        extra = [dict(row),  # a second copy of a row: FINAL keeps one
+                 {**row, "cache_group": "COPY-TEST", "run": 1}, {**row, "cache_group": "COPY-TEST", "run": 2},
+                 {**row, "cache_group": "COPY-TEST", "run": 2, "shard": 1, "hits": 0}]
+        store.insert(tables.EFFICIENCY_HOURLY, {k: [r[k] for r in extra] for k in row})
+    index.check_seconds = 0  # look at the table before each answer
+    queries = COPY_QUERIES + [{"step": "1h", "from": FROM, "to": TO, "cache_group": "COPY-TEST", "by_tier": "true"}]
+    assert assert_copy_equals_sql(copy, sql, queries) > 100
+    assert index.loads == 3
+    got = copy.get("/v1/efficiency", params=queries[-1]).json()["series"]
+    assert [s["requests"] for s in got] == [[3 * row["requests"]]] and got[0]["hits"] == [2 * row["hits"]]
+
+
 def test_mrc_configs_compare_recommend_alerts_health(client):
     h = client.get("/healthz")
     assert h.status_code == 200 and h.json()["backend"] == "embedded"
@@ -426,6 +492,9 @@ def test_server_backend_answers_the_same(server_store, tmp_path):
                     headers=auth).json()
         w = c.post("/v1/whatif", json={"policy": "lru", "size": "1TB", "from": FROM, "to": TO}, headers=auth).json()
         assert sum(eff["series"][0]["hits"]) == w["hits"]
+        # the table copy of /v1/efficiency answers as the read layer over a server too
+        copy, sql = copy_and_sql_apps(c.app)
+        assert assert_copy_equals_sql(copy, sql, COPY_QUERIES, headers=auth) > 100
         # concurrent readers each get their own server connection
         results = []
         threads = [threading.Thread(target=lambda: results.append(c.get("/v1/configs", headers=auth).status_code))
@@ -482,3 +551,102 @@ def test_live_pipeline_admission_matches_the_whatif_filter(client, data, tmp_pat
                   admission={"exclude_tiers": ["USER"], "max_file_size": "30GB"})
     for r in want["results"]:
         assert got[(r["policy"], r["size_bytes"])] == [r[f] for f in FIELDS[:4]]
+
+
+# ------------------------------------------------------------------------------------------ partitions by server
+
+SPLIT_SERVERS = ["xcache-a", "xcache-b", "xcache-c"]
+
+
+def fill_three_servers(store, tmp_path: Path, group: str) -> dict:
+    """Accesses of three servers of one cache group (shared files), stored as the pipeline stores
+    them, and the same accesses as `simulate` traces: one per server and all merged in time order."""
+    from cachescope.store import tables
+
+    per, merged = {}, []
+    for k, name in enumerate(SPLIT_SERVERS):
+        rows = write_trace(tmp_path / f"{name}.csv", 1500, seed=7 + k)
+        rows = [(r[0] + 7 * k,) + tuple(r[1:]) for r in rows]  # distinct times across servers
+        write_rows(tmp_path / f"{name}.csv", rows)
+        per[name] = tmp_path / f"{name}.csv"
+        merged += [(r, name, i) for i, r in enumerate(rows)]
+    merged.sort(key=lambda x: x[0][0])
+    write_rows(tmp_path / "merged.csv", [r for r, _, _ in merged])
+    n = len(merged)
+    store.insert(tables.ACCESS_EVENTS, {
+        "ts": np.array([r[0] * 10**6 for r, _, _ in merged], dtype="datetime64[us]"),
+        "site": ["SITE-S"] * n, "source": ["xrootd"] * n, "server": [s for _, s, _ in merged], "client": [""] * n,
+        "vo": ["cms"] * n, "path": [r[4] for r, _, _ in merged], "file_id": np.array([r[1] for r, _, _ in merged], np.uint64),
+        "file_size": np.array([r[2] for r, _, _ in merged], np.uint64), "bytes_read": np.array([r[5] for r, _, _ in merged], np.uint64),
+        "op": np.zeros(n, np.uint8), "tier": [r[3] for r, _, _ in merged], "cache_group": [group] * n,
+        "origin": [f"test:{s}" for _, s, _ in merged], "seq": np.array([i for _, _, i in merged], np.uint64)})
+    return {"per": per, "merged": tmp_path / "merged.csv"}
+
+
+def add_up(answers: list[dict]) -> dict:
+    out = {f: sum(a[f] for a in answers) for f in FIELDS}
+    tiers = {t for a in answers for t in a["by_tier"]}
+    out["by_tier"] = {t: {f: sum(a["by_tier"][t][f] for a in answers if t in a["by_tier"]) for f in FIELDS} for t in tiers}
+    return out
+
+
+def assert_routed_by_server(post, traces: dict, group: str) -> None:
+    """partitions = the number of servers: one cache per server of 1/N of the size each, equal to
+    `simulate` of each server's accesses at that size, beside `simulate` of all of them at the whole size."""
+    size = 10**12
+    caps = [size // 3 + int(k < size % 3) for k in range(3)]
+    want = {name: simulate(traces["per"][name], policies=["lru", "belady"], sizes=[str(caps[k])])
+            for k, name in enumerate(SPLIT_SERVERS)}
+    shared = simulate(traces["merged"], policies=["lru", "belady"], sizes=[str(size)])
+    for form in (3, "server"):
+        got = post({"policy": ["lru", "belady"], "size": "1TB", "cache_group": group, "partitions": form})
+        for a in got["results"]:
+            p = a["policy"]
+            per = [want[name][(p, caps[k])] for k, name in enumerate(SPLIT_SERVERS)]
+            assert a["routing"]["by"] == "server" and a["partitions"] == 3, a["routing"]
+            same(a, add_up(per))
+            assert {name: tuple(a["by_server"][name][f] for f in FIELDS) for name in SPLIT_SERVERS} == \
+                {name: tuple(per[k][f] for f in FIELDS) for k, name in enumerate(SPLIT_SERVERS)}
+            assert tuple(a["shared"][f] for f in FIELDS) == tuple(shared[(p, size)][f] for f in FIELDS)
+    # two partitions of three servers: not expressible per server, so by file hash, as simulate does
+    got = post({"policy": "lru", "size": "1TB", "cache_group": group, "partitions": 2})
+    assert got["routing"]["by"] == "file" and "3 server" in got["routing"]["reason"] and "by_server" not in got
+    same(got, simulate(traces["merged"], "--partitions", "2", policies=["lru"], sizes=["1TB"])[("lru", size)])
+
+
+def test_partitions_route_by_the_server_of_the_stored_accesses(client, tmp_path):
+    with client.app.state.stores.get() as store:
+        traces = fill_three_servers(store, tmp_path, "SPLIT-CHDB")
+
+    def post(body):
+        r = client.post("/v1/whatif", json={"from": FROM, "to": TO, **body})
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    assert_routed_by_server(post, traces, "SPLIT-CHDB")
+    r = client.post("/v1/whatif", json={"from": FROM, "to": TO, "policy": "lru", "size": "1TB", "cache_group": "SITE-A",
+                                        "partitions": "server"})
+    assert r.status_code == 422 and r.json()["field"] == "partitions", r.text
+
+
+@pytest.mark.services
+def test_partitions_route_by_server_over_a_clickhouse_server(server_store, tmp_path):
+    from fastapi.testclient import TestClient
+
+    from api.core.config import Settings
+    from api.main import create_app
+
+    from cachescope.store import migrations
+
+    migrations.migrate(server_store, events_ttl_days=0)  # 2023 accesses: a 90-day TTL would drop them
+    traces = fill_three_servers(server_store, tmp_path, "SPLIT-SERVER")
+    token = "t0ken"
+    settings = Settings(clickhouse_url=server_store.url, database=server_store.database,
+                        api_tokens=hashlib.sha256(token.encode()).hexdigest() + ":read+whatif")
+    with TestClient(create_app(settings)) as c:
+        def post(body):
+            r = c.post("/v1/whatif", json={"from": FROM, "to": TO, **body}, headers={"Authorization": f"Bearer {token}"})
+            assert r.status_code == 200, r.text
+            return r.json()
+
+        assert_routed_by_server(post, traces, "SPLIT-SERVER")

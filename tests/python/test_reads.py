@@ -88,7 +88,7 @@ def test_grafana_rendering_replaces_every_parameter():
                 "cache_groups": "[${cache_group:singlequote}]", "policies": "[${policy:singlequote}]",
                 "sizes": "[${size:csv}]", "tiers": "[${tier:singlequote}]", "metrics": "[]",
                 "site": "'${site}'", "sites": "['${site}']", "window_s": "60", "states": "['firing']",
-                "baseline_days": "7", "exclude_tiers": "[]", "max_file_size": "0", "tier_names": "[]"}
+                "baseline_days": "7", "exclude_tiers": "[]", "max_file_size": "0", "tier_names": "[]", "servers": "[]"}
     for q in reads.ALL:
         sql = q.grafana(bindings)
         assert "{" not in sql.replace("${", "").replace("{{", ""), q.name
