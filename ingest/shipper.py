@@ -30,6 +30,8 @@ from urllib.parse import urlparse
 
 import msgspec
 import orjson
+
+from ingest.health import health_record, health_topic
 from prometheus_client import Counter
 
 from cachescope.config import CachescopeConfig
@@ -100,7 +102,9 @@ class KafkaSink:
         self.bootstrap, self.topic = parse_kafka_url(to)
         self.dead_letter = dead_letter_topic or self.topic + ".rejects"
         self.id, self.fmt = shipper_id, fmt
-        ensure_topics(self.bootstrap, [*extra_topics, NewTopic(self.topic, 1, 1), NewTopic(self.dead_letter, 1, 1)])
+        self.health_topic = health_topic(self.topic)  # parse health, one record per transaction
+        ensure_topics(self.bootstrap, [*extra_topics, NewTopic(self.topic, 1, 1), NewTopic(self.dead_letter, 1, 1),
+                                       NewTopic(self.health_topic, 1, 1)])
         self.producer = KafkaProducer(
             bootstrap_servers=self.bootstrap, transactional_id=f"cachescope-shipper-{self.id}",
             enable_idempotence=True, acks="all", linger_ms=20, **(producer_config or {}))
@@ -108,7 +112,7 @@ class KafkaSink:
         self.producer.init_transactions()
 
     def commit(self, events: list, rejects: Sequence[tuple[Location, RejectRecord]],
-               mark: Callable[[object], None]) -> None:
+               mark: Callable[[object], None], lines: int | None = None) -> None:
         """One transaction: events by cache group, rejects, then mark(producer). Raises (after
         aborting) when the transaction fails: nothing of it is visible then."""
         by_group: dict[str, list] = {}
@@ -126,6 +130,9 @@ class KafkaSink:
                     continue
                 doc = {"shipper": self.id, "format": self.fmt, **where, **msgspec.to_builtins(r)}
                 self.producer.send(self.dead_letter, key=self.id.encode(), value=orjson.dumps(doc))
+            self.producer.send(self.health_topic, key=self.id.encode(), value=health_record(
+                self.id, self.fmt, len(events) + len(rejects) if lines is None else lines, len(events),
+                (r for _, r in rejects)))
             mark(self.producer)
             self.producer.commit_transaction()
         except Exception:
@@ -276,7 +283,8 @@ class Shipper:
         """One transaction: events by cache group, rejects, and the position after them."""
         key = self.id.encode()
         self.sink.commit(events, [({"file": pos.path}, r) for r in rejects],
-                         lambda producer: producer.send(self.state_topic, key=key, value=pos.to_json()))
+                         lambda producer: producer.send(self.state_topic, key=key, value=pos.to_json()),
+                         lines=pos.line - self.pos.line if (pos.path, pos.inode) == (self.pos.path, self.pos.inode) else None)
         self.pos = pos
         self._save_local()
 
