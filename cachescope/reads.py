@@ -266,8 +266,7 @@ PARSE_HEALTH = NamedQuery(
     "sum(value) AS value "
     f"FROM {tables.PIPELINE_HEALTH} "
     "WHERE ts >= {start:DateTime64(6)} AND ts < {end:DateTime64(6)} AND component IN ('parse', 'shipper', 'flink') "
-    "AND (metric IN ('lines', 'events', 'rejected', 'skipped') OR startsWith(metric, 'rejected:') "
-    "OR startsWith(metric, 'skipped:')) "
+    "AND splitByChar(char(58), metric)[1] IN ('lines', 'events', 'rejected', 'skipped') "
     "GROUP BY time, component, cache_group, metric ORDER BY component, metric, cache_group, time",
     "lines read, accesses, rejected and skipped lines (by reason: `rejected:<reason>`, `skipped:<reason>`) "
     "per time bucket, from the shippers, the embedded replay and the Flink job",
