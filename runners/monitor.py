@@ -104,8 +104,8 @@ class PipelineMonitor:
 
         samples = []
         for group, topics in self.groups.items():
-            committed = {(tp.topic, tp.partition): om.offset
-                         for tp, om in self.admin.list_consumer_group_offsets(group).items()}
+            offsets = self.admin.list_group_offsets({group: None}).get(group) or {}
+            committed = {(tp.topic, tp.partition): om.offset for tp, om in offsets.items()}
             for topic in topics:
                 parts = self.offsets.partitions_for_topic(topic) or set()
                 tps = [TopicPartition(topic, p) for p in sorted(parts)]
