@@ -137,3 +137,12 @@ def test_the_real_cache_hits_are_its_accesses_served_wholly_from_disk(filled):
         "WHERE op = 'read' AND (observed_hit_bytes IS NOT NULL OR observed_miss_bytes IS NOT NULL)", {})
     assert int(direct["hits"].iloc[0]) == int(real["hits"].sum())
     assert int(direct["accesses"].iloc[0]) == int(real["accesses"].sum())
+
+
+def test_parse_health_of_a_replay(filled):
+    store, summary = filled
+    df = reads.parse_health(store, dt.datetime(2000, 1, 1), dt.datetime(2100, 1, 1), 86400)
+    got = df[df["component"] == "parse"].groupby("metric")["value"].sum()
+    assert got["events"] == summary.events and got["lines"] >= got["events"]
+    reasons = sum(v for k, v in got.items() if ":" in k)
+    assert reasons == got.get("rejected", 0) + got.get("skipped", 0)
