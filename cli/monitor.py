@@ -26,14 +26,8 @@ def monitor(
 ) -> None:
     """Sample consumer lag per partition into consumer_lag and forward the shippers' parse health
     into pipeline_health, every EVERY until interrupted."""
-    from cli import _checks
-
-    _checks.kafka_reachable(bootstrap, "--bootstrap")
-    _checks.clickhouse_answers(clickhouse)
     from cachescope.config.durations import parse_duration_us
-    from cachescope.store import open_store
-    from ingest.health import health_topic
-    from runners.monitor import PipelineMonitor
+    from cli import _checks
 
     try:
         period = parse_duration_us(every) / 1e6
@@ -41,6 +35,11 @@ def monitor(
         raise typer.BadParameter(str(e), param_hint="--every") from None
     if period <= 0:
         raise typer.BadParameter("must be positive", param_hint="--every")
+    _checks.kafka_reachable(bootstrap, "--bootstrap")
+    _checks.clickhouse_answers(clickhouse)
+    from cachescope.store import open_store
+    from ingest.health import health_topic
+    from runners.monitor import PipelineMonitor
     url = clickhouse.rstrip("/")
     db = database or (url.rsplit("/", 1)[-1] if url.count("/") > 2 else "cachescope")
     with open_store(clickhouse_url=clickhouse, database=db) as store:

@@ -129,3 +129,9 @@ def test_the_monitor_command_prints_and_writes_the_lag(kafka, clickhouse):
     bad = subprocess.run([CLI, "monitor", "--bootstrap", "127.0.0.1:1", "--clickhouse", clickhouse.url, "--once"],
                          capture_output=True, text=True)
     assert bad.returncode == 1 and len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
+
+
+def test_the_monitor_command_refuses_a_bad_period_before_connecting():
+    out = subprocess.run([CLI, "monitor", "--bootstrap", "127.0.0.1:1", "--clickhouse", "clickhouse://127.0.0.1:1",
+                          "--every", "soon"], capture_output=True, text=True)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "--every" in out.stderr
