@@ -46,6 +46,7 @@ def compare(
         step_s = P.step_seconds(step, start, end)
         obs = reads.observed_series(store, start, end, step_s, cache_groups=[cache_group])
         shadow = reads.efficiency_series(store, start, end, step_s, cache_groups=[cache_group], sizes=[size_b])
+        ages = reads.residence_series(store, start, end, step_s, cache_groups=[cache_group], sizes=[size_b])
         # time bucket → values
         buckets: dict[str, dict] = {}
         overall_obs = [0, 0, 0, 0]  # hit bytes, all bytes, hits, accesses
@@ -86,6 +87,14 @@ def compare(
                     acc[k] += int(per[i, F[f]])
             tot = per.sum(axis=0)
             overall_sh["xcache"] = [int(tot[F[f]]) for f in ("bytes_hit", "bytes_requested", "hits", "requests")]
+        # how long data stays in each stored shadow (mean age of its files as the bucket's reads found them)
+        age_sums: dict[str, dict[str, list[int]]] = {}
+        if len(ages):
+            for t, pol, a, n in zip(P.iso(ages["time"]), ages["policy"].tolist(), ages["resident_age_s"].tolist(),
+                                    ages["age_reads"].tolist()):
+                acc = age_sums.setdefault(t, {}).setdefault(str(pol), [0, 0])
+                acc[0] += int(a)
+                acc[1] += int(n)
         if not buckets and not source:
             raise ApiError(422, "cache_group", f"no observations or shadow results for cache group {cache_group!r} "
                                                f"at size {size_b} in this range")
@@ -100,8 +109,18 @@ def compare(
                     "shadow_hit_efficiency": {p: _eff(v[2], v[3]) for p, v in sorted(sh.items())}}
 
         windows = [point(t, b["obs"], b["shadow"]) for t, b in sorted(buckets.items())]
+        for w in windows:
+            w["shadow_mean_age_s"] = {p: _eff(*v) for p, v in sorted(age_sums.get(w["time"], {}).items())}
+        overall = point(start.isoformat(), overall_obs, overall_sh)
+        age_tot: dict[str, list[int]] = {}
+        for per in age_sums.values():
+            for p, (a, n) in per.items():
+                acc = age_tot.setdefault(p, [0, 0])
+                acc[0] += a
+                acc[1] += n
+        overall["shadow_mean_age_s"] = {p: _eff(*v) for p, v in sorted(age_tot.items())}
         return P.json_response({"cache_group": cache_group, "size_bytes": size_b, "step": step, "source": source,
-                                "overall": point(start.isoformat(), overall_obs, overall_sh), "windows": windows,
+                                "overall": overall, "windows": windows,
                                 "note": note})
 
     return request.app.state.answers.get(request, compute)

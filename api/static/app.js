@@ -152,6 +152,15 @@ async function loadReal() {
     series.push({ label: `shadow ${n}`, stroke: PALETTE[i % PALETTE.length], width: 1.5, dash: [6, 4] });
   });
   draw("real", $("real-chart"), { series, scales: { y: { range: [0, 1] } } }, data);
+  // residence: the mean age of the files in each stored shadow, per window (hours)
+  const aged = [...new Set(w.flatMap((p) => Object.keys(p.shadow_mean_age_s || {})))].sort();
+  const ages = [w.map((p) => Date.parse(p.time) / 1000)];
+  const ageSeries = [{}];
+  aged.forEach((n, i) => {
+    ages.push(w.map((p) => (p.shadow_mean_age_s && p.shadow_mean_age_s[n] != null ? p.shadow_mean_age_s[n] / 3600 : null)));
+    ageSeries.push({ label: `shadow ${n} (h)`, stroke: PALETTE[i % PALETTE.length], width: 1.5 });
+  });
+  draw("age", $("age-chart"), { series: ageSeries }, ages);
 }
 
 // ------------------------------------------------------------------ alerts

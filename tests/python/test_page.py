@@ -126,6 +126,8 @@ def test_page_loads_and_every_chart_draws_with_data(page):
     assert real["values"] > 10
     hits = page.evaluate("() => window.cachescope.charts.real.data[2].filter(v => v !== null).length")
     assert hits > 5  # the real cache's hit efficiency, from its records' hit/miss/bypass bytes
+    age = _chart(page, "age")  # how long data stays in each shadow of that size
+    assert age["labels"] and all(x.endswith("(h)") for x in age["labels"]) and age["values"] > 10
     tiers = page.locator("#tier-table tbody tr")
     assert tiers.count() >= 3
     assert "hit-drop" in page.locator("#alerts-table").inner_text()
