@@ -22,3 +22,5 @@ SCHEMA_MIGRATIONS = "schema_migrations"
 #: tables a component writes rows into
 DATA_TABLES = (ACCESS_EVENTS, EFFICIENCY, EFFICIENCY_HOURLY, EFFICIENCY_DAILY, MRC, OBSERVED, PIPELINE_HEALTH, ALERTS,
                CONSUMER_LAG)
+#: plain MergeTree tables of samples (not replayed, not deduplicated: no FINAL)
+SAMPLE_TABLES = (PIPELINE_HEALTH, CONSUMER_LAG)

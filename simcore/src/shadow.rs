@@ -40,6 +40,9 @@ pub struct Shadow {
     born: Map<u32>,
     born_sum: u64,
     clock: u32,
+    /// ⌈born_sum / resident⌉, kept as fills and evictions change them, so a read (mostly hits,
+    /// which change neither) finds the mean age without a division: ⌊(t·n − Σ)/n⌋ = t − ⌈Σ/n⌉.
+    born_mean_ceil: u32,
 }
 
 /// Largest capacity a cache may have: 2^63 − 1 bytes (9.2 EB). Below it, a policy's byte
@@ -71,7 +74,7 @@ impl Shadow {
                 AnyPolicy::new(&spec.policy, cap, &Params::new(spec.params.clone()))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Shadow { spec, parts, threshold, totals: vec![[0; N_FIELDS]; n_tiers], born: Map::default(), born_sum: 0, clock: 0 })
+        Ok(Shadow { spec, parts, threshold, totals: vec![[0; N_FIELDS]; n_tiers], born: Map::default(), born_sum: 0, clock: 0, born_mean_ceil: 0 })
     }
 
     /// The fraction of files simulated (exactly as applied, after rounding to the hash modulus).
@@ -126,19 +129,20 @@ impl Shadow {
         }
         self.clock = self.clock.max(ts);
         let now = self.clock;
-        let resident = self.born.len() as u64;
-        if resident > 0 {
+        {
             let c = &mut window[req.tier as usize];
-            c[RESIDENT_AGE] += ((now as u64 * resident - self.born_sum) / resident) as u128;
+            if !self.born.is_empty() {
+                c[RESIDENT_AGE] += (now - self.born_mean_ceil) as u128;
+            }
             c[AGE_READS] += 1;
-        } else {
-            window[req.tier as usize][AGE_READS] += 1;
         }
         let out = self.read(req, ev, window)?;
+        let mut changed = false;
         for &(_, tier, id) in &ev.items {
             if let Some(b) = self.born.remove(&id) {
                 self.born_sum -= b as u64;
                 window[tier as usize][EVICTED_AGE] += (now - b) as u128;
+                changed = true;
             }
         }
         if out.filled > 0 {
@@ -146,9 +150,19 @@ impl Shadow {
             if let std::collections::hash_map::Entry::Vacant(v) = self.born.entry(req.id) {
                 v.insert(now);
                 self.born_sum += now as u64;
+                changed = true;
             }
         }
+        if changed {
+            self.refresh_mean();
+        }
         Some(out)
+    }
+
+    #[inline]
+    fn refresh_mean(&mut self) {
+        let n = self.born.len() as u64;
+        self.born_mean_ceil = if n == 0 { 0 } else { self.born_sum.div_ceil(n) as u32 };
     }
 
     /// Resident files whose arrival time is known (reads with timestamps).
@@ -170,6 +184,7 @@ impl Shadow {
         if gone {
             if let Some(b) = self.born.remove(&id) {
                 self.born_sum -= b as u64;
+                self.refresh_mean();
             }
         }
         gone
