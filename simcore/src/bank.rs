@@ -88,6 +88,31 @@ const SNAPSHOT_MAGIC: &[u8; 8] = b"CSBANK\0\0";
 /// Bump when the serialized layout of any policy changes; old snapshots are then refused.
 pub const SNAPSHOT_VERSION: u32 = 3; // 2: totals are u128; 3: residence ages
 
+/// One batch through one cache; `read` serves a read (with or without its timestamp).
+#[inline(always)]
+fn feed<R>(shadow: &mut Shadow, ev: &Events, block: &mut [Exact], per_cache: usize, mut read: R)
+where
+    R: FnMut(&mut Shadow, &Request, usize, &mut Evictions, &mut [Exact]) -> Option<crate::policy::Outcome>,
+{
+    let mut evictions = Evictions::default();
+    for i in 0..ev.len() {
+        let id = ev.id[i];
+        if ev.op[i] != OP_READ {
+            shadow.invalidate(id);
+            continue;
+        }
+        let base = ev.window.map_or(0, |w| w[i] as usize) * per_cache;
+        let req = Request {
+            id,
+            size: ev.size[i],
+            bytes_read: ev.bytes_read[i],
+            tier: ev.tier[i],
+            next_access: ev.next_access.map_or(u64::MAX, |n| n[i]),
+        };
+        read(shadow, &req, i, &mut evictions, &mut block[base..base + per_cache]);
+    }
+}
+
 impl Bank {
     pub fn new(specs: Vec<CacheSpec>, n_tiers: usize) -> Result<Self, String> {
         if n_tiers == 0 || n_tiers > 256 {
@@ -114,26 +139,10 @@ impl Bank {
         // batch is big enough to pay for the hand-off; each writes its own (window, tier) block.
         let run = |shadow: &mut Shadow| -> Vec<Exact> {
             let mut block = vec![[0u128; N_FIELDS]; n_windows * per_cache];
-            let mut evictions = Evictions::default();
-            for i in 0..ev.len() {
-                let id = ev.id[i];
-                if ev.op[i] != OP_READ {
-                    shadow.invalidate(id);
-                    continue;
-                }
-                let base = ev.window.map_or(0, |w| w[i] as usize) * per_cache;
-                let req = Request {
-                    id,
-                    size: ev.size[i],
-                    bytes_read: ev.bytes_read[i],
-                    tier: ev.tier[i],
-                    next_access: ev.next_access.map_or(u64::MAX, |n| n[i]),
-                };
-                let window = &mut block[base..base + per_cache];
-                match ev.ts {
-                    Some(ts) => shadow.read_at(&req, ts[i], &mut evictions, window),
-                    None => shadow.read(&req, &mut evictions, window),
-                };
+            // one loop per case, so the untimed loop is the one it always was (ages cost nothing there)
+            match ev.ts {
+                Some(ts) => feed(shadow, ev, &mut block, per_cache, |s, req, i, e, w| s.read_at(req, ts[i], e, w)),
+                None => feed(shadow, ev, &mut block, per_cache, |s, req, _, e, w| s.read(req, e, w)),
             }
             shadow.add_to_totals(&block);
             block
