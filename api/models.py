@@ -238,6 +238,12 @@ class ComparePoint(BaseModel):
     observed_bytes: int
     shadow: dict[str, Optional[float]]
     difference: dict[str, Optional[float]]
+    #: accesses the real cache served wholly from disk (no miss or bypass bytes) / its accesses
+    observed_hit_efficiency: Optional[float] = None
+    observed_accesses: int = 0
+    shadow_hit_efficiency: dict[str, Optional[float]] = {}
+    #: per window, each stored shadow's mean file age (s) as the window's reads found it
+    shadow_mean_age_s: dict[str, Optional[float]] = {}
 
 
 class CompareAnswer(BaseModel):

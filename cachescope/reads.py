@@ -128,7 +128,25 @@ def _efficiency_totals(table: str) -> NamedQuery:
     )
 
 
+def _residence_series(table: str) -> NamedQuery:
+    return NamedQuery(
+        f"residence_series:{table}",
+        f"SELECT toStartOfInterval(window_start, toIntervalSecond({{step_s:UInt32}})) AS time, cache_group, policy, "
+        f"size_bytes, {_TIER_KEY}, sum(age_reads) AS age_reads, sum(resident_age_s) AS resident_age_s, "
+        "sum(evictions) AS evictions, sum(evicted_age_s) AS evicted_age_s, "
+        "if(age_reads = 0, nan, resident_age_s / age_reads) AS mean_age_s, "
+        "if(evictions = 0, nan, evicted_age_s / evictions) AS residence_s "
+        f"FROM {table} FINAL WHERE {_EFFICIENCY_FILTER} "
+        "GROUP BY time, cache_group, policy, size_bytes, tier_key "
+        "ORDER BY cache_group, policy, size_bytes, tier_key, time",
+        "residence ages per (cache group, policy, size[, tier]) and time bucket: mean_age_s, the mean age of the "
+        "files in the cache as the bucket's reads found it; residence_s, how long the files evicted in the "
+        "bucket had stayed (NaN: no eviction)",
+    )
+
+
 EFFICIENCY_SERIES = {table: _efficiency_series(table) for _, table in EFFICIENCY_TABLES}
+RESIDENCE_SERIES = {table: _residence_series(table) for _, table in EFFICIENCY_TABLES}
 
 
 def _efficiency_rows(table: str) -> NamedQuery:
@@ -171,12 +189,13 @@ OBSERVED_SERIES = NamedQuery(
     "observed_series",
     "SELECT toStartOfInterval(window_start, toIntervalSecond({step_s:UInt32})) AS time, cache_group, "
     + _TIER_KEY + ", sum(accesses) AS accesses, sum(bytes_read) AS bytes_read, sum(hit_bytes) AS hit_bytes, "
-    "sum(miss_bytes) AS miss_bytes, sum(bypass_bytes) AS bypass_bytes, "
+    "sum(miss_bytes) AS miss_bytes, sum(bypass_bytes) AS bypass_bytes, sum(hits) AS hits, "
     "if(hit_bytes + miss_bytes + bypass_bytes = 0, nan, hit_bytes / (hit_bytes + miss_bytes + bypass_bytes)) "
-    "AS transfer_efficiency "
+    "AS transfer_efficiency, if(accesses = 0, nan, hits / accesses) AS hit_efficiency "
     f"FROM {tables.OBSERVED} FINAL WHERE {_WINDOW_GROUP_TIER_FILTER} "
     "GROUP BY time, cache_group, tier_key ORDER BY cache_group, tier_key, time",
-    "the real cache's own numbers (XCache hit/miss/bypass bytes): transfer efficiency = hit bytes / all bytes",
+    "the real cache's own numbers (XCache hit/miss/bypass bytes): transfer efficiency = hit bytes / all bytes; "
+    "hit efficiency = accesses served wholly from its disk (no miss or bypass bytes) / accesses",
 )
 
 OBSERVED_SERVERS = NamedQuery(
@@ -276,6 +295,32 @@ PIPELINE_HEALTH = NamedQuery(
     "WHERE ts >= {start:DateTime64(6)} AND ts < {end:DateTime64(6)} AND " + _any_of("metric", "metrics") + " "
     "GROUP BY time, component, cache_group, metric ORDER BY component, metric, cache_group, time",
     "what each component reports about itself (lag, late events, rejects and skips by reason)",
+)
+
+#: parse health: counts each writer reports per interval (the shippers per transaction, the
+#: embedded replay per run, the Flink job per rejected message), so buckets sum them
+PARSE_HEALTH = NamedQuery(
+    "parse_health",
+    "SELECT toStartOfInterval(ts, toIntervalSecond({step_s:UInt32})) AS time, component, cache_group, metric, "
+    "sum(value) AS value "
+    f"FROM {tables.PIPELINE_HEALTH} "
+    "WHERE ts >= {start:DateTime64(6)} AND ts < {end:DateTime64(6)} AND component IN ('parse', 'shipper', 'flink') "
+    "AND splitByChar(char(58), metric)[1] IN ('lines', 'events', 'rejected', 'skipped') "
+    "GROUP BY time, component, cache_group, metric ORDER BY component, metric, cache_group, time",
+    "lines read, accesses, rejected and skipped lines (by reason: `rejected:<reason>`, `skipped:<reason>`) "
+    "per time bucket, from the shippers, the embedded replay and the Flink job",
+)
+
+CONSUMER_LAG = NamedQuery(
+    "consumer_lag",
+    "SELECT toStartOfInterval(ts, toIntervalSecond({step_s:UInt32})) AS time, consumer_group, topic, partition, "
+    "argMax(committed_offset, ts) AS committed_offset, argMax(end_offset, ts) AS end_offset, max(lag) AS lag "
+    f"FROM {tables.CONSUMER_LAG} "
+    "WHERE ts >= {start:DateTime64(6)} AND ts < {end:DateTime64(6)} AND "
+    + _any_of("consumer_group", "consumer_groups") + " "
+    "GROUP BY time, consumer_group, topic, partition ORDER BY consumer_group, topic, partition, time",
+    "Kafka consumer lag per group, topic and partition (records between the committed and the end "
+    "offset; the largest sample of each bucket)",
 )
 
 ALERTS = NamedQuery(
@@ -487,6 +532,15 @@ def mrc(store: "Store", start: dt.datetime, end: dt.datetime, *, cache_groups: S
                    **_lists(cache_groups=cache_groups, tiers=tiers))
 
 
+def residence_series(store: "Store", start: dt.datetime, end: dt.datetime, step_s: int, *,
+                     cache_groups: Sequence[str] = (), policies: Sequence[str] = (), sizes: Sequence[int] = (),
+                     tiers: Sequence[str] = (), by_tier: bool = False) -> "pd.DataFrame":
+    """Mean age of the resident files and mean residence before eviction per bucket of `step_s` s."""
+    q = RESIDENCE_SERIES[table_for_step(step_s)]
+    return q.run(store, start=_utc(start), end=_utc(end), step_s=int(step_s), by_tier=int(by_tier),
+                 **_lists(cache_groups=cache_groups, policies=policies, sizes=sizes, tiers=tiers))
+
+
 def observed_series(store: "Store", start: dt.datetime, end: dt.datetime, step_s: int, *,
                     cache_groups: Sequence[str] = (), tiers: Sequence[str] = (), by_tier: bool = False) -> "pd.DataFrame":
     return OBSERVED_SERIES.run(store, start=_utc(start), end=_utc(end), step_s=int(step_s), by_tier=int(by_tier),
@@ -572,6 +626,16 @@ def pipeline_health(store: "Store", start: dt.datetime, end: dt.datetime, step_s
                                metrics=[str(m) for m in metrics])
 
 
+def parse_health(store: "Store", start: dt.datetime, end: dt.datetime, step_s: int) -> "pd.DataFrame":
+    return PARSE_HEALTH.run(store, start=_utc(start), end=_utc(end), step_s=int(step_s))
+
+
+def consumer_lag(store: "Store", start: dt.datetime, end: dt.datetime, step_s: int, *,
+                 consumer_groups: Sequence[str] = ()) -> "pd.DataFrame":
+    return CONSUMER_LAG.run(store, start=_utc(start), end=_utc(end), step_s=int(step_s),
+                            consumer_groups=[str(g) for g in consumer_groups])
+
+
 def best_policy(store: "Store", start: dt.datetime, end: dt.datetime, *, cache_groups: Sequence[str] = (),
                 policies: Sequence[str] = (), sizes: Sequence[int] = ()) -> "pd.DataFrame":
     return BEST_POLICY.run(store, start=_utc(start), end=_utc(end),
@@ -599,9 +663,9 @@ def alert_spans(store: "Store", start: dt.datetime, end: dt.datetime, *,
 
 #: every named query, for tests and the dashboards generator
 #: (ALERTS is not listed: its table exists only once the alerting component created it)
-ALL: tuple[NamedQuery, ...] = (*EFFICIENCY_SERIES.values(), *EFFICIENCY_TOTALS.values(), *EFFICIENCY_ROWS.values(),
-                               *TABLE_VERSION.values(), MRC, OBSERVED_SERIES,
+ALL: tuple[NamedQuery, ...] = (*EFFICIENCY_SERIES.values(), *EFFICIENCY_TOTALS.values(), *RESIDENCE_SERIES.values(),
+                               *EFFICIENCY_ROWS.values(), *TABLE_VERSION.values(), MRC, OBSERVED_SERIES,
                                OBSERVED_SERVERS, WHATIF_ACCESSES, WHATIF_FEED, WHATIF_SERVERS, WHATIF_SCOPE, ACCESS_COUNT, CACHE_GROUPS, LIVE_CONFIGS, TIME_SPAN,
-                               PIPELINE_HEALTH, ALERTS, ALERT_SPANS, ALERTS_FIRING_SERIES,
+                               PIPELINE_HEALTH, PARSE_HEALTH, CONSUMER_LAG, ALERTS, ALERT_SPANS, ALERTS_FIRING_SERIES,
                                EFFICIENCY_VS_BASELINE, BEST_POLICY, READ_VOLUME, CACHE_SPLIT, WINDOW_COMPLETENESS, SITES, SITE_CACHE_GROUPS,
                                POLICIES, SIZES, TIERS)

@@ -76,6 +76,11 @@ def _columns(file_id, file_size, bytes_read, tier, op, next_access=None) -> tupl
     )
 
 
+def _seconds(ts_us) -> np.ndarray:
+    """Event times (µs) as the engine's u32 seconds (clipped to 1970..2106)."""
+    return np.clip(np.asarray(ts_us, dtype=np.int64) // 1_000_000, 0, 2**32 - 1).astype(np.uint32)
+
+
 class ShadowBank:
     """A bank of shadow caches over one event stream (the compiled `Bank`)."""
 
@@ -84,10 +89,12 @@ class ShadowBank:
         self.n_tiers = n_tiers
         self._bank = _engine if _engine is not None else _simcore.Bank([s.as_engine() for s in self.specs], n_tiers)
 
-    def feed(self, file_id, file_size, bytes_read, tier, op, next_access=None, window=None) -> np.ndarray:
-        """Counters of this batch shaped (windows, caches, tiers, fields)."""
+    def feed(self, file_id, file_size, bytes_read, tier, op, next_access=None, window=None, ts=None) -> np.ndarray:
+        """Counters of this batch shaped (windows, caches, tiers, fields). `ts` (event time in
+        microseconds since the epoch) makes the caches count residence ages, in seconds."""
         return self._bank.feed(*_columns(file_id, file_size, bytes_read, tier, op, next_access),
-                               None if window is None else np.ascontiguousarray(window, dtype=np.uint32))
+                               None if window is None else np.ascontiguousarray(window, dtype=np.uint32),
+                               None if ts is None else _seconds(ts))
 
     def feed_totals(self, file_id, file_size, bytes_read, tier, op, next_access=None) -> None:
         """Feed a batch into the exact totals only (no per-window counters)."""

@@ -15,6 +15,7 @@ COMMANDS = {
     "bench": "bench",
     "generate": "generate",
     "migrate": "migrate",
+    "monitor": "monitor",
     "parse": "parse",
     "replay": "replay",
     "report": "report",

@@ -20,7 +20,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from grafana_foundation_sdk.builders import barchart, dashboard, stat, table, text, timeseries, xychart
+from grafana_foundation_sdk.builders import barchart, dashboard, stat, table, timeseries, xychart
 from grafana_foundation_sdk.cog import builder as cogbuilder
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.cog.runtime import UnknownDataquery
@@ -139,6 +139,7 @@ def _dashboard(uid: str, title: str, desc: str) -> dashboard.Dashboard:
 _CACHE_LABEL = "concat(policy, ' ', formatReadableDecimalSize(size_bytes))"
 _SERIES_MIN = reads.EFFICIENCY_SERIES[tables.EFFICIENCY]
 _TOTALS_MIN = reads.EFFICIENCY_TOTALS[tables.EFFICIENCY]
+_RESIDENCE_MIN = reads.RESIDENCE_SERIES[tables.EFFICIENCY]
 
 
 def site_overview() -> dashboard.Dashboard:
@@ -249,14 +250,23 @@ def real_vs_shadow() -> dashboard.Dashboard:
     shadow = narrow(bind(_SERIES_MIN), f"time, concat('shadow · ', cache_group, ' · ', {_CACHE_LABEL}) AS cache, "
                                        "transfer_efficiency")
     d = d.with_panel(_series("Transfer efficiency: real XCache and its shadow", real, width=24, more=(shadow,)))
+    # hits: the real cache's accesses with hit bytes and no miss or bypass bytes (its records' b_hit/b_miss/b_bypass)
+    real_hit = narrow(bind(reads.OBSERVED_SERIES), "time, concat('real · ', cache_group) AS cache, hit_efficiency")
+    shadow_hit = narrow(bind(_SERIES_MIN), f"time, concat('shadow · ', cache_group, ' · ', {_CACHE_LABEL}) AS cache, "
+                                           "hit_efficiency")
+    d = d.with_panel(_series("Hit efficiency: real XCache and its shadow", real_hit, width=24, more=(shadow_hit,)))
     d = d.with_panel(_table("Real caches behind each group", bind(reads.OBSERVED_SERVERS)))
     d = d.with_panel(_series("Bytes filled and evicted by the shadow caches", narrow(
         bind(_SERIES_MIN), f"time, concat(cache_group, ' · ', {_CACHE_LABEL}) AS cache, bytes_filled, evictions"),
         unit="short"))
-    d = d.with_panel(text.Panel().title("Residence age").span(24).height(3).content(
-        "The engine does not report the age of the files in each cache per window (residence time is not "
-        "among its counters). Fills and evictions per window are shown instead: a cache that evicts as fast "
-        "as it fills keeps files briefly."))
+    age = bind(_RESIDENCE_MIN)
+    d = d.with_panel(_series("Average age of the files in each cache", narrow(
+        age, f"time, concat(cache_group, ' · ', {_CACHE_LABEL}) AS cache, mean_age_s", "age_reads > 0"), unit="s",
+        desc="mean age of the resident files as the interval's reads found the cache (XCache monitoring's "
+             "'average file age'), per shadow cache"))
+    d = d.with_panel(_series("How long data stays before it is purged", narrow(
+        age, f"time, concat(cache_group, ' · ', {_CACHE_LABEL}) AS cache, residence_s", "evictions > 0"), unit="s",
+        desc="mean time the files evicted in the interval had stayed in the cache"))
     return d
 
 
@@ -264,17 +274,18 @@ def pipeline_health() -> dashboard.Dashboard:
     d = _dashboard("cachescope-pipeline-health", "cachescope · Pipeline health",
                    "Lag, late events, rejects and skipped lines by reason, window completeness, alerts firing.")
     health = reads.PIPELINE_HEALTH
+    d = d.with_panel(_series("Kafka consumer lag", narrow(
+        bind(reads.CONSUMER_LAG, consumer_groups="[]"),
+        "time, concat(consumer_group, ' · ', topic, '/', toString(partition)) AS series, lag"), unit="short",
+        desc="records between each consumer group's committed offset and the partition's end (pipeline monitor)"))
     for title, metrics, unit in (("Event-time lag", "['event_time_lag_s']", "s"),
                                  ("Late events", "['late_events']", "short"),
-                                 ("Rows written", "['rows_written']", "short"),
-                                 ("Rejects and skipped lines by reason", "[]", "short")):
-        sql = bind(health, metrics=metrics)
-        if metrics == "[]":  # every reject_* / skip_* metric a component writes
-            sql = narrow(sql, "time, concat(component, ' · ', cache_group, ' · ', metric) AS series, value",
-                         "metric LIKE 'reject%' OR metric LIKE 'skip%' OR metric = 'events_in'")
-        else:
-            sql = narrow(sql, "time, concat(component, ' · ', cache_group) AS series, value")
+                                 ("Rows written", "['rows_written']", "short")):
+        sql = narrow(bind(health, metrics=metrics), "time, concat(component, ' · ', cache_group) AS series, value")
         d = d.with_panel(_series(title, sql, unit=unit))
+    d = d.with_panel(_series("Lines, accesses, rejects and skipped lines by reason", narrow(
+        bind(reads.PARSE_HEALTH), "time, concat(component, ' · ', cache_group, ' · ', metric) AS series, value"),
+        unit="short", desc="per interval, from the shippers (per transaction), the Flink job and the embedded replay"))
     d = d.with_panel(_series("Window completeness", bind(reads.WINDOW_COMPLETENESS),
                              desc="share of the efficiency windows written per interval"))
     d = d.with_panel(_series("Alerts firing", bind(reads.ALERTS_FIRING_SERIES), unit="short"))

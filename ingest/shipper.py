@@ -35,6 +35,8 @@ from urllib.parse import urlparse
 
 import msgspec
 import orjson
+
+from ingest.health import health_record, health_topic
 from prometheus_client import Counter
 
 from cachescope.config import CachescopeConfig
@@ -128,6 +130,15 @@ def _by_reason(rejects: Sequence[tuple["Location", RejectRecord]]) -> dict[str, 
     return out
 
 
+def _split_reasons(rejects: Sequence[tuple["Location", RejectRecord]],
+                   by_reason: dict[str, int]) -> tuple[dict[str, int], dict[str, int]]:
+    """(rejected, skipped) by reason: the malformed lines are the records that are not skipped;
+    by_reason counts every line that was not an access (skipped ones are often only counted)."""
+    rejected = _by_reason([x for x in rejects if not x[1].skipped])
+    skipped = {k: n - rejected.get(k, 0) for k, n in by_reason.items() if n > rejected.get(k, 0)}
+    return rejected, skipped
+
+
 def _count(shipper: str, events: int, by_reason: dict[str, int]) -> None:
     # one counter update per reason and transaction (a labels() lookup per line cost 8 %)
     EVENTS_SENT.labels(shipper).inc(events)
@@ -152,7 +163,9 @@ class KafkaSink:
         self.bootstrap, self.topic = parse_kafka_url(to)
         self.dead_letter = dead_letter_topic or self.topic + ".rejects"
         self.id, self.fmt = shipper_id, fmt
-        ensure_topics(self.bootstrap, [*extra_topics, NewTopic(self.topic, 1, 1), NewTopic(self.dead_letter, 1, 1)])
+        self.health_topic = health_topic(self.topic)  # parse health, one record per transaction
+        ensure_topics(self.bootstrap, [*extra_topics, NewTopic(self.topic, 1, 1), NewTopic(self.dead_letter, 1, 1),
+                                       NewTopic(self.health_topic, 1, 1)])
         self.producer = KafkaProducer(
             bootstrap_servers=self.bootstrap, transactional_id=f"cachescope-shipper-{self.id}",
             enable_idempotence=True, acks="all", linger_ms=20, **(producer_config or {}))
@@ -160,13 +173,17 @@ class KafkaSink:
         self.producer.init_transactions()
 
     def commit(self, events: list, rejects: Sequence[tuple[Location, RejectRecord]],
-               mark: Callable[[object], None]) -> None:
+               mark: Callable[[object], None], lines: int | None = None) -> None:
         """One transaction: events by cache group, rejects, then mark(producer). Raises (after
         aborting) when the transaction fails: nothing of it is visible then."""
         self.producer.begin_transaction()
         try:
             for topic, key, value in _payload(self.topic, self.dead_letter, self.id, self.fmt, events, rejects):
                 self.producer.send(topic, key=key, value=value)
+            rejected, skipped = _split_reasons(rejects, _by_reason(rejects))
+            self.producer.send(self.health_topic, key=self.id.encode(), value=health_record(
+                self.id, self.fmt, len(events) + len(rejects) if lines is None else lines, len(events),
+                rejected, skipped))
             mark(self.producer)
             self.producer.commit_transaction()
         except Exception:
@@ -242,7 +259,9 @@ class RdKafkaSink:
         self.bootstrap, self.topic = parse_kafka_url(to)
         self.dead_letter = dead_letter_topic or self.topic + ".rejects"
         self.id, self.fmt = shipper_id, fmt
-        rd_ensure_topics(self.bootstrap, [*extra_topics, (self.topic, {}), (self.dead_letter, {})])
+        self.health_topic = health_topic(self.topic)  # parse health, one record per transaction
+        rd_ensure_topics(self.bootstrap, [*extra_topics, (self.topic, {}), (self.dead_letter, {}),
+                                          (self.health_topic, {})])
         self.producer = Producer(_rd_config(
             self.bootstrap, **{"transactional.id": f"cachescope-shipper-{self.id}", "enable.idempotence": True,
                                "acks": "all", "linger.ms": 5,
@@ -264,7 +283,7 @@ class RdKafkaSink:
             produce(topic, value, key)
 
     def commit(self, events: list, rejects: Sequence[tuple[Location, RejectRecord]],
-               mark: Callable[["RdKafkaSink"], None], by_reason: dict[str, int]) -> None:
+               mark: Callable[["RdKafkaSink"], None], by_reason: dict[str, int], lines: int | None = None) -> None:
         """One transaction: events by cache group, malformed lines, then mark(self); by_reason
         (lines rejected or skipped, counted by the parser) goes to the metrics once it commits.
         Raises (after aborting) when the transaction fails: nothing of it is visible then."""
@@ -276,6 +295,10 @@ class RdKafkaSink:
             try:
                 for topic, key, value in _payload(self.topic, self.dead_letter, self.id, self.fmt, events, rejects):
                     self.send(topic, key, value)
+                rejected, skipped = _split_reasons(rejects, by_reason)
+                self.send(self.health_topic, self.id.encode(), health_record(
+                    self.id, self.fmt, len(events) + sum(by_reason.values()) if lines is None else lines,
+                    len(events), rejected, skipped))
                 mark(self)
                 producer.commit_transaction(_RD_TIMEOUT)
             except BaseException:
@@ -514,9 +537,10 @@ class Shipper:
     def _commit(self, events: list, rejects: list[RejectRecord], pos: Position, by_reason: dict[str, int]) -> None:
         """One transaction: events by cache group, malformed lines, and the position after them."""
         key = self.id.encode()
-        where = {"file": pos.path}
-        self.sink.commit(events, [(where, r) for r in rejects],
-                         lambda sink: sink.send(self.state_topic, key, pos.to_json()), by_reason)
+        same_file = (pos.path, pos.inode) == (self.pos.path, self.pos.inode)
+        self.sink.commit(events, [({"file": pos.path}, r) for r in rejects],
+                         lambda sink: sink.send(self.state_topic, key, pos.to_json()), by_reason,
+                         lines=pos.line - self.pos.line if same_file else None)
         self.pos = pos
         self._save_local()
 

@@ -85,6 +85,7 @@ def _parse_health(store: Store, parsers: list, site: str) -> None:
     for p in parsers:
         st = p.stats
         metrics["lines"] += st.lines
+        metrics["events"] += st.events
         metrics["rejected"] += st.rejected
         metrics["skipped"] += st.skipped
         for reason, n in st.reasons.items():  # `reasons` counts both; `skipped_reasons` the skipped

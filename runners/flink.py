@@ -46,6 +46,7 @@ def make_function(config_json: str, clickhouse_url: str, database: str, flush_se
             # thread mode converts PRIMITIVE_ARRAY(BYTE) element by element: pickled objects are ~500× cheaper
             self.state = ctx.get_state(ValueStateDescriptor("group", Types.PICKLED_BYTE_ARRAY()))
             self.store = open_store(clickhouse_url=clickhouse_url, database=database)
+            self.health_store = None  # opened at the first undecodable message (parse health)
             self.webhook = None
             if webhook_json:  # alert rows go to the receiver once written, from a thread of its own
                 import orjson
@@ -70,6 +71,23 @@ def make_function(config_json: str, clickhouse_url: str, database: str, flush_se
             if self.webhook is not None:
                 self.webhook.close()
             self.store.close()
+            if self.health_store is not None:
+                self.health_store.close()
+
+        def _count_reject(self, group: str) -> None:
+            """Parse health: a message that does not decode, counted where dashboard 7 reads rejects."""
+            from cachescope.core.health import health_rows
+            from cachescope.store import tables
+
+            try:
+                if self.health_store is None:  # its own connection: the writer's thread owns self.store
+                    from cachescope.store import open_store
+
+                    self.health_store = open_store(clickhouse_url=clickhouse_url, database=database)
+                self.health_store.insert(tables.PIPELINE_HEALTH, health_rows("flink", group, {
+                    "rejected": 1, "rejected:bad message": 1}))
+            except Exception as e:  # health is never worth failing the job for
+                print(f"shadow_caches: could not write parse health: {e}", file=sys.stderr)
 
         def process_element(self, value, ctx):
             import orjson
@@ -90,6 +108,7 @@ def make_function(config_json: str, clickhouse_url: str, database: str, flush_se
             except (ValueError, TypeError, KeyError, OverflowError) as e:  # never fail the job on one bad message
                 yield reject_tag, orjson.dumps({"cache_group": group, "reason": f"bad message: {e}",
                                                 "message": _text(message[:10000])}).decode()
+                self._count_reject(group)
                 return
             self.writer.check()  # a failed background insert fails the job: it restarts from its checkpoint
             st = self.state.value()
@@ -257,6 +276,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--restart-attempts", type=int, default=10,
                     help="restarts from the last checkpoint before the job fails (0: fail at once)")
     ap.add_argument("--jar", action="append", default=None, help="connector jar(s)")
+    ap.add_argument("--monitor-every", default="15s",
+                    help="the pipeline monitor's period (Kafka consumer lag, shippers' parse health → ClickHouse), "
+                         "a thread of this driver; 0 = off (run `cachescope monitor` beside the job instead)")
     args = ap.parse_args(argv)
 
     from pyflink.common import Configuration, Types, WatermarkStrategy
@@ -338,7 +360,31 @@ def main(argv: list[str] | None = None) -> None:
               .name("shadow caches → ClickHouse"))
     for tag, topic in ((late_tag, args.late_topic), (reject_tag, args.reject_topic)):
         shadow.get_side_output(tag).sink_to(kafka_sink(args.bootstrap, topic)).name("→ " + topic)
-    env.execute("cachescope shadow caches")
+    monitor = start_monitor(args, url, database)
+    try:
+        env.execute("cachescope shadow caches")
+    finally:
+        if monitor is not None:
+            monitor.close()
+            monitor.store.close()
+
+
+def start_monitor(args, url: str, database: str):
+    """The pipeline monitor as a thread of the driver (None when off or when it cannot start:
+    the job runs without it, and says why)."""
+    every = _millis(args.monitor_every) / 1000 if args.monitor_every not in ("0", "0s") else 0
+    if every <= 0:
+        return None
+    from cachescope.store import open_store
+    from ingest.health import health_topic
+    from runners.monitor import PipelineMonitor
+
+    try:
+        return PipelineMonitor(args.bootstrap, open_store(clickhouse_url=url, database=database),
+                               {args.consumer_group: [args.topic]}, [health_topic(args.topic)], every).start()
+    except Exception as e:
+        print(f"shadow_caches: pipeline monitor not started: {type(e).__name__}: {e}", file=sys.stderr)
+        return None
 
 
 if __name__ == "__main__":

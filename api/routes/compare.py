@@ -1,4 +1,4 @@
-"""GET /v1/compare: the real cache's observed transfer efficiency beside shadows of its size.
+"""GET /v1/compare: the real cache's observed transfer (and hit) efficiency beside shadows of its size.
 
 The shadows are the stored series of every policy the pipeline runs at that size, and the
 `xcache` model: stored when the pipeline runs it at that size, else replayed from the stored
@@ -46,29 +46,30 @@ def compare(
         step_s = P.step_seconds(step, start, end)
         obs = reads.observed_series(store, start, end, step_s, cache_groups=[cache_group])
         shadow = reads.efficiency_series(store, start, end, step_s, cache_groups=[cache_group], sizes=[size_b])
+        ages = reads.residence_series(store, start, end, step_s, cache_groups=[cache_group], sizes=[size_b])
         # time bucket → values
         buckets: dict[str, dict] = {}
-        overall_obs = [0, 0]
-        for t, hb, mb, bb in zip(P.iso(obs["time"]) if len(obs) else [], obs.get("hit_bytes", []),
-                                 obs.get("miss_bytes", []), obs.get("bypass_bytes", [])):
-            total = int(hb) + int(mb) + int(bb)
-            b = buckets.setdefault(t, {"obs": [0, 0], "shadow": {}})
-            b["obs"][0] += int(hb)
-            b["obs"][1] += total
-            overall_obs[0] += int(hb)
-            overall_obs[1] += total
+        overall_obs = [0, 0, 0, 0]  # hit bytes, all bytes, hits, accesses
+        for t, hb, mb, bb, h, a in zip(P.iso(obs["time"]) if len(obs) else [], obs.get("hit_bytes", []),
+                                       obs.get("miss_bytes", []), obs.get("bypass_bytes", []), obs.get("hits", []),
+                                       obs.get("accesses", [])):
+            v = (int(hb), int(hb) + int(mb) + int(bb), int(h), int(a))
+            b = buckets.setdefault(t, {"obs": [0, 0, 0, 0], "shadow": {}})
+            for i in range(4):
+                b["obs"][i] += v[i]
+                overall_obs[i] += v[i]
         source: dict[str, str] = {}
         overall_sh: dict[str, list[int]] = {}
         if len(shadow):
-            for t, pol, bh, br in zip(P.iso(shadow["time"]), shadow["policy"].tolist(), shadow["bytes_hit"].tolist(),
-                                      shadow["bytes_requested"].tolist()):
+            for t, pol, *v in zip(P.iso(shadow["time"]), shadow["policy"].tolist(), shadow["bytes_hit"].tolist(),
+                                  shadow["bytes_requested"].tolist(), shadow["hits"].tolist(),
+                                  shadow["requests"].tolist()):
                 source[str(pol)] = "stored"
-                acc = buckets.setdefault(t, {"obs": [0, 0], "shadow": {}})["shadow"].setdefault(str(pol), [0, 0])
-                acc[0] += int(bh)
-                acc[1] += int(br)
-                tot = overall_sh.setdefault(str(pol), [0, 0])
-                tot[0] += int(bh)
-                tot[1] += int(br)
+                acc = buckets.setdefault(t, {"obs": [0, 0, 0, 0], "shadow": {}})["shadow"].setdefault(str(pol), [0] * 4)
+                tot = overall_sh.setdefault(str(pol), [0] * 4)
+                for i in range(4):
+                    acc[i] += int(v[i])
+                    tot[i] += int(v[i])
         note = ""
         may_replay = "whatif" in request.app.state.auth.scopes(request)
         if xcache and "xcache" not in source and not may_replay:
@@ -81,24 +82,45 @@ def compare(
             per = res.counters[:, :, 0].sum(axis=(1, 2))  # (buckets, fields)
             for i in np.flatnonzero(per[:, F["requests"]]).tolist():
                 t = (start + dt.timedelta(seconds=i * step_s)).isoformat()
-                acc = buckets.setdefault(t, {"obs": [0, 0], "shadow": {}})["shadow"].setdefault("xcache", [0, 0])
-                acc[0] += int(per[i, F["bytes_hit"]])
-                acc[1] += int(per[i, F["bytes_requested"]])
+                acc = buckets.setdefault(t, {"obs": [0, 0, 0, 0], "shadow": {}})["shadow"].setdefault("xcache", [0] * 4)
+                for k, f in enumerate(("bytes_hit", "bytes_requested", "hits", "requests")):
+                    acc[k] += int(per[i, F[f]])
             tot = per.sum(axis=0)
-            overall_sh["xcache"] = [int(tot[F["bytes_hit"]]), int(tot[F["bytes_requested"]])]
+            overall_sh["xcache"] = [int(tot[F[f]]) for f in ("bytes_hit", "bytes_requested", "hits", "requests")]
+        # how long data stays in each stored shadow (mean age of its files as the bucket's reads found them)
+        age_sums: dict[str, dict[str, list[int]]] = {}
+        if len(ages):
+            for t, pol, a, n in zip(P.iso(ages["time"]), ages["policy"].tolist(), ages["resident_age_s"].tolist(),
+                                    ages["age_reads"].tolist()):
+                acc = age_sums.setdefault(t, {}).setdefault(str(pol), [0, 0])
+                acc[0] += int(a)
+                acc[1] += int(n)
         if not buckets and not source:
             raise ApiError(422, "cache_group", f"no observations or shadow results for cache group {cache_group!r} "
                                                f"at size {size_b} in this range")
 
         def point(t: str, o: list[int], sh: dict[str, list[int]]) -> dict:
-            oe = _eff(*o)
-            se = {p: _eff(*v) for p, v in sorted(sh.items())}
+            oe = _eff(o[0], o[1])
+            se = {p: _eff(v[0], v[1]) for p, v in sorted(sh.items())}
+            # hit efficiency: the real cache's accesses served wholly from its disk / its accesses
             return {"time": t, "observed_transfer_efficiency": oe, "observed_bytes": o[1], "shadow": se,
-                    "difference": {p: (None if v is None or oe is None else v - oe) for p, v in se.items()}}
+                    "difference": {p: (None if v is None or oe is None else v - oe) for p, v in se.items()},
+                    "observed_hit_efficiency": _eff(o[2], o[3]), "observed_accesses": o[3],
+                    "shadow_hit_efficiency": {p: _eff(v[2], v[3]) for p, v in sorted(sh.items())}}
 
         windows = [point(t, b["obs"], b["shadow"]) for t, b in sorted(buckets.items())]
+        for w in windows:
+            w["shadow_mean_age_s"] = {p: _eff(*v) for p, v in sorted(age_sums.get(w["time"], {}).items())}
+        overall = point(start.isoformat(), overall_obs, overall_sh)
+        age_tot: dict[str, list[int]] = {}
+        for per in age_sums.values():
+            for p, (a, n) in per.items():
+                acc = age_tot.setdefault(p, [0, 0])
+                acc[0] += a
+                acc[1] += n
+        overall["shadow_mean_age_s"] = {p: _eff(*v) for p, v in sorted(age_tot.items())}
         return P.json_response({"cache_group": cache_group, "size_bytes": size_b, "step": step, "source": source,
-                                "overall": point(start.isoformat(), overall_obs, overall_sh), "windows": windows,
+                                "overall": overall, "windows": windows,
                                 "note": note})
 
     return request.app.state.answers.get(request, compute)

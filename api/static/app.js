@@ -131,7 +131,8 @@ async function loadTiers() {
 async function loadReal() {
   const group = $("group").value;
   const size = selected($("size"))[0] || state.sizes[state.sizes.length - 1];
-  $("real-caption").textContent = `${group}: the real cache's transfer efficiency beside the shadows of ${fmtSize(+size)}`;
+  $("real-caption").textContent = `${group}: the real cache's transfer efficiency (and its hit efficiency, dotted) ` +
+    `beside the shadows' transfer efficiency at ${fmtSize(+size)}`;
   let ans;
   try {
     ans = await api(`/v1/compare?${query({ cache_group: group, size, step: $("step").value === "1m" ? "1h" : $("step").value,
@@ -142,13 +143,24 @@ async function loadReal() {
   }
   const w = ans.windows || [];
   const names = [...new Set(w.flatMap((p) => Object.keys(p.shadow || {})))].sort();
-  const data = [w.map((p) => Date.parse(p.time) / 1000), w.map((p) => p.observed_transfer_efficiency)];
-  const series = [{}, { label: "real cache", stroke: "#111", width: 2.5 }];
+  const data = [w.map((p) => Date.parse(p.time) / 1000), w.map((p) => p.observed_transfer_efficiency),
+                w.map((p) => (p.observed_accesses ? p.observed_hit_efficiency : null))];
+  const series = [{}, { label: "real cache", stroke: "#111", width: 2.5 },
+                  { label: "real cache (hit eff.)", stroke: "#111", width: 1.2, dash: [2, 3] }];
   names.forEach((n, i) => {
     data.push(w.map((p) => (p.shadow && n in p.shadow ? p.shadow[n] : null)));
     series.push({ label: `shadow ${n}`, stroke: PALETTE[i % PALETTE.length], width: 1.5, dash: [6, 4] });
   });
   draw("real", $("real-chart"), { series, scales: { y: { range: [0, 1] } } }, data);
+  // residence: the mean age of the files in each stored shadow, per window (hours)
+  const aged = [...new Set(w.flatMap((p) => Object.keys(p.shadow_mean_age_s || {})))].sort();
+  const ages = [w.map((p) => Date.parse(p.time) / 1000)];
+  const ageSeries = [{}];
+  aged.forEach((n, i) => {
+    ages.push(w.map((p) => (p.shadow_mean_age_s && p.shadow_mean_age_s[n] != null ? p.shadow_mean_age_s[n] / 3600 : null)));
+    ageSeries.push({ label: `shadow ${n} (h)`, stroke: PALETTE[i % PALETTE.length], width: 1.5 });
+  });
+  draw("age", $("age-chart"), { series: ageSeries }, ages);
 }
 
 // ------------------------------------------------------------------ alerts

@@ -32,7 +32,8 @@ STATE_VERSION = 2  # 2: hour and day windows in the state
 #: same counters summed, emitted when their last window closed, so every resolution agrees
 ROLLUPS = {"hourly": 3_600_000_000, "daily": 86_400_000_000}
 _NEG_INF = np.iinfo(np.int64).min // 2
-OBSERVED_FIELDS = ("accesses", "bytes_read", "hit_bytes", "miss_bytes", "bypass_bytes")
+#: hits: accesses the real cache served wholly from disk (hit bytes, no miss or bypass bytes)
+OBSERVED_FIELDS = ("accesses", "bytes_read", "hit_bytes", "miss_bytes", "bypass_bytes", "hits")
 
 
 def run_id(origin: str, seq: int) -> int:
@@ -174,11 +175,11 @@ class GroupProcessor:
         adm = self.config.shadow.admission
         out = excluded(ev.tier, ev.file_size, ev.op, adm.exclude_tiers, adm.max_file_size) if adm else None
         if out is None or not out.any():
-            counters = self.bank.feed(ev.file_id, ev.file_size, ev.bytes_read, tier, ev.op, window=window_index)
+            counters = self.bank.feed(ev.file_id, ev.file_size, ev.bytes_read, tier, ev.op, window=window_index, ts=ev.ts)
         else:
             keep = ~out
             fed = self.bank.feed(ev.file_id[keep], ev.file_size[keep], ev.bytes_read[keep], tier[keep], ev.op[keep],
-                                 window=window_index[keep])
+                                 window=window_index[keep], ts=ev.ts[keep])
             counters = np.zeros((len(starts), *fed.shape[1:]), dtype=fed.dtype)
             counters[:min(len(fed), len(starts))] += fed[:len(starts)]
             add_bypassed(counters, window_index[out], tier[out], ev.bytes_read[out], ev.file_id[out],
@@ -217,9 +218,10 @@ class GroupProcessor:
         keys, inverse = np.unique(key, return_inverse=True)
         inverse = inverse.reshape(-1)
         values = np.zeros((len(keys), len(OBSERVED_FIELDS)), dtype=np.int64)  # exact integer sums
-        for f, v in enumerate((np.ones(len(idx), dtype=np.int64), ev.bytes_read[idx].astype(np.int64),
-                               np.maximum(ev.observed_hit_bytes[idx], 0), np.maximum(ev.observed_miss_bytes[idx], 0),
-                               np.maximum(ev.observed_bypass_bytes[idx], 0))):
+        hit, miss, bypass = (np.maximum(c[idx], 0) for c in (ev.observed_hit_bytes, ev.observed_miss_bytes,
+                                                                ev.observed_bypass_bytes))
+        for f, v in enumerate((np.ones(len(idx), dtype=np.int64), ev.bytes_read[idx].astype(np.int64), hit, miss,
+                               bypass, ((hit > 0) & (miss == 0) & (bypass == 0)).astype(np.int64))):
             np.add.at(values[:, f], inverse, v)
         t_of, rest = keys % len(t_names), keys // len(t_names)
         for i, (w, srv, t) in enumerate(zip((rest // len(s_names)).tolist(), (rest % len(s_names)).tolist(),

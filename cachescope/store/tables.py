@@ -16,7 +16,11 @@ MRC = "mrc"
 OBSERVED = "observed"
 PIPELINE_HEALTH = "pipeline_health"
 ALERTS = "alerts"  # firing / resolved transitions of the alert rules, written by the core
+CONSUMER_LAG = "consumer_lag"  # Kafka consumer-group lag per partition, from the pipeline monitor
 SCHEMA_MIGRATIONS = "schema_migrations"
 
 #: tables a component writes rows into
-DATA_TABLES = (ACCESS_EVENTS, EFFICIENCY, EFFICIENCY_HOURLY, EFFICIENCY_DAILY, MRC, OBSERVED, PIPELINE_HEALTH, ALERTS)
+DATA_TABLES = (ACCESS_EVENTS, EFFICIENCY, EFFICIENCY_HOURLY, EFFICIENCY_DAILY, MRC, OBSERVED, PIPELINE_HEALTH, ALERTS,
+               CONSUMER_LAG)
+#: plain MergeTree tables of samples (not replayed, not deduplicated: no FINAL)
+SAMPLE_TABLES = (PIPELINE_HEALTH, CONSUMER_LAG)

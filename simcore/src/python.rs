@@ -39,6 +39,7 @@ fn events<'a, 'py>(
         op: op.as_slice()?,
         next_access: next_access.map(|a| a.as_slice()).transpose()?,
         window: window.map(|a| a.as_slice()).transpose()?,
+        ts: None,
     })
 }
 
@@ -91,8 +92,9 @@ impl PyBank {
         Ok(PyBank { inner: bank::Bank::new(specs, n_tiers).map_err(err)? })
     }
 
-    /// Feed one batch; returns counters shaped (windows, caches, tiers, fields).
-    #[pyo3(signature = (file_id, file_size, bytes_read, tier, op, next_access=None, window=None))]
+    /// Feed one batch; returns counters shaped (windows, caches, tiers, fields). `ts` (event
+    /// time, seconds) makes the caches count residence ages.
+    #[pyo3(signature = (file_id, file_size, bytes_read, tier, op, next_access=None, window=None, ts=None))]
     #[allow(clippy::too_many_arguments)]
     fn feed<'py>(
         &mut self,
@@ -104,8 +106,10 @@ impl PyBank {
         op: PyReadonlyArray1<'py, u8>,
         next_access: Option<PyReadonlyArray1<'py, u64>>,
         window: Option<PyReadonlyArray1<'py, u32>>,
+        ts: Option<PyReadonlyArray1<'py, u32>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let ev = events(&file_id, &file_size, &bytes_read, &tier, &op, next_access.as_ref(), window.as_ref())?;
+        let mut ev = events(&file_id, &file_size, &bytes_read, &tier, &op, next_access.as_ref(), window.as_ref())?;
+        ev.ts = ts.as_ref().map(|a| a.as_slice()).transpose()?;
         let inner = &mut self.inner;
         let (w, out) = py.detach(|| inner.feed(&ev)).map_err(err)?;
         let shape = [w, self.inner.shadows.len(), self.inner.n_tiers, FIELDS.len()];

@@ -37,6 +37,7 @@ pub fn simulate_file(path: &str, format: Format, specs: Vec<CacheSpec>) -> Resul
                     op: &ops[..b.len()],
                     next_access: None,
                     window: None,
+                    ts: None,
                 };
                 bank.feed_totals(&ev).map_err(|e| format!("{path}: {e}"))?;
             }

@@ -1,7 +1,7 @@
 //! One shadow cache: a policy (optionally split into hash partitions and/or spatially sampled)
 //! plus its counters by tier.
 
-use crate::policy::{AnyPolicy, Evictions, Outcome, Params, Request};
+use crate::policy::{AnyPolicy, Evictions, Map, Outcome, Params, Request};
 use crate::stats::*;
 use crate::util::hash::{partition_of, sample_hash, SAMPLE_MODULUS};
 use serde::{Deserialize, Serialize};
@@ -34,6 +34,15 @@ pub struct Shadow {
     threshold: u64,
     /// Cumulative counters, indexed by tier (exact: u128).
     pub totals: Vec<Exact>,
+    /// Residence ages (reads with timestamps only): when each resident file came in, their sum,
+    /// and the cache's clock (the latest timestamp read, so out-of-order events never make an
+    /// age negative). Kept here, not in every policy's entries: one table for all policies.
+    born: Map<u32>,
+    born_sum: u64,
+    clock: u32,
+    /// ⌈born_sum / resident⌉, kept as fills and evictions change them, so a read (mostly hits,
+    /// which change neither) finds the mean age without a division: ⌊(t·n − Σ)/n⌋ = t − ⌈Σ/n⌉.
+    born_mean_ceil: u32,
 }
 
 /// Largest capacity a cache may have: 2^63 − 1 bytes (9.2 EB). Below it, a policy's byte
@@ -65,7 +74,7 @@ impl Shadow {
                 AnyPolicy::new(&spec.policy, cap, &Params::new(spec.params.clone()))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Shadow { spec, parts, threshold, totals: vec![[0; N_FIELDS]; n_tiers] })
+        Ok(Shadow { spec, parts, threshold, totals: vec![[0; N_FIELDS]; n_tiers], born: Map::default(), born_sum: 0, clock: 0, born_mean_ceil: 0 })
     }
 
     /// The fraction of files simulated (exactly as applied, after rounding to the hash modulus).
@@ -103,12 +112,62 @@ impl Shadow {
         c[BYTES_REQUESTED] += req.bytes_read as u128;
         c[BYTES_HIT] += out.hit_bytes as u128;
         c[BYTES_FILLED] += out.filled as u128;
-        for &(size, tier) in &ev.items {
+        for &(size, tier, _) in &ev.items {
             let c = &mut window[tier as usize];
             c[EVICTIONS] += 1;
             c[BYTES_EVICTED] += size as u128;
         }
         Some(out)
+    }
+
+    /// `read` at time `ts` (seconds), also counting residence ages: the mean age of the
+    /// resident files as this read finds them, and how long each file it evicts stayed.
+    #[inline]
+    pub fn read_at(&mut self, req: &Request, ts: u32, ev: &mut Evictions, window: &mut [Exact]) -> Option<Outcome> {
+        if !self.sampled(req.id) {
+            return None;
+        }
+        self.clock = self.clock.max(ts);
+        let now = self.clock;
+        {
+            let c = &mut window[req.tier as usize];
+            if !self.born.is_empty() {
+                c[RESIDENT_AGE] += (now - self.born_mean_ceil) as u128;
+            }
+            c[AGE_READS] += 1;
+        }
+        let out = self.read(req, ev, window)?;
+        let mut changed = false;
+        for &(_, tier, id) in &ev.items {
+            if let Some(b) = self.born.remove(&id) {
+                self.born_sum -= b as u64;
+                window[tier as usize][EVICTED_AGE] += (now - b) as u128;
+                changed = true;
+            }
+        }
+        if out.filled > 0 {
+            // a partial fill of a file already resident (xcache blocks) keeps its first arrival
+            if let std::collections::hash_map::Entry::Vacant(v) = self.born.entry(req.id) {
+                v.insert(now);
+                self.born_sum += now as u64;
+                changed = true;
+            }
+        }
+        if changed {
+            self.refresh_mean();
+        }
+        Some(out)
+    }
+
+    #[inline]
+    fn refresh_mean(&mut self) {
+        let n = self.born.len() as u64;
+        self.born_mean_ceil = if n == 0 { 0 } else { self.born_sum.div_ceil(n) as u32 };
+    }
+
+    /// Resident files whose arrival time is known (reads with timestamps).
+    pub fn timed_files(&self) -> usize {
+        self.born.len()
     }
 
     /// Add a batch's counters (windows × tiers, flat) to the cumulative totals.
@@ -121,7 +180,14 @@ impl Shadow {
 
     /// A file was deleted or rewritten at the source: it leaves the cache.
     pub fn invalidate(&mut self, id: u64) -> bool {
-        self.sampled(id) && self.part(id).remove(id)
+        let gone = self.sampled(id) && self.part(id).remove(id);
+        if gone {
+            if let Some(b) = self.born.remove(&id) {
+                self.born_sum -= b as u64;
+                self.refresh_mean();
+            }
+        }
+        gone
     }
 
     pub fn used_bytes(&self) -> u64 {

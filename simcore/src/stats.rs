@@ -1,8 +1,15 @@
 //! Per-cache counters, broken down by data tier (a small integer per event).
 
 /// Counter fields, in the order they are exported to Python (last axis of the arrays).
-pub const FIELDS: [&str; 7] =
-    ["requests", "hits", "bytes_requested", "bytes_hit", "bytes_filled", "evictions", "bytes_evicted"];
+/// The last three are residence ages, counted only when the batch carries timestamps (seconds):
+/// `evicted_age_s` sums, over the files evicted, how long each stayed since it came in
+/// (÷ evictions = mean residence before purge); `resident_age_s` sums, over the reads, the mean
+/// age of the files resident as the read found the cache, and `age_reads` counts those reads
+/// (÷ = mean age of the cache's files, as XCache's own monitoring reports it).
+pub const FIELDS: [&str; 10] = [
+    "requests", "hits", "bytes_requested", "bytes_hit", "bytes_filled", "evictions", "bytes_evicted",
+    "evicted_age_s", "resident_age_s", "age_reads",
+];
 pub const N_FIELDS: usize = FIELDS.len();
 pub const REQUESTS: usize = 0;
 pub const HITS: usize = 1;
@@ -11,6 +18,9 @@ pub const BYTES_HIT: usize = 3;
 pub const BYTES_FILLED: usize = 4;
 pub const EVICTIONS: usize = 5;
 pub const BYTES_EVICTED: usize = 6;
+pub const EVICTED_AGE: usize = 7;
+pub const RESIDENT_AGE: usize = 8;
+pub const AGE_READS: usize = 9;
 
 /// Counters of one (window, tier) as they leave the engine per window: u64 each (18.4 EB of
 /// bytes per window, cache and tier); the engine refuses a batch rather than wrap one.

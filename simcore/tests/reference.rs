@@ -73,6 +73,7 @@ fn matches_libcachesim_on_the_shared_trace() {
             op: &ops,
             next_access: Some(&next),
             window: None,
+            ts: None,
         };
         let started = std::time::Instant::now();
         bank.feed_totals(&ev).unwrap();

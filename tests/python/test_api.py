@@ -291,8 +291,15 @@ def test_mrc_configs_compare_recommend_alerts_health(client):
     assert {g["cache_group"] for g in c["cache_groups"]} == {"SITE-A", "SITE-B"} and c["configs"]
     cmp = client.get("/v1/compare", params={"cache_group": "SITE-A", "size": "1TB", "from": FROM, "to": TO}).json()
     assert cmp["source"]["xcache"] == "whatif" and cmp["source"]["lru"] == "stored"
-    assert cmp["overall"]["shadow"]["lru"] == pytest.approx(
-        whatif(client, policy="lru", size="1TB", cache_group="SITE-A")["byte_hit_ratio"])
+    lru = whatif(client, policy="lru", size="1TB", cache_group="SITE-A")
+    assert cmp["overall"]["shadow"]["lru"] == pytest.approx(lru["byte_hit_ratio"])
+    assert cmp["overall"]["shadow_hit_efficiency"]["lru"] == pytest.approx(lru["hit_ratio"])
+    # CSV traces carry no real-cache records: no observed hit efficiency (the page's data has them)
+    assert cmp["overall"]["observed_accesses"] == 0 and cmp["overall"]["observed_hit_efficiency"] is None
+    aged = [w["shadow_mean_age_s"]["lru"] for w in cmp["windows"] if w["shadow_mean_age_s"].get("lru")]
+    span_s = (dt.datetime.fromisoformat(cmp["windows"][-1]["time"]) -
+              dt.datetime.fromisoformat(cmp["windows"][0]["time"])).total_seconds() + 86400
+    assert aged and all(0 < a < span_s for a in aged)  # the stored LRU's mean file age per window
     rec = client.get("/v1/recommend", params={"cache_group": "SITE-A", "from": FROM, "to": TO, "min_size": "50GB",
                                               "max_size": "20TB", "points": 6, "policy": "lru,arc",
                                               "fraction_of_optimum": 0.5}).json()

@@ -98,7 +98,7 @@ def test_compose_services_ports_secrets_and_images():
     doc = yaml.safe_load(compose_config("demo"))
     services = doc["services"]
     expected = {"kafka", "kafka-topics", "clickhouse", "migrate", "jobmanager", "taskmanager", "flink-submit",
-                "grafana", "api", "shipper", "generator"}
+                "grafana", "api", "shipper", "generator", "monitor"}
     assert expected <= set(services)
     # every variable the file uses is documented in .env.example
     used = set(re.findall(r"\$\{([A-Z_][A-Z0-9_]*)", raw))
@@ -113,7 +113,8 @@ def test_compose_services_ports_secrets_and_images():
             if want == "service_healthy":
                 assert "healthcheck" in services[dep], dep
         if name not in one_shot:
-            assert "healthcheck" in s or name == "shipper", f"{name}: long-running service without healthcheck"
+            # the shipper and the monitor are clients of Kafka and ClickHouse that nothing depends on
+            assert "healthcheck" in s or name in ("shipper", "monitor"), f"{name}: long-running service without healthcheck"
     # published ports come from .env, never a literal host port
     published = [p for svc in yaml.safe_load(raw)["services"].values() for p in svc.get("ports", [])]
     assert published, "no published port"
@@ -148,7 +149,7 @@ def test_compose_commands_use_options_the_programs_have():
     services = yaml.safe_load(compose_config("demo"))["services"]
     submit = services["flink-submit"]["command"]
     assert options_in(submit[submit.index("--") + 1:]) <= job_options()
-    for name in ("migrate", "api", "shipper", "generator"):
+    for name in ("migrate", "api", "shipper", "generator", "monitor"):
         cmd = services[name]["command"]
         assert options_in(cmd) <= cli_options(cmd[0]), name
 

@@ -274,3 +274,18 @@ def test_messages_are_keyed_by_their_kafka_key_or_their_head_and_a_wrong_key_is_
     assert set(rejects) == {"someone-else", "x"}
     assert "carries the Kafka key 'someone-else'" in rejects["someone-else"]
     assert "bad message" in rejects["x"]
+    # parse health where dashboard 7 reads it: the job's rejects, and (from the pipeline monitor
+    # thread of the job's driver) the shipper's per-transaction counts and the group's Kafka lag
+    import datetime as dt
+
+    from cachescope import reads
+
+    far = (dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc), dt.datetime(2100, 1, 1, tzinfo=dt.timezone.utc))
+    health = reads.parse_health(database, *far, 86400)
+    flink = health[(health.component == "flink") & (health.metric == "rejected")]
+    assert set(flink.cache_group) == {"someone-else", "x"} and flink.value.sum() == 2
+    shipper = health[(health.component == "shipper") & (health.cache_group == kafka_topic)]
+    counts = shipper.groupby("metric")["value"].sum()
+    assert counts["lines"] == len(log.read_text().splitlines()) and counts["events"] == len(shipped)
+    lag = reads.consumer_lag(database, *far, 60, consumer_groups=[kafka_topic])
+    assert set(lag["topic"]) == {kafka_topic} and len(lag) >= 1

@@ -122,7 +122,12 @@ def test_page_loads_and_every_chart_draws_with_data(page):
     curve = _chart(page, "curve")
     assert curve["points"] > 4 and curve["values"] >= 2 * curve["points"] - 2
     real = _chart(page, "real")
-    assert real["labels"][0] == "real cache" and len(real["labels"]) >= 2 and real["values"] > 10
+    assert real["labels"][:2] == ["real cache", "real cache (hit eff.)"] and len(real["labels"]) >= 3
+    assert real["values"] > 10
+    hits = page.evaluate("() => window.cachescope.charts.real.data[2].filter(v => v !== null).length")
+    assert hits > 5  # the real cache's hit efficiency, from its records' hit/miss/bypass bytes
+    age = _chart(page, "age")  # how long data stays in each shadow of that size
+    assert age["labels"] and all(x.endswith("(h)") for x in age["labels"]) and age["values"] > 10
     tiers = page.locator("#tier-table tbody tr")
     assert tiers.count() >= 3
     assert "hit-drop" in page.locator("#alerts-table").inner_text()

@@ -88,9 +88,61 @@ def test_grafana_rendering_replaces_every_parameter():
                 "cache_groups": "[${cache_group:singlequote}]", "policies": "[${policy:singlequote}]",
                 "sizes": "[${size:csv}]", "tiers": "[${tier:singlequote}]", "metrics": "[]",
                 "site": "'${site}'", "sites": "['${site}']", "window_s": "60", "states": "['firing']",
-                "baseline_days": "7", "exclude_tiers": "[]", "max_file_size": "0", "tier_names": "[]", "servers": "[]"}
+                "baseline_days": "7", "exclude_tiers": "[]", "max_file_size": "0", "tier_names": "[]", "servers": "[]",
+                "consumer_groups": "[]"}
     for q in reads.ALL:
         sql = q.grafana(bindings)
         assert "{" not in sql.replace("${", "").replace("{{", ""), q.name
     with pytest.raises(KeyError, match="no Grafana binding"):
         reads.MRC.grafana({})
+
+
+def test_residence_ages_add_up_at_every_resolution(filled):
+    """Ages are sums like every counter: minute, hour and day reads agree, every shadow cache has
+    them, and the means are plausible (older than 0, younger than the data's span)."""
+    store, summary = filled
+    first, last = reads.time_span(store)
+    span_s = (last - first).total_seconds()
+    keys = ["cache_group", "policy", "size_bytes"]
+    cols = ["age_reads", "resident_age_s", "evictions", "evicted_age_s"]
+    sums = [reads.residence_series(store, first, last, step).groupby(keys)[cols].sum().sort_index()
+            for step in (60, 3600, 86400)]
+    for other in sums[1:]:
+        assert (other.to_numpy() == sums[0].to_numpy()).all()
+    per_cache = sums[0]
+    want = summary.efficiency.set_index(keys).sort_index()
+    assert len(per_cache) == len(want)
+    assert (per_cache["age_reads"].to_numpy() == want["requests"].to_numpy()).all()  # every read samples the age
+    assert (per_cache["resident_age_s"] > 0).all()
+    mean_age = per_cache["resident_age_s"] / per_cache["age_reads"]
+    assert ((mean_age > 0) & (mean_age < span_s)).all()
+    evicting = per_cache[per_cache["evictions"] > 0]
+    assert len(evicting) and (evicting["evicted_age_s"] > 0).all()
+    assert ((evicting["evicted_age_s"] / evicting["evictions"]) < span_s).all()
+    series = reads.residence_series(store, first, last, 3600)
+    assert series["mean_age_s"].notna().any() and series["residence_s"].notna().any()
+
+
+def test_the_real_cache_hits_are_its_accesses_served_wholly_from_disk(filled):
+    store, _ = filled
+    first, last = reads.time_span(store)
+    real = reads.observed_series(store, first, last, 3600)
+    assert real["hits"].sum() > 0 and (real["hits"] <= real["accesses"]).all()
+    e = real["hit_efficiency"].dropna()
+    assert len(e) and ((e >= 0) & (e <= 1)).all()
+    # the same count straight from the stored accesses (their XCache bytes)
+    direct = store.query_frame(
+        "SELECT countIf(observed_hit_bytes > 0 AND ifNull(observed_miss_bytes, 0) = 0 AND "
+        "ifNull(observed_bypass_bytes, 0) = 0) AS hits, count() AS accesses FROM access_events FINAL "
+        "WHERE op = 'read' AND (observed_hit_bytes IS NOT NULL OR observed_miss_bytes IS NOT NULL)", {})
+    assert int(direct["hits"].iloc[0]) == int(real["hits"].sum())
+    assert int(direct["accesses"].iloc[0]) == int(real["accesses"].sum())
+
+
+def test_parse_health_of_a_replay(filled):
+    store, summary = filled
+    df = reads.parse_health(store, dt.datetime(2000, 1, 1), dt.datetime(2100, 1, 1), 86400)
+    got = df[df["component"] == "parse"].groupby("metric")["value"].sum()
+    assert got["events"] == summary.events and got["lines"] >= got["events"]
+    reasons = sum(v for k, v in got.items() if ":" in k)
+    assert reasons == got.get("rejected", 0) + got.get("skipped", 0)

@@ -21,7 +21,7 @@ from ingest.generate import make_workload, write
 
 CLI = str(Path(sys.executable).parent / "cachescope")
 #: every table a replay writes rows into except pipeline_health (wall-clock figures of each run)
-TABLES = [t for t in tables.DATA_TABLES if t != tables.PIPELINE_HEALTH]
+TABLES = [t for t in tables.DATA_TABLES if t not in tables.SAMPLE_TABLES]
 CONFIG = ("pipeline:\n  shadow:\n    policies: [lru, s3fifo]\n    sizes: [5TB, 50TB]\n"
           "  curve: {points: 4}\n  windows: {efficiency: 10m, curve: 1h}\n")
 

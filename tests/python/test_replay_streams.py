@@ -56,7 +56,7 @@ def test_merge_is_heapq_merge_by_ts_then_origin(streams, size):
 def _dump(store_dir):
     with open_store(store_dir=store_dir) as s:
         return {t: sorted(map(repr, s.query(f"SELECT * FROM {t} FINAL").rows))
-                for t in tables.DATA_TABLES if t != tables.PIPELINE_HEALTH}
+                for t in tables.DATA_TABLES if t not in tables.SAMPLE_TABLES}
 
 
 def test_child_processes_store_what_inline_parsing_stores(tmp_path):

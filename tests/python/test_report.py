@@ -47,11 +47,11 @@ def test_report_writes_plots_and_one_self_contained_page(filled, tmp_path):
     p = subprocess.run([CLI, "report", "--store", str(store_dir), "--out", str(out)], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     pngs = sorted(f.name for f in out.glob("*.png"))
-    assert pngs == ["alerts.png", "curves.png", "real.png", "split.png", "tiers.png"]
+    assert pngs == ["ages.png", "alerts.png", "curves.png", "real.png", "split.png", "tiers.png"]
     for f in out.glob("*.png"):
         assert f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f.stat().st_size > 5000
     page = (out / "report.html").read_text()
-    assert page.count('src="data:image/png;base64,') == 5
+    assert page.count('src="data:image/png;base64,') == 6
     assert not re.search(r'(src|href)="(https?:)?//', page)  # nothing fetched from elsewhere
     assert "hit-drop" in page and incident.site in page
 
@@ -72,6 +72,15 @@ def test_report_sections_carry_their_numbers(filled):
     alerts = by["alerts"].table
     assert list(alerts["rule"]) == ["hit-drop"] and alerts["resolved"].iloc[0] != "firing"
     assert by["tiers"].table["reads"].sum() > 0 and len(by["real"].table) >= 1
+    real = by["real"].table
+    assert real["real hit eff."].between(0, 1).all()
+    assert real[real["cache group"] == incident.site]["shadow hit eff."].between(0, 1).all()  # its own size
+    ages = by["ages"].table  # every shadow cache of every group, ages within the data's span
+    hours = (end - start).total_seconds() / 3600
+    assert set(ages["cache group"]) >= {incident.site} and set(ages["policy"]) == {"lru", "xcache"}
+    assert ages["mean file age (h)"].between(0, hours).all() and (ages["mean file age (h)"] > 0).any()
+    evicting = ages[ages["evictions"] > 0]
+    assert evicting["residence before eviction (h)"].between(0, hours).all()
 
 
 def test_report_errors_are_one_line(tmp_path, filled):
@@ -106,7 +115,7 @@ def test_report_from_the_clickhouse_server(clickhouse, tmp_path):
                            capture_output=True, text=True)
         assert p.returncode == 0, p.stderr
         page = (out / "report.html").read_text()
-        assert page.count('src="data:image/png;base64,') == 5 and "belady" in page
+        assert page.count('src="data:image/png;base64,') == 6 and "belady" in page
     finally:
         store.command(f"DROP DATABASE IF EXISTS {db}")
         store.close()

@@ -81,7 +81,7 @@ impl ArcCache {
         let slot = self.q.pop_tail(&mut self.table, from);
         let e = *self.table.get(slot);
         self.q.push(&mut self.table, from + 2, slot);
-        ev.push(e.size, e.tier);
+        ev.push(e.size, e.tier, e.id);
     }
 
     /// Drop the LRU end of a list entirely (a ghost, or a T1 file without ghost).
@@ -112,7 +112,7 @@ impl ArcCache {
                 self.replace(ev);
             } else {
                 let e = self.drop_tail(T1);
-                ev.push(e.size, e.tier);
+                ev.push(e.size, e.tier, e.id);
             }
         } else {
             if t1 + t2 + b1 + b2 >= 2 * c && b2 > 0 {

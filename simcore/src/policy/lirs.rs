@@ -200,7 +200,7 @@ impl Lirs {
         }
         self.occupied -= n.size as i64;
         self.n_obj -= 1;
-        ev.push(n.size, n.tier);
+        ev.push(n.size, n.tier, n.id);
         true
     }
 
@@ -229,7 +229,7 @@ impl Lirs {
             self.occupied += n.size as i64;
             self.n_obj += 1;
         } else {
-            ev.push(n.size, n.tier);
+            ev.push(n.size, n.tier, n.id);
         }
         self.prune();
         true

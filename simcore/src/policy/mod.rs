@@ -53,16 +53,17 @@ impl Outcome {
     }
 }
 
-/// Files a policy evicted while serving one request: (bytes, tier).
+/// Files a policy evicted while serving one request: (bytes, tier, file id). The id lets the
+/// shadow cache find when the file came in (its residence age).
 #[derive(Default, Debug)]
 pub struct Evictions {
-    pub items: Vec<(u64, u8)>,
+    pub items: Vec<(u64, u8, u64)>,
 }
 
 impl Evictions {
     #[inline]
-    pub fn push(&mut self, size: u64, tier: u8) {
-        self.items.push((size, tier));
+    pub fn push(&mut self, size: u64, tier: u8, id: u64) {
+        self.items.push((size, tier, id));
     }
 }
 

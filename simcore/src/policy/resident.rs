@@ -139,7 +139,7 @@ impl<E: Entry> Resident<E> {
     #[inline(always)]
     pub fn evict(&mut self, slot: u32, ev: &mut Evictions) -> E {
         let e = self.drop_slot(slot);
-        ev.push(e.size(), e.tier());
+        ev.push(e.size(), e.tier(), e.id());
         e
     }
 

@@ -72,7 +72,7 @@ impl S3Fifo {
                 self.q.push(&mut self.table, MAIN, slot);
                 continue;
             }
-            ev.push(e.size, e.tier);
+            ev.push(e.size, e.tier, e.id);
             if self.ghost_cap == 0 || e.size > self.ghost_cap {
                 self.table.free(slot);
             } else {
@@ -96,7 +96,7 @@ impl S3Fifo {
                 self.q.push(&mut self.table, MAIN, slot);
             } else {
                 let e = self.table.free(slot);
-                ev.push(e.size, e.tier);
+                ev.push(e.size, e.tier, e.id);
                 return;
             }
         }

@@ -225,7 +225,7 @@ mod tests {
         let mut ev = Evictions::default();
         let out = p.access(&Request { id: 1, size: 1, bytes_read: 1, tier: 0, next_access: u64::MAX }, &mut ev);
         assert!(out.hit);
-        assert_eq!(ev.items, vec![(1, 0)]);
+        assert_eq!(ev.items, vec![(1, 0, 3)]);
         assert!(!p.contains(3));
         assert_eq!(replay(&mut p, &[(3, 1), (2, 2), (1, 1), (3, 1)]), "mHHm");
     }

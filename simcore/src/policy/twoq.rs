@@ -60,7 +60,7 @@ impl TwoQ {
     fn evict_ain(&mut self, ev: &mut Evictions) {
         let slot = self.q.pop_tail(&mut self.table, AIN);
         let e = *self.table.get(slot);
-        ev.push(e.size, e.tier);
+        ev.push(e.size, e.tier, e.id);
         if e.size > self.aout_cap {
             self.table.free(slot);
             return;
@@ -75,7 +75,7 @@ impl TwoQ {
     fn evict_am(&mut self, ev: &mut Evictions) {
         let slot = self.q.pop_tail(&mut self.table, AM);
         let e = self.table.free(slot);
-        ev.push(e.size, e.tier);
+        ev.push(e.size, e.tier, e.id);
     }
 
     #[inline]

@@ -199,7 +199,7 @@ impl WTinyLfu {
             self.arena.unlink(&mut self.lists[seg as usize], victim);
             self.bytes[seg as usize] -= self.arena.get(victim).size;
             let v = self.drop_entry(victim);
-            ev.push(v.size, v.tier);
+            ev.push(v.size, v.tier, v.id);
         }
     }
 }
@@ -260,7 +260,7 @@ impl Policy for WTinyLfu {
                 if c.id == req.id {
                     filled = 0; // never stored
                 } else {
-                    ev.push(c.size, c.tier);
+                    ev.push(c.size, c.tier, c.id);
                 }
             }
         }

@@ -85,7 +85,7 @@ impl XCache {
                     let e = self.arena.release(t);
                     self.map.remove(&e.id);
                     self.used -= e.cached;
-                    ev.push(e.cached, e.tier);
+                    ev.push(e.cached, e.tier, e.id);
                 }
                 _ => break,
             }

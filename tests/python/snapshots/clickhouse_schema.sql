@@ -49,6 +49,22 @@ PARTITION BY toYYYYMM(starts_at)
 ORDER BY (cache_group, rule, starts_at, state, shard)
 SETTINGS index_granularity = 8192;
 
+CREATE TABLE {database}.consumer_lag
+(
+    `ts` DateTime64(3, 'UTC'),
+    `consumer_group` LowCardinality(String),
+    `topic` LowCardinality(String),
+    `partition` UInt32,
+    `committed_offset` Int64,
+    `end_offset` Int64,
+    `lag` Int64
+)
+ENGINE = MergeTree
+PARTITION BY toDate(ts)
+ORDER BY (consumer_group, topic, partition, ts)
+TTL toDateTime(ts) + toIntervalDay(30)
+SETTINGS ttl_only_drop_parts = 1, index_granularity = 8192;
+
 CREATE TABLE {database}.efficiency
 (
     `window_start` DateTime('UTC'),
@@ -67,7 +83,10 @@ CREATE TABLE {database}.efficiency
     `bytes_hit` UInt64,
     `bytes_filled` UInt64,
     `evictions` UInt64,
-    `bytes_evicted` UInt64
+    `bytes_evicted` UInt64,
+    `evicted_age_s` UInt64 DEFAULT 0,
+    `resident_age_s` UInt64 DEFAULT 0,
+    `age_reads` UInt64 DEFAULT 0
 )
 ENGINE = ReplacingMergeTree
 PARTITION BY toYYYYMM(window_start)
@@ -93,7 +112,10 @@ CREATE TABLE {database}.efficiency_daily
     `bytes_hit` UInt64,
     `bytes_filled` UInt64,
     `evictions` UInt64,
-    `bytes_evicted` UInt64
+    `bytes_evicted` UInt64,
+    `evicted_age_s` UInt64 DEFAULT 0,
+    `resident_age_s` UInt64 DEFAULT 0,
+    `age_reads` UInt64 DEFAULT 0
 )
 ENGINE = ReplacingMergeTree
 PARTITION BY toYYYYMM(window_start)
@@ -119,7 +141,10 @@ CREATE TABLE {database}.efficiency_hourly
     `bytes_hit` UInt64,
     `bytes_filled` UInt64,
     `evictions` UInt64,
-    `bytes_evicted` UInt64
+    `bytes_evicted` UInt64,
+    `evicted_age_s` UInt64 DEFAULT 0,
+    `resident_age_s` UInt64 DEFAULT 0,
+    `age_reads` UInt64 DEFAULT 0
 )
 ENGINE = ReplacingMergeTree
 PARTITION BY toYYYYMM(window_start)
@@ -158,6 +183,7 @@ CREATE TABLE {database}.observed
     `hit_bytes` UInt64,
     `miss_bytes` UInt64,
     `bypass_bytes` UInt64,
+    `hits` UInt64 DEFAULT 0,
     `shard` UInt16 DEFAULT 0,
     `run` UInt64
 )
