@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import fixture_lines
-from ingest.formats import BadRecord, ParseContext
+from ingest.formats import BadRecord, ParseContext, Reject
 from ingest.formats import dcache_billing as billing
 from ingest.generate import make_workload, render
 
@@ -44,7 +44,29 @@ def _compare(lines: list[str]) -> int:
         slow = _outcome(billing._parse_templates, line, slow_ctx)
         assert fast == slow, line
     assert fast_ctx.memo == slow_ctx.memo
+    _compare_block(lines)
+    _compare_block([line + "\n" for line in lines])  # as a block reader hands them over
     return taken
+
+
+def _compare_block(lines: list[str]) -> int:
+    """The compiled block path (simcore/src/billing.rs via _block) against the templates on
+    the same lines, in order: the same results and memo; returns lines it left to Python."""
+    assert billing._SCANNER is not None, "cachescope._simcore lacks BillingFast: rebuild the engine"
+    block_ctx, slow_ctx = _ctx(), _ctx()
+    got = billing._block(lines, block_ctx)
+    assert got is not None and len(got) == len(lines)
+    for line, result in zip(lines, got):
+        line = line.rstrip("\r\n")
+        if not line or line.isspace():
+            assert result is None, line
+            continue
+        slow = _outcome(billing._parse_templates, line, slow_ctx)
+        if type(slow) is tuple:
+            slow = Reject(slow[1], slow[2])
+        assert result == slow, line
+    assert block_ctx.memo == slow_ctx.memo
+    return block_ctx.state.get("dcache_billing_in_python", 0)
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +79,24 @@ def test_fixture_and_generated_lines_agree(generated):
     lines = fixture_lines("dcache_billing.txt") + generated
     taken = _compare(lines)
     assert taken > 0.9 * len(generated)  # the fast path does take the common lines
+    assert _compare_block(generated) < 0.1 * len(generated)  # and so does the compiled one
+
+
+def test_compiled_path_memo_limit_and_pipeline(generated, monkeypatch):
+    """The memo starting over at its limit happens at the same lines both ways, and LineParser
+    (which uses the block path for lists) gives the same events as line-by-line parsing."""
+    from ingest.formats import _base
+
+    monkeypatch.setattr(billing, "MEMO_LIMIT", 50)  # _fast and the compiled path
+    monkeypatch.setattr(_base, "MEMO_LIMIT", 50)  # ctx.remember (the templates)
+    _compare_block(generated[:4000])
+    from ingest.pipeline import LineParser
+
+    def events(lines):
+        p = LineParser("dcache-billing", site="S", year=2024, record_skipped=False)
+        return p.parse_all(lines), p.stats.as_dict()
+
+    assert events(generated) == events(iter(generated))  # list: block path; iterator: line by line
 
 
 DELIMS = ['"', "{", "}", "[", "]", ":", ",", "@", "-", " ", "  ", "\t", "é", "] ", "] [", '"}', ":\"", "<Unknown>",
