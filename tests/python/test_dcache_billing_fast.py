@@ -136,3 +136,40 @@ def test_template_shaped_lines_agree(values):
         f"01.02 07:47:49 [door:{v[1]}:{v[0]}] [\"{v[2]}\":{v[3]}:{v[4]}:{v[5]}] [{v[6]},{v[7]}] [{v[8]}] "
         f"{v[9]} {v[10]} 0 {{{v[11]}:\"\"}}",
     ])
+
+
+def _mover(pnfsid="00AB", size="100", path="/a/f", moved="100", created="false", proto="Xrootd-5.0:h1:1094",
+           init="door:D@d:1", rc="0", date="01.02 07:47:49", cell="pool1@poolDomain") -> str:
+    return (f"{date} [pool:{cell}:transfer] [{pnfsid},{size}] [{path}] <Unknown>:<Unknown>@osm {moved} 40 {created} "
+            f"{{{proto}}} [{init}] {{{rc}:\"msg\"}}")
+
+
+def _door(mtype="request", pnfsid="00AB", path="/a/f", chain="10.0.0.1,1.2.3.4", rc="0", date="01.02 07:47:49"):
+    return (f"{date} [door:D@d:{mtype}] [\"o\":1:2:{chain}] [{pnfsid},0] [{path}] <Unknown> 5 0 "
+            f"{{{rc}:\"m\"}}")
+
+
+def test_edge_lines_agree():
+    """Each branch of the fast paths on purpose: zero-byte reads, writes larger than the file,
+    Unknown paths with and without a learnt pnfsid, removals seen and unseen, failures, numbers
+    out of range, bad dates, protocol shapes, line ends, blank lines."""
+    lines = [
+        _mover(moved="0"), _mover(moved="0", created="true"), _mover(moved="500", created="true"),
+        _mover(path="Unknown", pnfsid="00CD"), _mover(path="Unknown"), _mover(path="", pnfsid=""),
+        _mover(path="Unknown", pnfsid=""), _mover(path="", pnfsid="00AB"), _mover(rc="-5"), _mover(rc="00"),
+        _mover(init="pool:p2@d"), _mover(moved="-1"), _mover(size="-0"), _mover(moved="99999999999999999999"),
+        _mover(size="0099"), _mover(date="13.02 07:47:49"), _mover(date="01.32 07:47:49"),
+        _mover(date="01.02 07:47:61"), _mover(date="01.02 07:47:60"), _mover(date="01.02 25:47:00"),
+        _mover(proto="GFtp-1.0 131.169.72.103 37850"), _mover(proto="Http-1.1:0:0:0:0:0:0:0:1:0:W:D:/a"),
+        _mover(proto="Xrootd-5.0:[::1]:1094"), _mover(proto="weird"), _mover(proto="x-1:h:1"), _mover(proto=""),
+        _mover(cell="pool1"), _mover(cell="pool1@a@b"), _mover(path="pnfsid:00AB"),
+        _door(), _door(path="/a/g", pnfsid="00CD"), _door(path="Unknown", pnfsid="00EF"), _door(mtype="remove"),
+        _door(mtype="remove", pnfsid="00EF", path="Unknown"), _door(mtype="remove", pnfsid="00CD", path=""),
+        _door(mtype="remove", pnfsid="", path=""), _door(mtype="remove", rc="3"), _door(mtype="remove", chain="unknown"),
+        _door(mtype="remove", chain="h1"), _door(mtype="remove", path="pnfsid:1"), _door(mtype="remove", date="00.00 00:00:00"),
+        _door(mtype="store"), _door(mtype="remove", pnfsid="00AB", path="Unknown"),
+        _mover(path="Unknown", pnfsid="00CD") + "\r", "", "   ", "\t", "garbage", _mover() + " ",
+        _mover(path="/a/é]"), _mover(path="/é/ü"), _mover(proto="Xrootd-5.0:hé:1"),
+    ]
+    _compare(lines)
+    _compare(lines[::-1])
