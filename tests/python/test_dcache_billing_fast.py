@@ -171,5 +171,7 @@ def test_edge_lines_agree():
         _mover(path="Unknown", pnfsid="00CD") + "\r", "", "   ", "\t", "garbage", _mover() + " ",
         _mover(path="/a/é]"), _mover(path="/é/ü"), _mover(proto="Xrootd-5.0:hé:1"),
     ]
-    _compare(lines)
-    _compare(lines[::-1])
+    # after each line, transfers of Unknown paths show what the memo holds at that point
+    probes = [_mover(path="Unknown", pnfsid=p, moved="1") for p in ("00AB", "00CD", "00EF")]
+    _compare([x for line in lines for x in (line, *probes)])
+    _compare([x for line in lines[::-1] for x in (line, *probes)])
