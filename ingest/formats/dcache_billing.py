@@ -505,17 +505,17 @@ def _fast(line: str, ctx: ParseContext) -> Access | Reject | None:
     return skip(f"door {mtype} (the pool's transfer record carries the bytes)")
 
 
-# The same fast path in compiled code (simcore/src/billing.rs) over a list of lines: the regexes
-# above (their text is handed over, so there is one definition), the same events, skip reasons and
-# memo writes in line order. It stops at a line it declines (no fast match, numbers _fast would
+# The same fast path in compiled code (simcore/src/billing.rs) over a list of lines: the lines
+# the two regexes above accept (matched by hand there: the regex crate's captures cost more than
+# Python's), the same events, skip reasons and memo writes in line order. It stops at a line it declines (no fast match, numbers _fast would
 # reject or that leave i64, a date _ts rejects ...) before any effect of that line; the line goes
 # through _parse here, then the scan resumes. tests/python/test_dcache_billing_fast.py compares
 # it with the templates on the same corpora as _fast.
 try:
     from cachescope._simcore import BillingFast as _BillingFast
 
-    _SCANNER = _BillingFast(_FAST_MOVER.pattern, _FAST_DOOR.pattern)
-except (ImportError, ValueError):  # an engine built before it: the Python path does everything
+    _SCANNER = _BillingFast()
+except ImportError:  # an engine built before it: the Python path does everything
     _SCANNER = None
 _ZERO_READ = skip("zero-byte read (open without data)")
 
