@@ -170,6 +170,9 @@ def test_edge_lines_agree():
         _door(mtype="store"), _door(mtype="remove", pnfsid="00AB", path="Unknown"),
         _mover(path="Unknown", pnfsid="00CD") + "\r", "", "   ", "\t", "garbage", _mover() + " ",
         _mover(path="/a/é]"), _mover(path="/é/ü"), _mover(proto="Xrootd-5.0:hé:1"),
+        # line breaks inside a line (a list of lines can hold them): `.` and the path stop there
+        _mover().replace('"msg"', '"m\nx"'), _mover(path="/a\nb"), _mover(proto="Xrootd-5.0:h\n:1"),
+        _mover(init="do\nor"), _door(chain="a\nb"), _door(mtype="remove", path="/a\nb"), _mover(path="/a\rb"),
     ]
     # after each line, transfers of Unknown paths show what the memo holds at that point
     probes = [_mover(path="Unknown", pnfsid=p, moved="1") for p in ("00AB", "00CD", "00EF")]
