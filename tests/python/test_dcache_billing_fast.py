@@ -1,6 +1,7 @@
-"""The dCache billing fast path (str.find on transfer and door lines) against the template
-regexes it stands in for: the same event, the same reject reason and the same learnt pnfsids for
-every line — fixture lines, generated logs, and mutated lines built to hit its edge cases."""
+"""The dCache billing fast paths — `_fast` (two regexes) and its compiled twin over lists of lines
+(`_block` → simcore/src/billing.rs) — against the template regexes they stand in for: the same
+event, the same reject reason and the same learnt pnfsids for every line — fixture lines,
+generated logs, mutated lines and edge lines built to hit each branch."""
 
 from __future__ import annotations
 
