@@ -103,6 +103,24 @@ def _until_damaged(lines: Iterable[str], damaged: list[InputError]) -> Iterator[
         damaged.append(exc)
 
 
+_BLOCK_LINES = 8192
+
+
+def _block_results(block: Callable, lines: list[str], ctx: ParseContext) -> Iterator | None:
+    """Parse results of `lines` from a format's block parser, slice by slice; None when it
+    declines the stream (then the loop parses line by line)."""
+    head = block(lines[:_BLOCK_LINES], ctx)
+    if head is None:
+        return None
+
+    def rest() -> Iterator:
+        yield from head
+        for k in range(_BLOCK_LINES, len(lines), _BLOCK_LINES):
+            yield from block(lines[k:k + _BLOCK_LINES], ctx)
+
+    return rest()
+
+
 class LineParser:
     def __init__(
         self,
@@ -219,14 +237,21 @@ class LineParser:
         # a list cannot fail mid-way; a reader can (damaged compressed input): the events read
         # before the damage are kept, then it is raised
         source = lines if type(lines) is list else _until_damaged(lines, damaged)
+        # a format's compiled block parser, when it has one and this is a list: each line's parse
+        # result comes from it (in slices, so a long list is not held twice), enrichment stays here
+        block = self.format.block
+        results = _block_results(block, lines, ctx) if block is not None and type(lines) is list else None
+        next_result = results.__next__ if results is not None else None
         try:
             for line_no, line in enumerate(source, first + 1):  # noqa: B007 - line_no is read after the loop
+                if next_result is not None:
+                    parsed = next_result()
                 line = line.rstrip("\r\n")
                 if not line or line.isspace():
                     blank += 1
                     continue
                 try:
-                    result = raw(line, ctx)
+                    result = raw(line, ctx) if next_result is None else parsed
                     if type(result) is Access:
                         append(enrich(result))  # enrich raises BadRecord for values outside the contract
                         result = None

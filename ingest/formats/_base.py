@@ -113,6 +113,9 @@ class Format:
     raw: Callable[[str, ParseContext], Result]  # may raise BadRecord
     doc: str
     prepare: Callable[[ParseContext], None] | None = None  # compile per-stream options
+    # optional: results of a whole list of lines at once (None: use raw line by line), each what
+    # parse() gives for the line (None for blank lines), in order; see LineParser.batches
+    block: Callable[[list[str], ParseContext], list | None] | None = None
 
     def parse(self, line: str, ctx: ParseContext) -> Result:
         """Parse one line; never raises."""

@@ -505,6 +505,52 @@ def _fast(line: str, ctx: ParseContext) -> Access | Reject | None:
     return skip(f"door {mtype} (the pool's transfer record carries the bytes)")
 
 
+# The same fast path in compiled code (simcore/src/billing.rs) over a list of lines: the lines
+# the two regexes above accept (matched by hand there: the regex crate's captures cost more than
+# Python's), the same events, skip reasons and memo writes in line order. It stops at a line it declines (no fast match, numbers _fast would
+# reject or that leave i64, a date _ts rejects ...) before any effect of that line; the line goes
+# through _parse here, then the scan resumes. tests/python/test_dcache_billing_fast.py compares
+# it with the templates on the same corpora as _fast.
+try:
+    from cachescope._simcore import BillingFast as _BillingFast
+
+    _SCANNER = _BillingFast()
+except ImportError:  # an engine built before it: the Python path does everything
+    _SCANNER = None
+_ZERO_READ = skip("zero-byte read (open without data)")
+
+
+def _block(lines: list[str], ctx: ParseContext) -> list | None:
+    """What Format.parse gives for each line (None for blank ones), or None (no compiled path)."""
+    if _SCANNER is None or ctx.state.get("dcache_billing", _DEFAULT_COMPILED) is not _DEFAULT_COMPILED:
+        return None
+    dates = ctx.state.get("billing_dates")
+    if dates is None:
+        dates = ctx.state["billing_dates"] = {}
+    out: list = []
+    n = len(lines)
+    i = 0
+    scan = _SCANNER.scan
+    memo = ctx.memo
+    ts_mover = lambda text: _ts(text, _MOVER_DATE, ctx)  # noqa: E731
+    ts_door = lambda text: _ts(text, _DOOR_DATE, ctx)  # noqa: E731
+    in_python = 0
+    while True:
+        i = scan(lines, i, out, memo, MEMO_LIMIT, dates, ts_mover, ts_door, client_of_protocol, Access, skip,
+                 _DOOR_REQUEST, _ZERO_READ)
+        if i >= n:
+            break
+        line = lines[i].rstrip("\r\n")
+        if not line or line.isspace():
+            out.append(None)
+        else:
+            in_python += 1
+            out.append(FORMAT.parse(line, ctx))
+        i += 1
+    ctx.state["dcache_billing_in_python"] = ctx.state.get("dcache_billing_in_python", 0) + in_python
+    return out
+
+
 def _parse(line: str, ctx: ParseContext) -> Access | Reject:
     if ctx.state.get("dcache_billing", _DEFAULT_COMPILED) is _DEFAULT_COMPILED:
         result = _fast(line, ctx)
@@ -549,4 +595,4 @@ def _parse_templates(line: str, ctx: ParseContext) -> Access | Reject:
     raise BadRecord("line matches no billing format (check ingest.dcache_billing.formats)")
 
 
-FORMAT = Format(NAME, _parse, __doc__ or "", prepare)
+FORMAT = Format(NAME, _parse, __doc__ or "", prepare, _block)

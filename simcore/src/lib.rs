@@ -6,6 +6,7 @@
 //! - `mrc`: exact (or SHARDS-sampled) LRU miss-ratio curves in one pass.
 //! - `trace`: the simulator's CSV trace parser; `reader`: trace files (plain/zstd/gzip, CSV or
 //!   oracleGeneral) streamed as column batches from a reader thread.
+//! - `billing`: the dCache billing fast path (ingest's `_fast`, compiled).
 //! - `python`: the PyO3 bindings (`cachescope._simcore`), behind the `python` feature.
 
 pub mod bank;
@@ -19,5 +20,7 @@ pub mod stats;
 pub mod trace;
 pub mod util;
 
+#[cfg(feature = "python")]
+mod billing;
 #[cfg(feature = "python")]
 mod python;

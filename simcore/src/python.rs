@@ -325,6 +325,7 @@ fn simulate_file<'py>(py: Python<'py>, path: &str, specs: Vec<SpecIn>, format: &
 fn _simcore(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyBank>()?;
     m.add_class::<PyMrc>()?;
+    m.add_class::<crate::billing::BillingFast>()?;
     m.add_function(wrap_pyfunction!(next_access_times, m)?)?;
     m.add_function(wrap_pyfunction!(partition_of, m)?)?;
     m.add_function(wrap_pyfunction!(read_csv_trace, m)?)?;

@@ -1,6 +1,7 @@
-"""The dCache billing fast path (str.find on transfer and door lines) against the template
-regexes it stands in for: the same event, the same reject reason and the same learnt pnfsids for
-every line — fixture lines, generated logs, and mutated lines built to hit its edge cases."""
+"""The dCache billing fast paths — `_fast` (two regexes) and its compiled twin over lists of lines
+(`_block` → simcore/src/billing.rs) — against the template regexes they stand in for: the same
+event, the same reject reason and the same learnt pnfsids for every line — fixture lines,
+generated logs, mutated lines and edge lines built to hit each branch."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import fixture_lines
-from ingest.formats import BadRecord, ParseContext
+from ingest.formats import BadRecord, ParseContext, Reject
 from ingest.formats import dcache_billing as billing
 from ingest.generate import make_workload, render
 
@@ -44,7 +45,29 @@ def _compare(lines: list[str]) -> int:
         slow = _outcome(billing._parse_templates, line, slow_ctx)
         assert fast == slow, line
     assert fast_ctx.memo == slow_ctx.memo
+    _compare_block(lines)
+    _compare_block([line + "\n" for line in lines])  # as a block reader hands them over
     return taken
+
+
+def _compare_block(lines: list[str]) -> int:
+    """The compiled block path (simcore/src/billing.rs via _block) against the templates on
+    the same lines, in order: the same results and memo; returns lines it left to Python."""
+    assert billing._SCANNER is not None, "cachescope._simcore lacks BillingFast: rebuild the engine"
+    block_ctx, slow_ctx = _ctx(), _ctx()
+    got = billing._block(lines, block_ctx)
+    assert got is not None and len(got) == len(lines)
+    for line, result in zip(lines, got):
+        line = line.rstrip("\r\n")
+        if not line or line.isspace():
+            assert result is None, line
+            continue
+        slow = _outcome(billing._parse_templates, line, slow_ctx)
+        if type(slow) is tuple:
+            slow = Reject(slow[1], slow[2])
+        assert result == slow, line
+    assert block_ctx.memo == slow_ctx.memo
+    return block_ctx.state.get("dcache_billing_in_python", 0)
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +80,24 @@ def test_fixture_and_generated_lines_agree(generated):
     lines = fixture_lines("dcache_billing.txt") + generated
     taken = _compare(lines)
     assert taken > 0.9 * len(generated)  # the fast path does take the common lines
+    assert _compare_block(generated) < 0.1 * len(generated)  # and so does the compiled one
+
+
+def test_compiled_path_memo_limit_and_pipeline(generated, monkeypatch):
+    """The memo starting over at its limit happens at the same lines both ways, and LineParser
+    (which uses the block path for lists) gives the same events as line-by-line parsing."""
+    from ingest.formats import _base
+
+    monkeypatch.setattr(billing, "MEMO_LIMIT", 50)  # _fast and the compiled path
+    monkeypatch.setattr(_base, "MEMO_LIMIT", 50)  # ctx.remember (the templates)
+    _compare_block(generated[:4000])
+    from ingest.pipeline import LineParser
+
+    def events(lines):
+        p = LineParser("dcache-billing", site="S", year=2024, record_skipped=False)
+        return p.parse_all(lines), p.stats.as_dict()
+
+    assert events(generated) == events(iter(generated))  # list: block path; iterator: line by line
 
 
 DELIMS = ['"', "{", "}", "[", "]", ":", ",", "@", "-", " ", "  ", "\t", "é", "] ", "] [", '"}', ":\"", "<Unknown>",
@@ -96,3 +137,45 @@ def test_template_shaped_lines_agree(values):
         f"01.02 07:47:49 [door:{v[1]}:{v[0]}] [\"{v[2]}\":{v[3]}:{v[4]}:{v[5]}] [{v[6]},{v[7]}] [{v[8]}] "
         f"{v[9]} {v[10]} 0 {{{v[11]}:\"\"}}",
     ])
+
+
+def _mover(pnfsid="00AB", size="100", path="/a/f", moved="100", created="false", proto="Xrootd-5.0:h1:1094",
+           init="door:D@d:1", rc="0", date="01.02 07:47:49", cell="pool1@poolDomain") -> str:
+    return (f"{date} [pool:{cell}:transfer] [{pnfsid},{size}] [{path}] <Unknown>:<Unknown>@osm {moved} 40 {created} "
+            f"{{{proto}}} [{init}] {{{rc}:\"msg\"}}")
+
+
+def _door(mtype="request", pnfsid="00AB", path="/a/f", chain="10.0.0.1,1.2.3.4", rc="0", date="01.02 07:47:49"):
+    return (f"{date} [door:D@d:{mtype}] [\"o\":1:2:{chain}] [{pnfsid},0] [{path}] <Unknown> 5 0 "
+            f"{{{rc}:\"m\"}}")
+
+
+def test_edge_lines_agree():
+    """Each branch of the fast paths on purpose: zero-byte reads, writes larger than the file,
+    Unknown paths with and without a learnt pnfsid, removals seen and unseen, failures, numbers
+    out of range, bad dates, protocol shapes, line ends, blank lines."""
+    lines = [
+        _mover(moved="0"), _mover(moved="0", created="true"), _mover(moved="500", created="true"),
+        _mover(path="Unknown", pnfsid="00CD"), _mover(path="Unknown"), _mover(path="", pnfsid=""),
+        _mover(path="Unknown", pnfsid=""), _mover(path="", pnfsid="00AB"), _mover(rc="-5"), _mover(rc="00"),
+        _mover(init="pool:p2@d"), _mover(moved="-1"), _mover(size="-0"), _mover(moved="99999999999999999999"),
+        _mover(size="0099"), _mover(date="13.02 07:47:49"), _mover(date="01.32 07:47:49"),
+        _mover(date="01.02 07:47:61"), _mover(date="01.02 07:47:60"), _mover(date="01.02 25:47:00"),
+        _mover(proto="GFtp-1.0 131.169.72.103 37850"), _mover(proto="Http-1.1:0:0:0:0:0:0:0:1:0:W:D:/a"),
+        _mover(proto="Xrootd-5.0:[::1]:1094"), _mover(proto="weird"), _mover(proto="x-1:h:1"), _mover(proto=""),
+        _mover(cell="pool1"), _mover(cell="pool1@a@b"), _mover(path="pnfsid:00AB"),
+        _door(), _door(path="/a/g", pnfsid="00CD"), _door(path="Unknown", pnfsid="00EF"), _door(mtype="remove"),
+        _door(mtype="remove", pnfsid="00EF", path="Unknown"), _door(mtype="remove", pnfsid="00CD", path=""),
+        _door(mtype="remove", pnfsid="", path=""), _door(mtype="remove", rc="3"), _door(mtype="remove", chain="unknown"),
+        _door(mtype="remove", chain="h1"), _door(mtype="remove", path="pnfsid:1"), _door(mtype="remove", date="00.00 00:00:00"),
+        _door(mtype="store"), _door(mtype="remove", pnfsid="00AB", path="Unknown"),
+        _mover(path="Unknown", pnfsid="00CD") + "\r", "", "   ", "\t", "garbage", _mover() + " ",
+        _mover(path="/a/é]"), _mover(path="/é/ü"), _mover(proto="Xrootd-5.0:hé:1"),
+        # line breaks inside a line (a list of lines can hold them): `.` and the path stop there
+        _mover().replace('"msg"', '"m\nx"'), _mover(path="/a\nb"), _mover(proto="Xrootd-5.0:h\n:1"),
+        _mover(init="do\nor"), _door(chain="a\nb"), _door(mtype="remove", path="/a\nb"), _mover(path="/a\rb"),
+    ]
+    # after each line, transfers of Unknown paths show what the memo holds at that point
+    probes = [_mover(path="Unknown", pnfsid=p, moved="1") for p in ("00AB", "00CD", "00EF")]
+    _compare([x for line in lines for x in (line, *probes)])
+    _compare([x for line in lines[::-1] for x in (line, *probes)])
