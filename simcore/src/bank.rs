@@ -74,6 +74,9 @@ pub struct Bank {
     pub events_seen: u64,
 }
 
+/// Events between a prefetch hint and the read it is for.
+const AHEAD: usize = 8;
+
 /// Cache-accesses in a batch below which threads cost more than they save.
 const PARALLEL_MIN_WORK: usize = 20_000;
 
@@ -108,7 +111,16 @@ impl Bank {
         let run = |shadow: &mut Shadow| -> Vec<Exact> {
             let mut block = vec![[0u128; N_FIELDS]; n_windows * per_cache];
             let mut evictions = Evictions::default();
-            for i in 0..ev.len() {
+            let n = ev.len();
+            for i in 0..n {
+                // software pipeline of memory loads (large caches are bound by them): the map
+                // place of the read 2·AHEAD events on, then the entry of the one AHEAD on
+                if i + 2 * AHEAD < n {
+                    shadow.prefetch(ev.id[i + 2 * AHEAD], false);
+                }
+                if i + AHEAD < n {
+                    shadow.prefetch(ev.id[i + AHEAD], true);
+                }
                 let id = ev.id[i];
                 if ev.op[i] != OP_READ {
                     shadow.invalidate(id);

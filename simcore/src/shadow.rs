@@ -111,6 +111,18 @@ impl Shadow {
         Some(out)
     }
 
+    /// Memory hints for a read a few events ahead (no effect on results); see `Bank::run`.
+    #[inline(always)]
+    pub fn prefetch(&self, id: u64, entry: bool) {
+        if self.parts.len() == 1 && self.threshold == SAMPLE_MODULUS {
+            if entry {
+                self.parts[0].prefetch_entry(id)
+            } else {
+                self.parts[0].prefetch_place(id)
+            }
+        }
+    }
+
     /// Add a batch's counters (windows × tiers, flat) to the cumulative totals.
     pub fn add_to_totals(&mut self, block: &[Exact]) {
         let n = self.totals.len();

@@ -194,6 +194,14 @@ impl Policy for ArcCache {
     fn len(&self) -> usize {
         self.q.len(T1) + self.q.len(T2)
     }
+    #[inline(always)]
+    fn prefetch_place(&self, id: u64) {
+        self.table.prefetch_place(id)
+    }
+    #[inline(always)]
+    fn prefetch_entry(&self, id: u64) {
+        self.table.prefetch_entry(id)
+    }
 }
 
 #[cfg(test)]

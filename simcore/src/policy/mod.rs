@@ -112,6 +112,12 @@ pub trait Policy {
     fn capacity(&self) -> u64;
     /// Resident files.
     fn len(&self) -> usize;
+    /// Memory hints for a request a few steps ahead (no effect on results): first where `id`
+    /// sits in the policy's map, later (once that has arrived) its entry.
+    #[inline(always)]
+    fn prefetch_place(&self, _id: u64) {}
+    #[inline(always)]
+    fn prefetch_entry(&self, _id: u64) {}
 }
 
 macro_rules! policies {
@@ -158,6 +164,14 @@ macro_rules! policies {
             }
             pub fn len(&self) -> usize {
                 match self { $( AnyPolicy::$variant(p) => p.len(), )* }
+            }
+            #[inline]
+            pub fn prefetch_place(&self, id: u64) {
+                match self { $( AnyPolicy::$variant(p) => p.prefetch_place(id), )* }
+            }
+            #[inline]
+            pub fn prefetch_entry(&self, id: u64) {
+                match self { $( AnyPolicy::$variant(p) => p.prefetch_entry(id), )* }
             }
         }
     };

@@ -3,8 +3,9 @@
 //! ordering (lists, buckets, heaps) and call these to insert, evict and drop files, so the
 //! byte accounting and eviction reports are written once.
 
-use super::{Evictions, Map, Request};
+use super::{Evictions, Request};
 use crate::util::arena::{Arena, List};
+use crate::util::slotmap::SlotMap;
 use serde::{Deserialize, Serialize};
 
 /// What the shared bookkeeping needs from a policy's entry type.
@@ -39,20 +40,32 @@ pub(crate) use entry;
 /// an entry keeps its slot while it moves between the policy's lists.
 #[derive(Clone, Serialize, Deserialize)]
 pub struct Table<E> {
-    pub map: Map<u32>,
+    pub map: SlotMap,
     pub arena: Arena<E>,
 }
 
 impl<E: Entry> Default for Table<E> {
     fn default() -> Self {
-        Table { map: Map::default(), arena: Arena::new() }
+        Table { map: SlotMap::default(), arena: Arena::new() }
     }
 }
 
 impl<E: Entry> Table<E> {
     #[inline(always)]
     pub fn slot(&self, id: u64) -> Option<u32> {
-        self.map.get(&id).copied()
+        self.map.get(id)
+    }
+    /// Memory hints for a request coming soon (no effect on results): `prefetch_place` loads
+    /// where `id` sits in the map; `prefetch_entry`, called later, its entry (if resident).
+    #[inline(always)]
+    pub fn prefetch_place(&self, id: u64) {
+        self.map.prefetch(id)
+    }
+    #[inline(always)]
+    pub fn prefetch_entry(&self, id: u64) {
+        if let Some(slot) = self.map.get(id) {
+            self.arena.prefetch(slot);
+        }
     }
     #[inline(always)]
     pub fn get(&self, slot: u32) -> &E {
@@ -73,7 +86,7 @@ impl<E: Entry> Table<E> {
     #[inline(always)]
     pub fn free(&mut self, slot: u32) -> E {
         let e = self.arena.release(slot);
-        self.map.remove(&e.id());
+        self.map.remove(e.id());
         e
     }
     #[inline]
@@ -173,7 +186,7 @@ impl<E: Entry> Resident<E> {
 
     #[inline(always)]
     pub fn contains(&self, id: u64) -> bool {
-        self.table.map.contains_key(&id)
+        self.table.map.contains_key(id)
     }
     #[inline]
     pub fn len(&self) -> usize {
@@ -200,6 +213,14 @@ macro_rules! resident_queries {
         }
         fn len(&self) -> usize {
             self.$field.len()
+        }
+        #[inline(always)]
+        fn prefetch_place(&self, id: u64) {
+            self.$field.table.prefetch_place(id)
+        }
+        #[inline(always)]
+        fn prefetch_entry(&self, id: u64) {
+            self.$field.table.prefetch_entry(id)
         }
     };
 }

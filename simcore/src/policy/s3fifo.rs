@@ -188,6 +188,14 @@ impl Policy for S3Fifo {
     fn len(&self) -> usize {
         self.q.len(SMALL) + self.q.len(MAIN)
     }
+    #[inline(always)]
+    fn prefetch_place(&self, id: u64) {
+        self.table.prefetch_place(id)
+    }
+    #[inline(always)]
+    fn prefetch_entry(&self, id: u64) {
+        self.table.prefetch_entry(id)
+    }
 }
 
 #[cfg(test)]

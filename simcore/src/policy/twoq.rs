@@ -163,6 +163,14 @@ impl Policy for TwoQ {
     fn len(&self) -> usize {
         self.q.len(AIN) + self.q.len(AM)
     }
+    #[inline(always)]
+    fn prefetch_place(&self, id: u64) {
+        self.table.prefetch_place(id)
+    }
+    #[inline(always)]
+    fn prefetch_entry(&self, id: u64) {
+        self.table.prefetch_entry(id)
+    }
 }
 
 #[cfg(test)]
