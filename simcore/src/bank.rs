@@ -4,7 +4,7 @@
 //! CPU cache for a whole batch. Counters come out per (window, cache, tier, field), where the
 //! caller numbers the windows of a batch (event-time windows are the caller's business).
 
-use crate::policy::{needs_future, Evictions, Request};
+use crate::policy::{needs_future, Evictions, Request, Stage};
 use crate::shadow::{CacheSpec, Shadow};
 use crate::stats::*;
 use serde::{Deserialize, Serialize};
@@ -116,10 +116,10 @@ impl Bank {
                 // software pipeline of memory loads (large caches are bound by them): the map
                 // place of the read 2·AHEAD events on, then the entry of the one AHEAD on
                 if i + 2 * AHEAD < n {
-                    shadow.prefetch(ev.id[i + 2 * AHEAD], false);
+                    shadow.prefetch(ev.id[i + 2 * AHEAD], Stage::Place);
                 }
                 if i + AHEAD < n {
-                    shadow.prefetch(ev.id[i + AHEAD], true);
+                    shadow.prefetch(ev.id[i + AHEAD], Stage::Entry);
                 }
                 let id = ev.id[i];
                 if ev.op[i] != OP_READ {

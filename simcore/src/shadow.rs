@@ -1,7 +1,7 @@
 //! One shadow cache: a policy (optionally split into hash partitions and/or spatially sampled)
 //! plus its counters by tier.
 
-use crate::policy::{AnyPolicy, Evictions, Outcome, Params, Request};
+use crate::policy::{AnyPolicy, Evictions, Outcome, Params, Request, Stage};
 use crate::stats::*;
 use crate::util::hash::{partition_of, sample_hash, SAMPLE_MODULUS};
 use serde::{Deserialize, Serialize};
@@ -111,15 +111,12 @@ impl Shadow {
         Some(out)
     }
 
-    /// Memory hints for a read a few events ahead (no effect on results); see `Bank::run`.
+    /// Memory hint for a read a few events ahead (no effect on results); see `Bank::run`.
     #[inline(always)]
-    pub fn prefetch(&self, id: u64, entry: bool) {
-        if self.parts.len() == 1 && self.threshold == SAMPLE_MODULUS {
-            if entry {
-                self.parts[0].prefetch_entry(id)
-            } else {
-                self.parts[0].prefetch_place(id)
-            }
+    pub fn prefetch(&self, id: u64, stage: Stage) {
+        if self.sampled(id) {
+            let i = if self.parts.len() == 1 { 0 } else { partition_of(id, self.parts.len() as u32) as usize };
+            self.parts[i].prefetch(id, stage);
         }
     }
 

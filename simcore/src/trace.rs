@@ -108,6 +108,13 @@ impl Columns {
     pub fn is_empty(&self) -> bool {
         self.id.is_empty()
     }
+    pub fn clear(&mut self) {
+        self.timestamp.clear();
+        self.id.clear();
+        self.size.clear();
+        self.bytes_read.clear();
+        self.tier.clear();
+    }
     pub fn append(&mut self, other: &mut Columns) {
         self.timestamp.append(&mut other.timestamp);
         self.id.append(&mut other.id);

@@ -195,12 +195,8 @@ impl Policy for ArcCache {
         self.q.len(T1) + self.q.len(T2)
     }
     #[inline(always)]
-    fn prefetch_place(&self, id: u64) {
-        self.table.prefetch_place(id)
-    }
-    #[inline(always)]
-    fn prefetch_entry(&self, id: u64) {
-        self.table.prefetch_entry(id)
+    fn prefetch(&self, id: u64, stage: Stage) {
+        self.table.prefetch(id, stage)
     }
 }
 

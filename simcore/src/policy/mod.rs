@@ -112,12 +112,18 @@ pub trait Policy {
     fn capacity(&self) -> u64;
     /// Resident files.
     fn len(&self) -> usize;
-    /// Memory hints for a request a few steps ahead (no effect on results): first where `id`
-    /// sits in the policy's map, later (once that has arrived) its entry.
+    /// Memory hint for a request a few events ahead (no effect on results), in two stages as
+    /// the request comes closer: Place (where `id` sits in the policy's map), then Entry (its
+    /// entry, once the place has arrived).
     #[inline(always)]
-    fn prefetch_place(&self, _id: u64) {}
-    #[inline(always)]
-    fn prefetch_entry(&self, _id: u64) {}
+    fn prefetch(&self, _id: u64, _stage: Stage) {}
+}
+
+/// Stages of `Policy::prefetch`, furthest ahead first.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Stage {
+    Place,
+    Entry,
 }
 
 macro_rules! policies {
@@ -165,13 +171,9 @@ macro_rules! policies {
             pub fn len(&self) -> usize {
                 match self { $( AnyPolicy::$variant(p) => p.len(), )* }
             }
-            #[inline]
-            pub fn prefetch_place(&self, id: u64) {
-                match self { $( AnyPolicy::$variant(p) => p.prefetch_place(id), )* }
-            }
-            #[inline]
-            pub fn prefetch_entry(&self, id: u64) {
-                match self { $( AnyPolicy::$variant(p) => p.prefetch_entry(id), )* }
+            #[inline(always)]
+            pub fn prefetch(&self, id: u64, stage: Stage) {
+                match self { $( AnyPolicy::$variant(p) => p.prefetch(id, stage), )* }
             }
         }
     };

@@ -55,16 +55,17 @@ impl<E: Entry> Table<E> {
     pub fn slot(&self, id: u64) -> Option<u32> {
         self.map.get(id)
     }
-    /// Memory hints for a request coming soon (no effect on results): `prefetch_place` loads
-    /// where `id` sits in the map; `prefetch_entry`, called later, its entry (if resident).
+    /// Memory hints for a request coming soon (see `Policy::prefetch`): its place in the map,
+    /// then its entry.
     #[inline(always)]
-    pub fn prefetch_place(&self, id: u64) {
-        self.map.prefetch(id)
-    }
-    #[inline(always)]
-    pub fn prefetch_entry(&self, id: u64) {
-        if let Some(slot) = self.map.get(id) {
-            self.arena.prefetch(slot);
+    pub fn prefetch(&self, id: u64, stage: super::Stage) {
+        match stage {
+            super::Stage::Place => self.map.prefetch(id),
+            super::Stage::Entry => {
+                if let Some(slot) = self.map.get(id) {
+                    self.arena.prefetch(slot);
+                }
+            }
         }
     }
     #[inline(always)]
@@ -215,12 +216,8 @@ macro_rules! resident_queries {
             self.$field.len()
         }
         #[inline(always)]
-        fn prefetch_place(&self, id: u64) {
-            self.$field.table.prefetch_place(id)
-        }
-        #[inline(always)]
-        fn prefetch_entry(&self, id: u64) {
-            self.$field.table.prefetch_entry(id)
+        fn prefetch(&self, id: u64, stage: $crate::policy::Stage) {
+            self.$field.table.prefetch(id, stage)
         }
     };
 }

@@ -189,12 +189,8 @@ impl Policy for S3Fifo {
         self.q.len(SMALL) + self.q.len(MAIN)
     }
     #[inline(always)]
-    fn prefetch_place(&self, id: u64) {
-        self.table.prefetch_place(id)
-    }
-    #[inline(always)]
-    fn prefetch_entry(&self, id: u64) {
-        self.table.prefetch_entry(id)
+    fn prefetch(&self, id: u64, stage: Stage) {
+        self.table.prefetch(id, stage)
     }
 }
 

@@ -164,12 +164,8 @@ impl Policy for TwoQ {
         self.q.len(AIN) + self.q.len(AM)
     }
     #[inline(always)]
-    fn prefetch_place(&self, id: u64) {
-        self.table.prefetch_place(id)
-    }
-    #[inline(always)]
-    fn prefetch_entry(&self, id: u64) {
-        self.table.prefetch_entry(id)
+    fn prefetch(&self, id: u64, stage: Stage) {
+        self.table.prefetch(id, stage)
     }
 }
 
