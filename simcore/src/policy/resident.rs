@@ -36,6 +36,9 @@ macro_rules! entry {
 }
 pub(crate) use entry;
 
+/// Tables of fewer files (up to ~0.5 MB of map and entries) get no prefetch hints.
+const PREFETCH_MIN_FILES: usize = 8192;
+
 /// Files known to a policy (resident or ghost): id → slot, and the entries in one arena, so
 /// an entry keeps its slot while it moves between the policy's lists.
 #[derive(Clone, Serialize, Deserialize)]
@@ -59,6 +62,10 @@ impl<E: Entry> Table<E> {
     /// then its entry.
     #[inline(always)]
     pub fn prefetch(&self, id: u64, stage: super::Stage) {
+        // a small table stays in the CPU's caches anyway: hints would only cost instructions
+        if self.map.len() < PREFETCH_MIN_FILES {
+            return;
+        }
         match stage {
             super::Stage::Place => self.map.prefetch(id),
             super::Stage::Entry => {
