@@ -108,6 +108,9 @@ impl Bank {
         let n_caches = self.shadows.len();
         // Caches are independent: run them on all cores (RAYON_NUM_THREADS limits it) when the
         // batch is big enough to pay for the hand-off; each writes its own (window, tier) block.
+        // Prefetch hints pay when several caches share the CPU's caches (each batch finds the
+        // others' tables evicted); one cache alone keeps its table warm and the hints only cost.
+        let hints = n_caches > 1;
         let run = |shadow: &mut Shadow| -> Vec<Exact> {
             let mut block = vec![[0u128; N_FIELDS]; n_windows * per_cache];
             let mut evictions = Evictions::default();
@@ -115,10 +118,10 @@ impl Bank {
             for i in 0..n {
                 // software pipeline of memory loads (large caches are bound by them): the map
                 // place of the read 2·AHEAD events on, then the entry of the one AHEAD on
-                if i + 2 * AHEAD < n {
+                if hints && i + 2 * AHEAD < n {
                     shadow.prefetch(ev.id[i + 2 * AHEAD], Stage::Place);
                 }
-                if i + AHEAD < n {
+                if hints && i + AHEAD < n {
                     shadow.prefetch(ev.id[i + AHEAD], Stage::Entry);
                 }
                 let id = ev.id[i];
