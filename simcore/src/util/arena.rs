@@ -90,15 +90,6 @@ impl<T: Copy + Default> Arena<T> {
         }
     }
 
-    /// Memory hint: load the list neighbours of node `i` (what unlinking it touches).
-    #[inline(always)]
-    pub fn prefetch_links(&self, i: u32) {
-        if let Some(n) = self.nodes.get(i as usize) {
-            self.prefetch(n.prev);
-            self.prefetch(n.next);
-        }
-    }
-
     #[inline]
     pub fn get(&self, i: u32) -> &T {
         &self.nodes[i as usize].val
