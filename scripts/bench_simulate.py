@@ -128,7 +128,8 @@ def main() -> None:
         print(f"{name:26} {a[0]:14.3f} {b[0]:13.3f} {c[0]:13.3f} {c[0] / a[0]:9.2f} {c[0] / b[0]:8.2f} "
               f"{a[2] / 1024:10.0f}/{b[2] / 1024:.0f}/{c[2] / 1024:.0f}")
         print(f"{'  CPU s':26} {a[1]:14.3f} {b[1]:13.3f} {c[1]:13.3f} {c[1] / a[1]:9.2f} {c[1] / b[1]:8.2f}", flush=True)
-    print("ratio = libCacheSim time / ours (higher is faster); libCacheSim for 24 caches: 2 processes × 12 caches")
+    print("ratio = libCacheSim time / ours (higher is faster); libCacheSim for 24 caches: 2 processes × 12 caches; "
+          f"load at the end {os.getloadavg()[0]:.1f} (on a shared machine compare the CPU ratios)")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
 //! CPU cache for a whole batch. Counters come out per (window, cache, tier, field), where the
 //! caller numbers the windows of a batch (event-time windows are the caller's business).
 
-use crate::policy::{needs_future, Evictions, Request};
+use crate::policy::{needs_future, Evictions, Request, Stage};
 use crate::shadow::{CacheSpec, Shadow};
 use crate::stats::*;
 use serde::{Deserialize, Serialize};
@@ -81,6 +81,9 @@ pub struct Bank {
     pub events_seen: u64,
 }
 
+/// Events between a prefetch hint and the read it is for.
+const AHEAD: usize = 8;
+
 /// Cache-accesses in a batch below which threads cost more than they save.
 const PARALLEL_MIN_WORK: usize = 20_000;
 
@@ -90,12 +93,21 @@ pub const SNAPSHOT_VERSION: u32 = 3; // 2: totals are u128; 3: residence ages
 
 /// One batch through one cache; `read` serves a read (with or without its timestamp).
 #[inline(always)]
-fn feed<R>(shadow: &mut Shadow, ev: &Events, block: &mut [Exact], per_cache: usize, mut read: R)
+fn feed<R>(shadow: &mut Shadow, ev: &Events, block: &mut [Exact], per_cache: usize, hints: bool, mut read: R)
 where
     R: FnMut(&mut Shadow, &Request, usize, &mut Evictions, &mut [Exact]) -> Option<crate::policy::Outcome>,
 {
     let mut evictions = Evictions::default();
-    for i in 0..ev.len() {
+    let n = ev.len();
+    for i in 0..n {
+        // software pipeline of memory loads (large caches are bound by them): the map
+        // place of the read 2·AHEAD events on, then the entry of the one AHEAD on
+        if hints && i + 2 * AHEAD < n {
+            shadow.prefetch(ev.id[i + 2 * AHEAD], Stage::Place);
+        }
+        if hints && i + AHEAD < n {
+            shadow.prefetch(ev.id[i + AHEAD], Stage::Entry);
+        }
         let id = ev.id[i];
         if ev.op[i] != OP_READ {
             shadow.invalidate(id);
@@ -137,12 +149,15 @@ impl Bank {
         let n_caches = self.shadows.len();
         // Caches are independent: run them on all cores (RAYON_NUM_THREADS limits it) when the
         // batch is big enough to pay for the hand-off; each writes its own (window, tier) block.
+        // Prefetch hints pay when several caches share the CPU's caches (each batch finds the
+        // others' tables evicted); one cache alone keeps its table warm and the hints only cost.
+        let hints = n_caches > 1;
         let run = |shadow: &mut Shadow| -> Vec<Exact> {
             let mut block = vec![[0u128; N_FIELDS]; n_windows * per_cache];
             // one loop per case, so the untimed loop is the one it always was (ages cost nothing there)
             match ev.ts {
-                Some(ts) => feed(shadow, ev, &mut block, per_cache, |s, req, i, e, w| s.read_at(req, ts[i], e, w)),
-                None => feed(shadow, ev, &mut block, per_cache, |s, req, _, e, w| s.read(req, e, w)),
+                Some(ts) => feed(shadow, ev, &mut block, per_cache, hints, |s, req, i, e, w| s.read_at(req, ts[i], e, w)),
+                None => feed(shadow, ev, &mut block, per_cache, hints, |s, req, _, e, w| s.read(req, e, w)),
             }
             shadow.add_to_totals(&block);
             block

@@ -9,11 +9,11 @@ use crate::trace::{Columns, CsvParser};
 use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-/// Rows per batch handed from the reader thread to the simulation.
+/// Rows per batch handed from the reader thread to the simulation (unless told otherwise).
 pub const BATCH_ROWS: usize = 1 << 16;
 /// Batches in flight between the two threads (bounds memory: ~2.5 MB per batch of CSV columns).
 const IN_FLIGHT: usize = 4;
@@ -142,20 +142,33 @@ pub enum Msg {
 /// Streams a trace as batches of columns from a thread of its own.
 pub struct Stream {
     pub rx: Receiver<Msg>,
+    /// Batches the consumer is done with go back to the reader (no fresh pages per batch).
+    spent: SyncSender<Columns>,
     handle: Option<JoinHandle<()>>,
 }
 
 impl Stream {
-    pub fn start(path: &str, format: Format) -> Result<Self, String> {
+    /// `rows` per batch: more amortises a bank of many caches switching between its tables,
+    /// fewer keeps memory down (about 33 bytes per row, IN_FLIGHT + 2 batches at most).
+    pub fn start(path: &str, format: Format, rows: usize) -> Result<Self, String> {
         let source = Source::open(path)?;
+        let rows = rows.max(1);
         let (tx, rx) = sync_channel::<Msg>(IN_FLIGHT);
+        let (spent, reuse) = sync_channel::<Columns>(2);
         let handle = std::thread::Builder::new()
             .name("trace-reader".into())
             .spawn(move || {
                 let send = |m: Msg| tx.send(m).is_ok();
+                let fresh = |cap: usize| match reuse.try_recv() {
+                    Ok(mut c) => {
+                        c.clear();
+                        c
+                    }
+                    Err(_) => Columns::with_capacity(cap),
+                };
                 let result = match format {
-                    Format::Csv => read_csv(source, &send),
-                    Format::OracleGeneral => read_oracle(source, &send),
+                    Format::Csv => read_csv(source, rows, &send, &fresh),
+                    Format::OracleGeneral => read_oracle(source, rows, &send, &fresh),
                 };
                 match result {
                     Ok((tier_names, rows)) => {
@@ -167,7 +180,12 @@ impl Stream {
                 }
             })
             .map_err(|e| format!("cannot start the reader thread: {e}"))?;
-        Ok(Stream { rx, handle: Some(handle) })
+        Ok(Stream { rx, spent, handle: Some(handle) })
+    }
+
+    /// Hand a batch back once simulated (optional: dropping it is fine too).
+    pub fn recycle(&self, batch: Columns) {
+        let _ = self.spent.try_send(batch);
     }
 }
 
@@ -182,21 +200,51 @@ impl Drop for Stream {
     }
 }
 
-/// Decompressed chunks of `size` bytes from a thread of its own (decompression overlaps
-/// parsing); an empty chunk is the end.
-fn chunks(mut src: Source, size: usize) -> Receiver<Result<Vec<u8>, String>> {
+/// A piece of the decompressed stream: `buf[..len]`.
+struct Chunk {
+    buf: Vec<u8>,
+    len: usize,
+}
+
+impl Chunk {
+    fn data(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+/// Decompressed chunks of about `size` bytes from a thread of its own (decompression overlaps
+/// parsing); an empty chunk is the end. With `whole_lines`, every chunk but the last ends at a
+/// line end (the rest of a line starts the next chunk), so the parser never copies. Buffers
+/// come back through the returned sender and are refilled (no fresh pages per chunk).
+fn chunks(mut src: Source, size: usize, whole_lines: bool) -> (Receiver<Result<Chunk, String>>, SyncSender<Vec<u8>>) {
     let (tx, rx) = sync_channel(IN_FLIGHT);
-    let spawned = std::thread::Builder::new().name("trace-decompress".into()).spawn(move || loop {
-        let mut buf = vec![0u8; size];
-        match src.fill(&mut buf) {
-            Ok(n) => {
-                buf.truncate(n);
-                if tx.send(Ok(buf)).is_err() || n == 0 {
+    let (back, returned) = sync_channel::<Vec<u8>>(IN_FLIGHT + 2);
+    let spawned = std::thread::Builder::new().name("trace-decompress".into()).spawn(move || {
+        let mut tail: Vec<u8> = Vec::new();
+        loop {
+            let mut buf = returned.try_recv().unwrap_or_default();
+            let t = tail.len();
+            if buf.len() < t + size {
+                buf.resize(t + size, 0);
+            }
+            buf[..t].copy_from_slice(&tail);
+            tail.clear();
+            let n = match src.fill(&mut buf[t..t + size]) {
+                Ok(n) => n,
+                Err(e) => {
+                    let _ = tx.send(Err(e));
                     return;
                 }
+            };
+            let end = t + n;
+            let last = n < size; // `fill` stops short only at the end of the stream
+            let cut = if whole_lines && !last { memchr::memrchr(b'\n', &buf[..end]).map_or(0, |i| i + 1) } else { end };
+            tail.extend_from_slice(&buf[cut..end]);
+            if cut > 0 && tx.send(Ok(Chunk { buf, len: cut })).is_err() {
+                return;
             }
-            Err(e) => {
-                let _ = tx.send(Err(e));
+            if last {
+                let _ = tx.send(Ok(Chunk { buf: Vec::new(), len: 0 }));
                 return;
             }
         }
@@ -204,53 +252,45 @@ fn chunks(mut src: Source, size: usize) -> Receiver<Result<Vec<u8>, String>> {
     if let Err(e) = spawned {
         let (tx, rx) = sync_channel(1);
         let _ = tx.send(Err(format!("cannot start the decompression thread: {e}")));
-        return rx;
+        return (rx, back);
     }
-    rx
+    (rx, back)
 }
 
-/// Chunks of decompressed CSV cut at line ends, parsed into batches.
-fn read_csv(src: Source, send: &dyn Fn(Msg) -> bool) -> Result<(Vec<String>, u64), String> {
+/// Chunks of decompressed CSV (whole lines), parsed into batches of `rows`.
+fn read_csv(
+    src: Source,
+    rows_per_batch: usize,
+    send: &dyn Fn(Msg) -> bool,
+    fresh: &dyn Fn(usize) -> Columns,
+) -> Result<(Vec<String>, u64), String> {
     const CHUNK: usize = 1 << 20;
     let name = src.name.clone();
-    let input = chunks(src, CHUNK);
-    let mut carry: Vec<u8> = Vec::new();
+    let (input, back) = chunks(src, CHUNK, true);
     let mut parser: Option<CsvParser> = None;
-    let mut batch = Columns::with_capacity(BATCH_ROWS + CHUNK / 16);
+    let cap = rows_per_batch + CHUNK / 16;
+    let mut batch = fresh(cap);
     let mut rows = 0u64;
     let err = |e: String| format!("{name}: {e}");
     loop {
-        let buf = input.recv().map_err(|_| format!("{name}: the decompression thread stopped"))??;
-        let n = buf.len();
-        let end = n == 0;
-        let data: &[u8] = if carry.is_empty() {
-            &buf[..n]
-        } else {
-            carry.extend_from_slice(&buf[..n]);
-            &carry
-        };
-        // whole lines only, unless this is the end of the trace
-        let cut = if end { data.len() } else { memchr::memrchr(b'\n', data).map_or(0, |i| i + 1) };
-        let mut lines = &data[..cut];
-        if parser.is_none() && (!lines.is_empty() || end) {
+        let chunk = input.recv().map_err(|_| format!("{name}: the decompression thread stopped"))??;
+        let end = chunk.len == 0;
+        let mut lines = chunk.data();
+        if parser.is_none() && !end {
             let (header, body) = match memchr::memchr(b'\n', lines) {
                 Some(i) => (&lines[..i], &lines[i + 1..]),
                 None => (lines, &lines[lines.len()..]),
             };
-            if header.is_empty() && end {
-                return Err(err("line 1: empty trace, expected a header".into()));
-            }
             parser = Some(CsvParser::new(header).map_err(err)?);
             lines = body;
         }
         if let Some(p) = parser.as_mut() {
             p.parse(lines, &mut batch).map_err(err)?;
         }
-        let rest = data[cut..].to_vec();
-        carry = rest;
-        if batch.len() >= BATCH_ROWS || (end && !batch.is_empty()) {
+        let _ = back.try_send(chunk.buf);
+        if batch.len() >= rows_per_batch || (end && !batch.is_empty()) {
             rows += batch.len() as u64;
-            let full = std::mem::replace(&mut batch, Columns::with_capacity(BATCH_ROWS + CHUNK / 16));
+            let full = std::mem::replace(&mut batch, fresh(cap));
             if !send(Msg::Batch(full)) {
                 return Ok((Vec::new(), rows)); // the consumer stopped
             }
@@ -259,20 +299,27 @@ fn read_csv(src: Source, send: &dyn Fn(Msg) -> bool) -> Result<(Vec<String>, u64
             break;
         }
     }
-    let tier_names = parser.map(|p| p.tier_names).unwrap_or_default();
-    Ok((tier_names, rows))
+    let Some(parser) = parser else {
+        return Err(err("line 1: empty trace, expected a header".into()));
+    };
+    Ok((parser.tier_names, rows))
 }
 
 /// libCacheSim's oracleGeneral: little-endian 24-byte records, optionally compressed.
-fn read_oracle(src: Source, send: &dyn Fn(Msg) -> bool) -> Result<(Vec<String>, u64), String> {
+fn read_oracle(
+    src: Source,
+    rows_per_batch: usize,
+    send: &dyn Fn(Msg) -> bool,
+    fresh: &dyn Fn(usize) -> Columns,
+) -> Result<(Vec<String>, u64), String> {
     let name = src.name.clone();
-    let full = BATCH_ROWS * ORACLE_RECORD;
+    let full = rows_per_batch * ORACLE_RECORD;
     // every chunk is whole (`fill`) but the last, so records never straddle two
-    let input = chunks(src, full);
+    let (input, back) = chunks(src, full, false);
     let mut rows = 0u64;
     loop {
-        let buf = input.recv().map_err(|_| format!("{name}: the decompression thread stopped"))??;
-        let n = buf.len();
+        let chunk = input.recv().map_err(|_| format!("{name}: the decompression thread stopped"))??;
+        let n = chunk.len;
         if n % ORACLE_RECORD != 0 {
             let whole = rows + (n / ORACLE_RECORD) as u64;
             return Err(format!(
@@ -287,8 +334,8 @@ fn read_oracle(src: Source, send: &dyn Fn(Msg) -> bool) -> Result<(Vec<String>, 
             break;
         }
         let k = n / ORACLE_RECORD;
-        let mut cols = Columns::with_capacity(k);
-        for r in buf[..n].chunks_exact(ORACLE_RECORD) {
+        let mut cols = fresh(k);
+        for r in chunk.data().chunks_exact(ORACLE_RECORD) {
             let ts = u32::from_le_bytes(r[0..4].try_into().unwrap());
             let id = u64::from_le_bytes(r[4..12].try_into().unwrap());
             let size = u32::from_le_bytes(r[12..16].try_into().unwrap()) as u64;
@@ -298,11 +345,9 @@ fn read_oracle(src: Source, send: &dyn Fn(Msg) -> bool) -> Result<(Vec<String>, 
             cols.bytes_read.push(size);
             cols.tier.push(0);
         }
+        let _ = back.try_send(chunk.buf);
         rows += k as u64;
         if !send(Msg::Batch(cols)) {
-            break;
-        }
-        if n < full {
             break;
         }
     }
@@ -311,7 +356,7 @@ fn read_oracle(src: Source, send: &dyn Fn(Msg) -> bool) -> Result<(Vec<String>, 
 
 /// The whole trace in memory (for what needs it: % sizes, curves, belady).
 pub fn read_all(path: &str, format: Format) -> Result<(Columns, Vec<String>), String> {
-    let stream = Stream::start(path, format)?;
+    let stream = Stream::start(path, format, BATCH_ROWS)?;
     let mut all = Columns::default();
     loop {
         match stream.rx.recv() {

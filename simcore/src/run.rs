@@ -2,7 +2,7 @@
 //! while this thread simulates (what `cachescope simulate` runs).
 
 use crate::bank::{Bank, Events};
-use crate::reader::{Format, Msg, Stream};
+use crate::reader::{Format, Msg, Stream, BATCH_ROWS};
 use crate::shadow::CacheSpec;
 use crate::stats::N_FIELDS;
 
@@ -21,7 +21,9 @@ pub fn simulate_file(path: &str, format: Format, specs: Vec<CacheSpec>) -> Resul
     if bank.needs_future() {
         return Err("policy belady needs the whole trace in memory (next-access times)".into());
     }
-    let stream = Stream::start(path, format)?;
+    // a bank of several caches switches tables between batches: bigger batches amortise it
+    let rows = BATCH_ROWS * bank.shadows.len().clamp(1, 4);
+    let stream = Stream::start(path, format, rows)?;
     let mut ops: Vec<u8> = Vec::new();
     loop {
         match stream.rx.recv() {
@@ -40,6 +42,7 @@ pub fn simulate_file(path: &str, format: Format, specs: Vec<CacheSpec>) -> Resul
                     ts: None,
                 };
                 bank.feed_totals(&ev).map_err(|e| format!("{path}: {e}"))?;
+                stream.recycle(b);
             }
             Ok(Msg::End { tier_names, rows }) => {
                 let n_tiers = tier_names.len().max(1);

@@ -1,7 +1,7 @@
 //! One shadow cache: a policy (optionally split into hash partitions and/or spatially sampled)
 //! plus its counters by tier.
 
-use crate::policy::{AnyPolicy, Evictions, Map, Outcome, Params, Request};
+use crate::policy::{AnyPolicy, Evictions, Map, Outcome, Params, Request, Stage};
 use crate::stats::*;
 use crate::util::hash::{partition_of, sample_hash, SAMPLE_MODULUS};
 use serde::{Deserialize, Serialize};
@@ -168,6 +168,15 @@ impl Shadow {
     /// Resident files whose arrival time is known (reads with timestamps).
     pub fn timed_files(&self) -> usize {
         self.born.len()
+    }
+
+    /// Memory hint for a read a few events ahead (no effect on results); see `Bank::run`.
+    #[inline(always)]
+    pub fn prefetch(&self, id: u64, stage: Stage) {
+        if self.sampled(id) {
+            let i = if self.parts.len() == 1 { 0 } else { partition_of(id, self.parts.len() as u32) as usize };
+            self.parts[i].prefetch(id, stage);
+        }
     }
 
     /// Add a batch's counters (windows × tiers, flat) to the cumulative totals.

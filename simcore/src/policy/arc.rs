@@ -194,6 +194,10 @@ impl Policy for ArcCache {
     fn len(&self) -> usize {
         self.q.len(T1) + self.q.len(T2)
     }
+    #[inline(always)]
+    fn prefetch(&self, id: u64, stage: Stage) {
+        self.table.prefetch(id, stage)
+    }
 }
 
 #[cfg(test)]

@@ -113,6 +113,18 @@ pub trait Policy {
     fn capacity(&self) -> u64;
     /// Resident files.
     fn len(&self) -> usize;
+    /// Memory hint for a request a few events ahead (no effect on results), in two stages as
+    /// the request comes closer: Place (where `id` sits in the policy's map), then Entry (its
+    /// entry, once the place has arrived).
+    #[inline(always)]
+    fn prefetch(&self, _id: u64, _stage: Stage) {}
+}
+
+/// Stages of `Policy::prefetch`, furthest ahead first.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Stage {
+    Place,
+    Entry,
 }
 
 macro_rules! policies {
@@ -159,6 +171,10 @@ macro_rules! policies {
             }
             pub fn len(&self) -> usize {
                 match self { $( AnyPolicy::$variant(p) => p.len(), )* }
+            }
+            #[inline(always)]
+            pub fn prefetch(&self, id: u64, stage: Stage) {
+                match self { $( AnyPolicy::$variant(p) => p.prefetch(id, stage), )* }
             }
         }
     };

@@ -3,8 +3,9 @@
 //! ordering (lists, buckets, heaps) and call these to insert, evict and drop files, so the
 //! byte accounting and eviction reports are written once.
 
-use super::{Evictions, Map, Request};
+use super::{Evictions, Request};
 use crate::util::arena::{Arena, List};
+use crate::util::slotmap::SlotMap;
 use serde::{Deserialize, Serialize};
 
 /// What the shared bookkeeping needs from a policy's entry type.
@@ -35,24 +36,44 @@ macro_rules! entry {
 }
 pub(crate) use entry;
 
+/// Tables of fewer files (up to ~0.5 MB of map and entries) get no prefetch hints.
+const PREFETCH_MIN_FILES: usize = 8192;
+
 /// Files known to a policy (resident or ghost): id → slot, and the entries in one arena, so
 /// an entry keeps its slot while it moves between the policy's lists.
 #[derive(Clone, Serialize, Deserialize)]
 pub struct Table<E> {
-    pub map: Map<u32>,
+    pub map: SlotMap,
     pub arena: Arena<E>,
 }
 
 impl<E: Entry> Default for Table<E> {
     fn default() -> Self {
-        Table { map: Map::default(), arena: Arena::new() }
+        Table { map: SlotMap::default(), arena: Arena::new() }
     }
 }
 
 impl<E: Entry> Table<E> {
     #[inline(always)]
     pub fn slot(&self, id: u64) -> Option<u32> {
-        self.map.get(&id).copied()
+        self.map.get(id)
+    }
+    /// Memory hints for a request coming soon (see `Policy::prefetch`): its place in the map,
+    /// then its entry.
+    #[inline(always)]
+    pub fn prefetch(&self, id: u64, stage: super::Stage) {
+        // a small table stays in the CPU's caches anyway: hints would only cost instructions
+        if self.map.len() < PREFETCH_MIN_FILES {
+            return;
+        }
+        match stage {
+            super::Stage::Place => self.map.prefetch(id),
+            super::Stage::Entry => {
+                if let Some(slot) = self.map.get(id) {
+                    self.arena.prefetch(slot);
+                }
+            }
+        }
     }
     #[inline(always)]
     pub fn get(&self, slot: u32) -> &E {
@@ -73,7 +94,7 @@ impl<E: Entry> Table<E> {
     #[inline(always)]
     pub fn free(&mut self, slot: u32) -> E {
         let e = self.arena.release(slot);
-        self.map.remove(&e.id());
+        self.map.remove(e.id());
         e
     }
     #[inline]
@@ -173,7 +194,7 @@ impl<E: Entry> Resident<E> {
 
     #[inline(always)]
     pub fn contains(&self, id: u64) -> bool {
-        self.table.map.contains_key(&id)
+        self.table.map.contains_key(id)
     }
     #[inline]
     pub fn len(&self) -> usize {
@@ -200,6 +221,10 @@ macro_rules! resident_queries {
         }
         fn len(&self) -> usize {
             self.$field.len()
+        }
+        #[inline(always)]
+        fn prefetch(&self, id: u64, stage: $crate::policy::Stage) {
+            self.$field.table.prefetch(id, stage)
         }
     };
 }

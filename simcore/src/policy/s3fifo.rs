@@ -188,6 +188,10 @@ impl Policy for S3Fifo {
     fn len(&self) -> usize {
         self.q.len(SMALL) + self.q.len(MAIN)
     }
+    #[inline(always)]
+    fn prefetch(&self, id: u64, stage: Stage) {
+        self.table.prefetch(id, stage)
+    }
 }
 
 #[cfg(test)]

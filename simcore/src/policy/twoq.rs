@@ -163,6 +163,10 @@ impl Policy for TwoQ {
     fn len(&self) -> usize {
         self.q.len(AIN) + self.q.len(AM)
     }
+    #[inline(always)]
+    fn prefetch(&self, id: u64, stage: Stage) {
+        self.table.prefetch(id, stage)
+    }
 }
 
 #[cfg(test)]

@@ -82,6 +82,14 @@ impl<T: Copy + Default> Arena<T> {
         v
     }
 
+    /// Memory hint: load node `i` (no effect on results; `i` may be out of range).
+    #[inline(always)]
+    pub fn prefetch(&self, i: u32) {
+        if let Some(n) = self.nodes.get(i as usize) {
+            crate::util::slotmap::prefetch(n as *const Node<T>);
+        }
+    }
+
     #[inline]
     pub fn get(&self, i: u32) -> &T {
         &self.nodes[i as usize].val

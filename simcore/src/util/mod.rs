@@ -1,3 +1,4 @@
 pub mod arena;
 pub mod fenwick;
 pub mod hash;
+pub mod slotmap;
