@@ -89,6 +89,15 @@ class ShadowBank:
         return self._bank.feed(*_columns(file_id, file_size, bytes_read, tier, op, next_access),
                                None if window is None else np.ascontiguousarray(window, dtype=np.uint32))
 
+    def feed_cells(self, file_id, file_size, bytes_read, tier, op, window, next_access=None) -> dict[str, np.ndarray]:
+        """Feed a batch (`window`: each event's window number, < 2^32); returns only the counter
+        cells it touched: dict(window, cache, tier, values (cells, fields) u64). Cells of equal
+        (window, cache, tier) add up (a window met twice in the batch gives two)."""
+        file_id, file_size, bytes_read, tier, op, next_access = _columns(file_id, file_size, bytes_read, tier, op,
+                                                                         next_access)
+        return self._bank.feed_cells(file_id, file_size, bytes_read, tier, op,
+                                     np.ascontiguousarray(window, dtype=np.uint32), next_access)
+
     def feed_totals(self, file_id, file_size, bytes_read, tier, op, next_access=None) -> None:
         """Feed a batch into the exact totals only (no per-window counters)."""
         self._bank.feed_totals(*_columns(file_id, file_size, bytes_read, tier, op, next_access))
