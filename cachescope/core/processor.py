@@ -243,7 +243,7 @@ class GroupProcessor:
         eff = obs = None
         if done:
             self.open_eff_starts.difference_update(done)
-            eff, self.open_eff = self.open_eff.summed().split(closed_before, self.window_us)
+            eff, self.open_eff = self.open_eff.summed(self.window_us).split(closed_before, self.window_us)
         if self.open_observed.n:
             obs, self.open_observed = self.open_observed.summed().split(closed_before, self.window_us)
         if self.alerts:
@@ -261,7 +261,7 @@ class GroupProcessor:
             add = eff  # a closed window's counters join its hour, the hour's its day (summed on the way)
             for name, length in ROLLUPS.items():
                 self.open_rollup_starts[name].update(s - s % length for s in done)
-                add = _Cells(add.start - add.start % length, add.cache, add.tier, add.values).summed()
+                add = _Cells(add.start - add.start % length, add.cache, add.tier, add.values).summed(length)
                 self.open_rollup[name] = _Cells.concat([self.open_rollup[name], add])
             out.efficiency = self._efficiency_rows(eff, self.window_us, totals=True)
         for name, length in ROLLUPS.items():
@@ -269,7 +269,7 @@ class GroupProcessor:
             done_period = [s for s in starts if closed(s, length)]
             if done_period:
                 starts.difference_update(done_period)
-                rows, self.open_rollup[name] = self.open_rollup[name].summed().split(closed_before, length)
+                rows, self.open_rollup[name] = self.open_rollup[name].summed(length).split(closed_before, length)
                 if rows.n:
                     out.rollups[name] = self._efficiency_rows(rows, length)
         done_curve = sorted(s for s in self.open_curve if closed(s, self.curve_window_us))
@@ -365,9 +365,10 @@ class GroupProcessor:
             "events_in": self.events_in,
             "late_total": self.late_total,
             "run": self.run,
-            "eff": self.open_eff.dense(self.open_eff_starts, self._shape),
+            "eff": self.open_eff.dense(self.open_eff_starts, self._shape, self.window_us),
             "eff_shape": list(self._shape),
-            "rollups": {name: w.dense(self.open_rollup_starts[name], self._shape) for name, w in self.open_rollup.items()},
+            "rollups": {name: w.dense(self.open_rollup_starts[name], self._shape, ROLLUPS[name])
+                        for name, w in self.open_rollup.items()},
             "curve_open": [(s, h.tobytes(), r.tobytes()) for s, (h, r) in sorted(self.open_curve.items())],
             "obs": self.open_observed.summed().items(),
             "alerts": self.alerts.snapshot() if self.alerts else None,
@@ -439,18 +440,33 @@ class _Cells:
             return parts[0]
         return cls(*(np.concatenate([getattr(p, k) for p in parts]) for k in cls.__slots__))
 
-    def summed(self) -> "_Cells":
+    def summed(self, length: int) -> "_Cells":
+        """`length`: the windows' length (µs); every start is a multiple of it."""
         if self.n < 2:
             return self
-        order = np.lexsort((self.tier, self.cache, self.start))
-        s, c, t = self.start[order], self.cache[order], self.tier[order]
-        first = np.ones(len(s), dtype=bool)
-        first[1:] = (s[1:] != s[:-1]) | (c[1:] != c[:-1]) | (t[1:] != t[:-1])
+        low = int(self.start.min())
+        w = (self.start - low) // length
+        n_c, n_t = int(self.cache.max()) + 1, int(self.tier.max()) + 1
+        if (int(w.max()) + 1) * n_c * n_t < 2**62:
+            # one integer key; the engine's cells come as one ascending run per cache, which the
+            # stable sort (timsort) merges
+            key = (w * n_c + self.cache) * n_t + self.tier
+            order = np.argsort(key, kind="stable")
+            k = key[order]
+            first = np.ones(len(k), dtype=bool)
+            first[1:] = k[1:] != k[:-1]
+        else:
+            order = np.lexsort((self.tier, self.cache, self.start))
+            s_, c_, t_ = self.start[order], self.cache[order], self.tier[order]
+            first = np.ones(len(s_), dtype=bool)
+            first[1:] = (s_[1:] != s_[:-1]) | (c_[1:] != c_[:-1]) | (t_[1:] != t_[:-1])
+        at = order[first]
+        s, c, t = self.start[at], self.cache[at], self.tier[at]
         at = np.flatnonzero(first)
         values = self.values[order]
-        if len(at) < len(s):
+        if len(at) < self.n:
             values = np.add.reduceat(values, at, axis=0)  # wraps past 2^64 as the old `+=` did
-        return _Cells(s[at], c[at], t[at], values)
+        return _Cells(s, c, t, values)
 
     def split(self, closed_before: int | None, length: int) -> tuple["_Cells", "_Cells"]:
         """(cells of windows closed before `closed_before` (None: all), the others)."""
@@ -463,9 +479,9 @@ class _Cells:
         return (_Cells(self.start[m], self.cache[m], self.tier[m], self.values[m]),
                 _Cells(self.start[keep], self.cache[keep], self.tier[keep], self.values[keep]))
 
-    def dense(self, starts: set[int], shape: tuple[int, int, int]) -> list[tuple[int, bytes]]:
+    def dense(self, starts: set[int], shape: tuple[int, int, int], length: int) -> list[tuple[int, bytes]]:
         """The snapshot form: (start, dense (caches, tiers, fields) u64 bytes) per open window."""
-        c = self.summed()
+        c = self.summed(length)
         out = []
         for s in sorted(starts):
             block = np.zeros(shape, dtype=np.uint64)

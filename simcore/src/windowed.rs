@@ -3,17 +3,16 @@
 //!
 //! A replay of old logs has sparse windows (tens of events per minute) and the dense block of a
 //! batch (64 windows × 24 caches × 64 tiers × 7 u128) cost more to zero, narrow and scan than
-//! the caches themselves. Here each cache keeps one window's counters while consecutive events
-//! fall in the same window (the usual case: events come in time order) and hands over the tiers
-//! it touched when the window changes. A window met twice in a batch (out-of-order events)
-//! gives two cells; the caller sums cells of equal (window, cache, tier).
+//! the caches themselves. Here each cache keeps a hash map of the (window, tier) cells the batch
+//! touched (log records come only roughly in time order: windows interleave) and hands them
+//! over sorted by (window, tier). The caller sums the cells of a window over batches.
 
 use crate::bank::{Bank, Events, OP_READ};
 use crate::policy::{needs_future, Evictions, Request};
 use crate::shadow::Shadow;
 use crate::stats::*;
 
-/// Touched cells of a batch, in cache order (then in the order their windows ended).
+/// Touched cells of a batch, in cache order, then (window, tier) order.
 #[derive(Default)]
 pub struct Cells {
     pub window: Vec<u32>,
@@ -23,70 +22,19 @@ pub struct Cells {
     pub values: Vec<u64>,
 }
 
-struct Open {
-    window: u32,
-    block: Vec<Exact>,
-    touched: Vec<u8>,
-    seen: Vec<bool>,
-}
-
-impl Open {
-    fn touch(&mut self, t: usize) {
-        if !self.seen[t] {
-            self.seen[t] = true;
-            self.touched.push(t as u8);
-        }
-    }
-
-    /// Hand over the touched tiers (ascending) of the open window, add them to the totals.
-    fn flush(&mut self, shadow: &mut Shadow, cache: u32, out: &mut Cells, overflow: &mut Option<String>) {
-        self.touched.sort_unstable();
-        for &t in &self.touched {
-            let t = t as usize;
-            let c = self.block[t];
-            if c.iter().any(|&v| v != 0) {
-                add_exact(&mut shadow.totals[t], &c);
-                match narrow(&c) {
-                    Some(n) => {
-                        out.window.push(self.window);
-                        out.cache.push(cache);
-                        out.tier.push(t as u8);
-                        out.values.extend_from_slice(&n);
-                    }
-                    None if overflow.is_none() => {
-                        *overflow = Some(format!(
-                            "cache {cache}, window {}, tier {t}: a counter exceeds 2^64-1 within one window; feed shorter windows",
-                            self.window
-                        ))
-                    }
-                    None => {}
-                }
-            }
-            self.block[t] = [0; N_FIELDS];
-            self.seen[t] = false;
-        }
-        self.touched.clear();
-    }
-}
-
 fn run_cache(shadow: &mut Shadow, cache: u32, ev: &Events, n_tiers: usize) -> (Cells, Option<String>) {
-    let mut out = Cells::default();
-    let mut overflow = None;
-    let mut open = Open { window: 0, block: vec![[0; N_FIELDS]; n_tiers], touched: Vec::new(), seen: vec![false; n_tiers] };
+    // the counters of each (window, tier) the batch touched, keyed window << 8 | tier; an
+    // event's counters land in `scratch` (by tier, as Shadow::read writes them) and move here
+    let mut cells: rustc_hash::FxHashMap<u64, Exact> = Default::default();
+    let mut scratch = vec![[0u128; N_FIELDS]; n_tiers];
     let mut evictions = Evictions::default();
-    let mut first = true;
     for i in 0..ev.len() {
         let id = ev.id[i];
         if ev.op[i] != OP_READ {
             shadow.invalidate(id);
             continue;
         }
-        let w = ev.window.map_or(0, |w| w[i]);
-        if first || w != open.window {
-            open.flush(shadow, cache, &mut out, &mut overflow);
-            open.window = w;
-            first = false;
-        }
+        let key = (ev.window.map_or(0, |w| w[i]) as u64) << 8;
         let req = Request {
             id,
             size: ev.size[i],
@@ -94,15 +42,49 @@ fn run_cache(shadow: &mut Shadow, cache: u32, ev: &Events, n_tiers: usize) -> (C
             tier: ev.tier[i],
             next_access: ev.next_access.map_or(u64::MAX, |n| n[i]),
         };
-        if shadow.read(&req, &mut evictions, &mut open.block).is_some() {
-            open.touch(req.tier as usize);
+        if shadow.read(&req, &mut evictions, &mut scratch).is_some() {
+            let t = req.tier as usize;
+            if scratch[t] != [0; N_FIELDS] {
+                add_exact(cells.entry(key | t as u64).or_insert([0; N_FIELDS]), &scratch[t]);
+                scratch[t] = [0; N_FIELDS];
+            }
             for k in 0..evictions.items.len() {
                 let t = evictions.items[k].1 as usize;
-                open.touch(t);
+                if scratch[t] != [0; N_FIELDS] {
+                    add_exact(cells.entry(key | t as u64).or_insert([0; N_FIELDS]), &scratch[t]);
+                    scratch[t] = [0; N_FIELDS];
+                }
             }
         }
     }
-    open.flush(shadow, cache, &mut out, &mut overflow);
+    let mut keys: Vec<u64> = cells.keys().copied().collect();
+    keys.sort_unstable();
+    let mut out = Cells {
+        window: Vec::with_capacity(keys.len()),
+        cache: Vec::with_capacity(keys.len()),
+        tier: Vec::with_capacity(keys.len()),
+        values: Vec::with_capacity(keys.len() * N_FIELDS),
+    };
+    let mut overflow = None;
+    for key in keys {
+        let c = cells[&key];
+        let (w, t) = ((key >> 8) as u32, (key & 0xff) as u8);
+        add_exact(&mut shadow.totals[t as usize], &c);
+        match narrow(&c) {
+            Some(n) => {
+                out.window.push(w);
+                out.cache.push(cache);
+                out.tier.push(t);
+                out.values.extend_from_slice(&n);
+            }
+            None if overflow.is_none() => {
+                overflow = Some(format!(
+                    "cache {cache}, window {w}, tier {t}: a counter exceeds 2^64-1 within one window; feed shorter windows"
+                ))
+            }
+            None => {}
+        }
+    }
     (out, overflow)
 }
 
