@@ -285,9 +285,12 @@ class GroupProcessor:
         evictions = FIELDS.index("evictions")
         keep = np.flatnonzero((cells.values[:, 0] > 0) | (cells.values[:, evictions] > 0))
         start, c, t, values = cells.start[keep], cells.cache[keep], cells.tier[keep], cells.values[keep]
-        if totals:  # (counters of the other (cache, tier) cells are 0: no request, no eviction)
-            np.add.at(self.emitted_totals, c, values)
-            self.emitted_any[c] = True
+        if totals and len(keep):  # (counters of the other (cache, tier) cells are 0: no request, no eviction)
+            order = np.argsort(c.astype(np.uint16), kind="stable")  # a radix sort (np.add.at is slow)
+            cs = c[order]
+            at = np.flatnonzero(np.r_[True, cs[1:] != cs[:-1]])
+            self.emitted_totals[cs[at]] += np.add.reduceat(values[order], at, axis=0)
+            self.emitted_any[cs[at]] = True
         if not len(keep):
             return None
         rows = {
