@@ -175,12 +175,13 @@ class GroupProcessor:
         adm = self.config.shadow.admission
         out = excluded(ev.tier, ev.file_size, ev.op, adm.exclude_tiers, adm.max_file_size) if adm else None
         if out is None or not out.any():
-            cells = _Cells.of(self.bank.feed_cells(ev.file_id, ev.file_size, ev.bytes_read, tier, ev.op, index))
+            cells = _Cells.of(self.bank.feed_cells(ev.file_id, ev.file_size, ev.bytes_read, tier, ev.op, index,
+                                                   tiers_used=len(self.tiers.names)))
         else:
             keep = ~out
             cells = _Cells.concat([
                 _Cells.of(self.bank.feed_cells(ev.file_id[keep], ev.file_size[keep], ev.bytes_read[keep], tier[keep],
-                                               ev.op[keep], index[keep])),
+                                               ev.op[keep], index[keep], tiers_used=len(self.tiers.names))),
                 self._bypassed(index[out], tier[out], ev.bytes_read[out], ev.file_id[out])])
         cells.start = cells.start * self.window_us + low if starts is None else starts[cells.start]
         self.open_eff = _Cells.concat([self.open_eff, cells])

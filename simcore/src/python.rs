@@ -114,7 +114,8 @@ impl PyBank {
 
     /// Feed one batch (each event's window number within it); returns only the cells it touched:
     /// dict(window u32, cache u32, tier u8, values u64 (cells, fields)) (`windowed.rs`).
-    #[pyo3(signature = (file_id, file_size, bytes_read, tier, op, window, next_access=None))]
+    /// `tiers_used`: every tier code fed so far is below it (None: n_tiers).
+    #[pyo3(signature = (file_id, file_size, bytes_read, tier, op, window, next_access=None, tiers_used=None))]
     #[allow(clippy::too_many_arguments)]
     fn feed_cells<'py>(
         &mut self,
@@ -126,10 +127,11 @@ impl PyBank {
         op: PyReadonlyArray1<'py, u8>,
         window: PyReadonlyArray1<'py, u32>,
         next_access: Option<PyReadonlyArray1<'py, u64>>,
+        tiers_used: Option<usize>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let ev = events(&file_id, &file_size, &bytes_read, &tier, &op, next_access.as_ref(), Some(&window))?;
         let inner = &mut self.inner;
-        let cells = py.detach(|| crate::windowed::feed_cells(inner, &ev)).map_err(err)?;
+        let cells = py.detach(|| crate::windowed::feed_cells(inner, &ev, tiers_used)).map_err(err)?;
         let n = cells.window.len();
         let d = PyDict::new(py);
         d.set_item("window", PyArray1::from_vec(py, cells.window))?;
