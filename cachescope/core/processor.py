@@ -86,14 +86,14 @@ class GroupProcessor:
         self.tiers = TierCodes(config.n_tiers)
         self.max_ts = _NEG_INF
         # open windows: the counters of efficiency windows and their hours and days as sparse
-        # cells (window start, cache, tier, fields), summed when a window closes; the starts of the
-        # windows that saw events (a window of only writes or deletes closes too: alerts count it)
+        # cells (window start, cache, tier, fields), one per key, sorted; the starts of the windows
+        # that saw events (a window of only writes or deletes closes too: alerts count it)
         self.open_eff = _Cells.empty(len(FIELDS))
         self.open_eff_starts: set[int] = set()
         self.open_rollup: dict[str, _Cells] = {name: _Cells.empty(len(FIELDS)) for name in ROLLUPS}
         self.open_rollup_starts: dict[str, set[int]] = {name: set() for name in ROLLUPS}
         self.open_curve: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        # real-cache numbers per (window, server, tier): the events' values, summed on closing
+        # real-cache numbers per (window, server, tier), one row per key, sorted
         self.open_observed = _Observed.empty()
         self.events_in = 0
         self.late_total = 0
@@ -184,7 +184,9 @@ class GroupProcessor:
                                                ev.op[keep], index[keep], tiers_used=len(self.tiers.names))),
                 self._bypassed(index[out], tier[out], ev.bytes_read[out], ev.file_id[out])])
         cells.start = cells.start * self.window_us + low if starts is None else starts[cells.start]
-        self.open_eff = _Cells.concat([self.open_eff, cells])
+        # summed per batch: the open windows' cells stay one per (window, cache, tier), however
+        # many batches a window spans (a live stream feeds each minute in hundreds of messages)
+        self.open_eff = _Cells.concat([self.open_eff, cells]).summed(self.window_us)
         if self.curve is not None:
             cwin = win - win % self.curve_window_us
             cstarts, cindex = np.unique(cwin, return_inverse=True)
@@ -231,7 +233,7 @@ class GroupProcessor:
                            np.maximum(ev.observed_hit_bytes[idx], 0), np.maximum(ev.observed_miss_bytes[idx], 0),
                            np.maximum(ev.observed_bypass_bytes[idx], 0)], axis=1)
         self.open_observed = _Observed.concat([self.open_observed,
-                                               _Observed(win[idx], ev.server[idx], ev.tier[idx], values)])
+                                               _Observed(win[idx], ev.server[idx], ev.tier[idx], values)]).summed()
 
     # ------------------------------------------------------------------ emission
 
@@ -244,9 +246,9 @@ class GroupProcessor:
         eff = obs = None
         if done:
             self.open_eff_starts.difference_update(done)
-            eff, self.open_eff = self.open_eff.summed(self.window_us).split(closed_before, self.window_us)
+            eff, self.open_eff = self.open_eff.split(closed_before, self.window_us)
         if self.open_observed.n:
-            obs, self.open_observed = self.open_observed.summed().split(closed_before, self.window_us)
+            obs, self.open_observed = self.open_observed.split(closed_before, self.window_us)
         if self.alerts:
             if done:  # requests, hits, bytes_requested, bytes_hit per cache, all tiers
                 where = {s: i for i, s in enumerate(done)}
@@ -263,14 +265,14 @@ class GroupProcessor:
             for name, length in ROLLUPS.items():
                 self.open_rollup_starts[name].update(s - s % length for s in done)
                 add = _Cells(add.start - add.start % length, add.cache, add.tier, add.values).summed(length)
-                self.open_rollup[name] = _Cells.concat([self.open_rollup[name], add])
+                self.open_rollup[name] = _Cells.concat([self.open_rollup[name], add]).summed(length)
             out.efficiency = self._efficiency_rows(eff, self.window_us, totals=True)
         for name, length in ROLLUPS.items():
             starts = self.open_rollup_starts[name]
             done_period = [s for s in starts if closed(s, length)]
             if done_period:
                 starts.difference_update(done_period)
-                rows, self.open_rollup[name] = self.open_rollup[name].summed(length).split(closed_before, length)
+                rows, self.open_rollup[name] = self.open_rollup[name].split(closed_before, length)
                 if rows.n:
                     out.rollups[name] = self._efficiency_rows(rows, length)
         done_curve = sorted(s for s in self.open_curve if closed(s, self.curve_window_us))
@@ -374,7 +376,7 @@ class GroupProcessor:
             "rollups": {name: w.dense(self.open_rollup_starts[name], self._shape, ROLLUPS[name])
                         for name, w in self.open_rollup.items()},
             "curve_open": [(s, h.tobytes(), r.tobytes()) for s, (h, r) in sorted(self.open_curve.items())],
-            "obs": self.open_observed.summed().items(),
+            "obs": self.open_observed.items(),
             "alerts": self.alerts.snapshot() if self.alerts else None,
         }
         return msgspec.msgpack.encode(state)
@@ -395,9 +397,11 @@ class GroupProcessor:
         p.max_ts, p.events_in, p.late_total = state["max_ts"], state["events_in"], state["late_total"]
         p.run = state["run"]
         shape = tuple(state["eff_shape"])
-        p.open_eff, p.open_eff_starts = _Cells.from_dense(state["eff"], shape)
-        for name in ROLLUPS:
-            p.open_rollup[name], p.open_rollup_starts[name] = _Cells.from_dense(state["rollups"][name], shape)
+        cells, p.open_eff_starts = _Cells.from_dense(state["eff"], shape)
+        p.open_eff = cells.summed(p.window_us)
+        for name, length in ROLLUPS.items():
+            cells, p.open_rollup_starts[name] = _Cells.from_dense(state["rollups"][name], shape)
+            p.open_rollup[name] = cells.summed(length)
         if p.curve is not None:
             k, t = len(p.curve.grid), config.n_tiers
             p.open_curve = {
@@ -405,7 +409,7 @@ class GroupProcessor:
                     np.frombuffer(r, dtype=np.float64).reshape(t, 2).copy())
                 for s, h, r in state["curve_open"]
             }
-        p.open_observed = _Observed.from_items(state["obs"])
+        p.open_observed = _Observed.from_items(state["obs"]).summed()
         p.alerts.restore(state.get("alerts"))
         return p
 
