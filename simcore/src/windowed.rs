@@ -29,6 +29,9 @@ const FLAT_MAX_CELLS: usize = 1 << 16;
 /// `flat`: (windows, tiers in use): count in a flat block instead of a hash map.
 fn run_cache(shadow: &mut Shadow, cache: u32, ev: &Events, n_tiers: usize, flat: Option<(usize, usize)>) -> (Cells, Option<String>) {
     if let Some((n_windows, used)) = flat {
+        if n_windows * n_tiers <= FLAT_MAX_CELLS {
+            return run_cache_direct(shadow, cache, ev, n_tiers, n_windows);
+        }
         return run_cache_flat(shadow, cache, ev, n_tiers, n_windows, used);
     }
     // the counters of each (window, tier) the batch touched, keyed window << 8 | tier; an
@@ -145,6 +148,38 @@ fn run_cache_flat(
     (out, overflow)
 }
 
+/// Few windows (a live stream's batch, or a replay's of a few hundred minutes): the caches count
+/// straight into a (windows, all tiers) block, as `Bank::feed` does, and the touched cells are
+/// read off it.
+fn run_cache_direct(shadow: &mut Shadow, cache: u32, ev: &Events, n_tiers: usize, n_windows: usize) -> (Cells, Option<String>) {
+    let mut block = vec![[0u128; N_FIELDS]; n_windows * n_tiers];
+    let mut evictions = Evictions::default();
+    for i in 0..ev.len() {
+        let id = ev.id[i];
+        if ev.op[i] != OP_READ {
+            shadow.invalidate(id);
+            continue;
+        }
+        let base = ev.window.map_or(0, |w| w[i] as usize) * n_tiers;
+        let req = Request {
+            id,
+            size: ev.size[i],
+            bytes_read: ev.bytes_read[i],
+            tier: ev.tier[i],
+            next_access: ev.next_access.map_or(u64::MAX, |n| n[i]),
+        };
+        shadow.read(&req, &mut evictions, &mut block[base..base + n_tiers]);
+    }
+    let mut out = Cells::default();
+    let mut overflow = None;
+    for (k, c) in block.iter().enumerate() {
+        if c.iter().any(|&v| v != 0) {
+            emit(shadow, cache, (k / n_tiers) as u32, k % n_tiers, c, &mut out, &mut overflow);
+        }
+    }
+    (out, overflow)
+}
+
 /// One touched cell: into the totals and the output (narrowed to u64, or the overflow named).
 fn emit(shadow: &mut Shadow, cache: u32, w: u32, t: usize, c: &Exact, out: &mut Cells, overflow: &mut Option<String>) {
     add_exact(&mut shadow.totals[t], c);
@@ -240,6 +275,18 @@ mod tests {
         let (_, dense_later) = dense_bank.feed(&later).unwrap();
         let cells_later = feed_cells(&mut cell_bank, &later, Some(3)).unwrap();
         check(&cells_later, n_windows, &dense_later);
+        // the flat path over the tiers in use (too many windows × all tiers for the direct block)
+        let mut used_bank = Bank::new(specs_again(), 8).unwrap();
+        let mid: Vec<u32> = window.iter().map(|&w| w * 500).collect();  // 9,501 windows × 8 tiers
+        let ev_mid = Events { window: Some(&mid), ..ev };
+        let got = feed_cells(&mut used_bank, &ev_mid, Some(5)).unwrap();
+        let unmid = Cells { window: got.window.iter().map(|w| w / 500).collect(), ..got };
+        check(&unmid, n_windows, &dense);
+        let mid_later = Events { window: Some(&mid), ..later };
+        let got = feed_cells(&mut used_bank, &mid_later, Some(3)).unwrap();
+        let unmid = Cells { window: got.window.iter().map(|w| w / 500).collect(), ..got };
+        check(&unmid, n_windows, &dense_later);
+        assert_eq!(dense_bank.totals(), used_bank.totals());
         // the hash-map path (too many cells for a flat block) gives the same cells
         let mut hashed_bank = Bank::new(specs_again(), 8).unwrap();
         let wide: Vec<u32> = window.iter().map(|&w| w * 10_000).collect();
