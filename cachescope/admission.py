@@ -17,8 +17,6 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from cachescope.units import parse_size
 
 _SAMPLE_MODULUS = 1 << 24
-#: the counter fields the bypass adds to (cachescope.simulation.FIELDS order)
-_REQUESTS, _BYTES_REQUESTED = 0, 2
 
 
 class AdmissionConfig(BaseModel):
@@ -66,16 +64,3 @@ def sampled_mask(file_id: np.ndarray, rate: float) -> np.ndarray:
     if threshold == _SAMPLE_MODULUS:
         return np.ones(len(file_id), dtype=bool)
     return (_mix64(file_id) & np.uint64(_SAMPLE_MODULUS - 1)) < np.uint64(threshold)
-
-
-def add_bypassed(counters: np.ndarray, window: np.ndarray, tier: np.ndarray, bytes_read: np.ndarray,
-                 file_id: np.ndarray, sample_rates: Sequence[float]) -> None:
-    """Count excluded reads into counters (windows, caches, tiers, fields): a request and its
-    bytes, no hit, for every cache that samples the file."""
-    window = np.asarray(window, dtype=np.int64)
-    tier = np.asarray(tier, dtype=np.int64)
-    b = np.asarray(bytes_read, dtype=np.uint64)
-    for c, rate in enumerate(sample_rates):
-        m = sampled_mask(file_id, rate) if rate < 1 else slice(None)
-        np.add.at(counters[:, c, :, _REQUESTS], (window[m], tier[m]), np.uint64(1))
-        np.add.at(counters[:, c, :, _BYTES_REQUESTED], (window[m], tier[m]), b[m])

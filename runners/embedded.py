@@ -108,7 +108,7 @@ def replay(
     on_late: Callable[[EventColumns], None] = lambda late: None,
     on_progress: Callable[[int], None] = lambda events: None,
     batch_events: int = 65_536,
-    write_rows: int = 500_000,
+    write_rows: int = 1_000_000,
     stop: threading.Event | None = None,
     parse_processes: bool | None = None,
 ) -> ReplaySummary:

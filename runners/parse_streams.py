@@ -5,7 +5,8 @@ Parsing (JSON decoding, enrichment, tier classification) is most of a replay's C
 child process per file it overlaps the shadow caches and the inserts of the main process (the
 machine's other core): the child runs the same LineParser over the whole file (its ParseContext
 and seq numbering see the file's lines in order, as inline) and sends column batches, its
-rejected lines and its counts through a pipe. The pipe's buffer bounds how far a child runs ahead.
+rejected lines and its counts through a pipe, received by a thread of the main process into a
+queue of CHILD_AHEAD batches: that bounds how far a child runs ahead.
 
 The merge is the one `heapq.merge(key=(ts, origin))` over the files' events gave (a test checks
 it against heapq on random streams), done on arrays: for streams that are each in time order
@@ -17,7 +18,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import queue
 import signal
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -30,6 +33,8 @@ from ingest.pipeline import LineParser, ParseStats, RejectRecord, file_origin, o
 
 #: events per batch a child process sends (larger batches: fewer messages, same order)
 CHILD_BATCH = 16_384
+#: messages a child may be ahead of the merge (each up to CHILD_BATCH events)
+CHILD_AHEAD = 8
 #: inputs of at least this many bytes in all are parsed in child processes (below, starting a
 #: process costs more than it saves)
 CHILD_MIN_BYTES = 16 << 20
@@ -133,15 +138,39 @@ class ChildStream(Stream):
         self._proc.start()
         child_end.close()
 
+        # a thread takes the child's messages as they come: the pipe holds 64 KiB, less than one
+        # batch, so without it the child waited for the main process's next read and the two
+        # processes took turns instead of running side by side
+        self._queue: queue.Queue = queue.Queue(maxsize=CHILD_AHEAD)
+        self._stop = threading.Event()
+        self._reader = threading.Thread(target=self._receive, name=f"cachescope-recv {os.path.basename(name)}",
+                                        daemon=True)
+        self._reader.start()
+
+    def _receive(self) -> None:
+        while True:
+            try:
+                msg = self._conn.recv()
+            except (EOFError, OSError):
+                msg = ("eof",)
+            while True:  # hand it over, unless the stream is being closed
+                try:
+                    self._queue.put(msg, timeout=0.1)
+                    break
+                except queue.Full:
+                    if self._stop.is_set():
+                        return
+            if msg[0] in ("eof", "end", "fail"):
+                return
+
     def batches(self) -> Iterator[EventColumns]:
         try:
             while True:
-                try:
-                    msg = self._conn.recv()
-                except EOFError:
-                    raise UserError(f"the parser process of {self.name} ended unexpectedly "
-                                       f"(exit code {self._proc.exitcode})") from None
+                msg = self._queue.get()
                 kind = msg[0]
+                if kind == "eof":
+                    raise UserError(f"the parser process of {self.name} ended unexpectedly "
+                                       f"(exit code {self._proc.exitcode})")
                 if kind == "fail":
                     raise UserError(f"parsing {self.name} failed: {msg[1]}")
                 if kind == "end":
@@ -157,10 +186,12 @@ class ChildStream(Stream):
             self.close()
 
     def close(self) -> None:
-        self._conn.close()
+        self._stop.set()
         if self._proc.is_alive():
             self._proc.terminate()  # our own child, by its handle
         self._proc.join()
+        self._reader.join()  # it sees the end of the pipe (the child is gone) or the stop
+        self._conn.close()
 
 
 def open_streams(files: list[str | Path], fmt: str, config: CachescopeConfig, site: str, on_reject: Reject,

@@ -10,7 +10,11 @@ versions side by side, interleaved in one invocation (`--code DIR` repeatable: a
 `cachescope` package is run; the compiled engine must be in DIR/cachescope/), and read the ratios.
 
     PYTHONPATH=$PWD .venv/bin/python scripts/bench_replay.py [--events 1000000] [--repeat 2]
-        [--code /work/main --code .] [--data /tmp/cachescope-bench-replay]
+        [--code /work/main --code .] [--data /tmp/cachescope-bench-replay] [--breakdown 300000]
+
+`--breakdown LINES` first times the parts in one process on the first LINES lines (CPU per event:
+parsing, the engine's 24 caches with totals only and with per-window cells, the LRU curve, the
+whole processing core) for the last --code (older checkouts lack `feed_cells`).
 """
 
 from __future__ import annotations
@@ -110,6 +114,65 @@ def run_once(code: Path, files: list[Path], extra: list[str]) -> dict[str, float
         shutil.rmtree(store, ignore_errors=True)
 
 
+_ENGINE = r"""
+import itertools, resource, sys, time
+import numpy as np
+from cachescope.config import CachescopeConfig
+from cachescope.core.columns import EventColumns
+from cachescope.core.processor import GroupProcessor
+from cachescope.core.tier_codes import TierCodes
+from cachescope.simulation import LruCurve, ShadowBank
+from ingest.pipeline import LineParser
+
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+path, lines = sys.argv[1], int(sys.argv[2])
+cfg = CachescopeConfig()
+parser = LineParser("xrootd-gstream", config=cfg, source_name=path)
+with open(path) as f:
+    t = cpu()
+    ev = EventColumns.concat([EventColumns.from_events(b) for b in parser.batches(itertools.islice(f, lines), 16384)])
+    print(f"parse (one process: decode, enrich, tiers, columns): {(cpu() - t) / len(ev) * 1e6:.2f} µs/event")
+pc = cfg.pipeline
+group = ev.take(np.flatnonzero(ev.cache_group == ev.cache_group[0]))
+n = len(group)
+tier = TierCodes(pc.n_tiers).encode(group.tier)
+win = group.ts - group.ts % pc.windows.us("efficiency")
+batch = 32768
+
+def timed(name, feed):
+    t = cpu()
+    for a in range(0, n, batch):
+        feed(slice(a, min(a + batch, n)))
+    print(f"{name}: {(cpu() - t) / n * 1e6:.2f} µs/event")
+
+bank = ShadowBank(pc.shadow.specs(), pc.n_tiers)
+timed(f"engine, {len(bank.specs)} caches, totals only", lambda b: bank.feed_totals(
+    group.file_id[b], group.file_size[b], group.bytes_read[b], tier[b], group.op[b]))
+bank = ShadowBank(pc.shadow.specs(), pc.n_tiers)
+timed("engine, per-window counter cells (feed_cells)", lambda b: bank.feed_cells(
+    group.file_id[b], group.file_size[b], group.bytes_read[b], tier[b], group.op[b],
+    (win[b] - win[b].min()) // pc.windows.us("efficiency"), tiers_used=int(tier.max()) + 1))
+curve = LruCurve([int(c) for c in pc.curve.grid()], pc.n_tiers)
+timed(f"LRU curve, {len(pc.curve.grid())} points", lambda b: curve.feed(
+    group.file_id[b], group.file_size[b], group.bytes_read[b], tier[b], group.op[b]))
+proc = GroupProcessor(str(group.cache_group[0]), pc)
+t = cpu()
+for a in range(0, n, batch):
+    proc.process(group.slice(a, min(a + batch, n)))
+proc.flush()
+print(f"processing core (engine, curve, windows, rows): {(cpu() - t) / n * 1e6:.2f} µs/event ({n:,} events of one group)")
+"""
+
+
+def engine_breakdown(code: Path, files: list[Path], lines: int) -> None:
+    """CPU per event of the parts, one process (no chDB): parse, engine, curve, processing core."""
+    print(f"breakdown of {code} on the first {lines:,} lines (CPU per event, this process only):", flush=True)
+    subprocess.run([sys.executable, "-c", _ENGINE, str(files[0]), str(lines)], env=_env(code), check=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--events", type=int, default=1_000_000, help="accesses generated")
@@ -120,6 +183,8 @@ def main() -> int:
     ap.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "cachescope-bench-replay",
                     help="where the generated workload is kept between runs")
     ap.add_argument("--replay-arg", action="append", default=[], help="extra argument to `cachescope replay`")
+    ap.add_argument("--breakdown", type=int, default=0, metavar="LINES",
+                    help="also time the parts (parse, engine, curve, processing core) on the first LINES lines")
     args = ap.parse_args()
     codes = [c.resolve() for c in (args.code or [ROOT])]
     for c in codes:
@@ -129,6 +194,8 @@ def main() -> int:
     size = sum(f.stat().st_size for f in files)
     print(f"workload: {len(files)} file(s), {size / 2**20:,.0f} MiB, {args.events:,} generated accesses "
           f"over {args.days} days; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    if args.breakdown:
+        engine_breakdown(codes[-1], files, args.breakdown)
     results: dict[Path, list[dict[str, float]]] = {c: [] for c in codes}
     for r in range(args.repeat):
         for c in codes:

@@ -20,7 +20,7 @@ import numpy as np
 import xxhash
 import pandas as pd
 
-from cachescope.admission import add_bypassed, excluded
+from cachescope.admission import excluded, sampled_mask
 from cachescope.core.alerts import AlertEvaluator
 from cachescope.core.columns import NO_OBSERVATION, EventColumns
 from cachescope.config.pipeline import PipelineConfig
@@ -86,11 +86,16 @@ class GroupProcessor:
                               config.curve.sample_rate, config.curve.max_objects) if config.curve.enabled else None
         self.tiers = TierCodes(config.n_tiers)
         self.max_ts = _NEG_INF
-        # open windows: start (µs) -> counters
-        self.open_eff: dict[int, np.ndarray] = {}
-        self.open_rollup: dict[str, dict[int, np.ndarray]] = {name: {} for name in ROLLUPS}
+        # open windows: the counters of efficiency windows and their hours and days as sparse
+        # cells (window start, cache, tier, fields), one per key, sorted; the starts of the windows
+        # that saw events (a window of only writes or deletes closes too: alerts count it)
+        self.open_eff = _Cells.empty(len(FIELDS))
+        self.open_eff_starts: set[int] = set()
+        self.open_rollup: dict[str, _Cells] = {name: _Cells.empty(len(FIELDS)) for name in ROLLUPS}
+        self.open_rollup_starts: dict[str, set[int]] = {name: set() for name in ROLLUPS}
         self.open_curve: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self.open_observed: dict[tuple[int, str, str], np.ndarray] = {}
+        # real-cache numbers per (window, server, tier), one row per key, sorted
+        self.open_observed = _Observed.empty()
         self.events_in = 0
         self.late_total = 0
         #: counters (caches, FIELDS) summed over the efficiency windows this instance emitted, and
@@ -103,6 +108,11 @@ class GroupProcessor:
         # (its sub-caches hold a hash sample of the files: the same efficiencies, estimated)
         self.alerts = AlertEvaluator(cache_group, config.alert_rules if shard == 0 else [], self.specs,
                                      self.window_us, shard)
+
+    @property
+    def _shape(self) -> tuple[int, int, int]:
+        """A window's dense counters: (caches, tiers, fields)."""
+        return (len(self.specs), self.config.n_tiers, len(FIELDS))
 
     def _share(self, capacity: int) -> int:
         """This shard's part of a capacity: as the bank splits a partitioned cache, so that the
@@ -154,42 +164,31 @@ class GroupProcessor:
         return out
 
     def _feed(self, ev: EventColumns, win: np.ndarray) -> None:
-        # the engine returns dense (windows, caches, tiers, fields) counters: a batch spanning
-        # thousands of sparse windows (a replay of old logs) goes in runs of about 64 windows
-        starts, idx = np.unique(win, return_inverse=True)
-        idx = idx.reshape(-1)
-        cuts = np.flatnonzero(np.diff(np.maximum.accumulate(idx) // 64)) + 1
-        if len(cuts) == 0:
-            self._feed_run(ev, win, starts, idx)
-        else:
-            for part in np.split(np.arange(len(win)), cuts):
-                self._feed_run(ev.take(part), win[part])
-        self._observe(ev, win)
-
-    def _feed_run(self, ev: EventColumns, win: np.ndarray, starts: np.ndarray | None = None,
-                  window_index: np.ndarray | None = None) -> None:
-        tier = self.tiers.encode(ev.tier)
-        if starts is None:
-            starts, window_index = np.unique(win, return_inverse=True)
-        window_index = window_index.astype(np.uint32).reshape(-1)
+        tier = self._tier_codes(ev.tier, win)
+        self.open_eff_starts.update(np.unique(win).tolist())
+        # the engine numbers windows within the batch and returns only the cells it touched
+        low = int(win.min())
+        index = (win - low) // self.window_us
+        starts = None
+        if int(index.max()) >= 2**32:  # a batch over 136 years of 1-s windows: number the windows seen
+            starts, index = np.unique(win, return_inverse=True)
+            index = index.reshape(-1)
         adm = self.config.shadow.admission
         out = excluded(ev.tier, ev.file_size, ev.op, adm.exclude_tiers, adm.max_file_size) if adm else None
         if out is None or not out.any():
-            counters = self.bank.feed(ev.file_id, ev.file_size, ev.bytes_read, tier, ev.op, window=window_index, ts=ev.ts)
+            cells = _Cells.of(self.bank.feed_cells(ev.file_id, ev.file_size, ev.bytes_read, tier, ev.op, index,
+                                                   tiers_used=len(self.tiers.names), ts=ev.ts))
         else:
             keep = ~out
-            fed = self.bank.feed(ev.file_id[keep], ev.file_size[keep], ev.bytes_read[keep], tier[keep], ev.op[keep],
-                                 window=window_index[keep], ts=ev.ts[keep])
-            counters = np.zeros((len(starts), *fed.shape[1:]), dtype=fed.dtype)
-            counters[:min(len(fed), len(starts))] += fed[:len(starts)]
-            add_bypassed(counters, window_index[out], tier[out], ev.bytes_read[out], ev.file_id[out],
-                         [s.sample_rate for s in self.bank.specs])
-        for i, start in enumerate(starts.tolist()):
-            acc = self.open_eff.get(start)
-            if acc is None:
-                self.open_eff[start] = counters[i]  # a view: the engine's array is ours alone
-            else:
-                acc += counters[i]
+            cells = _Cells.concat([
+                _Cells.of(self.bank.feed_cells(ev.file_id[keep], ev.file_size[keep], ev.bytes_read[keep], tier[keep],
+                                               ev.op[keep], index[keep], tiers_used=len(self.tiers.names),
+                                               ts=ev.ts[keep])),
+                self._bypassed(index[out], tier[out], ev.bytes_read[out], ev.file_id[out])])
+        cells.start = cells.start * self.window_us + low if starts is None else starts[cells.start]
+        # summed per batch: the open windows' cells stay one per (window, cache, tier), however
+        # many batches a window spans (a live stream feeds each minute in hundreds of messages)
+        self.open_eff = _Cells.concat([self.open_eff, cells]).summed(self.window_us)
         if self.curve is not None:
             cwin = win - win % self.curve_window_us
             cstarts, cindex = np.unique(cwin, return_inverse=True)
@@ -202,6 +201,29 @@ class GroupProcessor:
                 else:
                     acc[0][...] += hits[i]
                     acc[1][...] += requested[i]
+        self._observe(ev, win)
+
+    def _tier_codes(self, tiers: np.ndarray, win: np.ndarray) -> np.ndarray:
+        """Tier codes, new names numbered as they always were: sorted within each run of 64
+        windows of a batch (the runs the engine was once fed in), so rows keep their order."""
+        idx = np.unique(win, return_inverse=True)[1].reshape(-1)
+        cuts = np.flatnonzero(np.diff(np.maximum.accumulate(idx) // 64)) + 1
+        if len(cuts) == 0:
+            return self.tiers.encode(tiers)
+        return np.concatenate([self.tiers.encode(part) for part in np.split(tiers, cuts)])
+
+    def _bypassed(self, index: np.ndarray, tier: np.ndarray, nbytes: np.ndarray, file_id: np.ndarray) -> "_Cells":
+        """Excluded reads as cells: a request and its bytes, no hit, in every cache that samples
+        the file (what the what-if counts for them)."""
+        parts = []
+        for c, spec in enumerate(self.bank.specs):
+            m = sampled_mask(file_id, spec.sample_rate) if spec.sample_rate < 1 else slice(None)
+            n = len(index[m])
+            values = np.zeros((n, len(FIELDS)), dtype=np.uint64)
+            values[:, F_REQUESTS] = 1
+            values[:, F_BYTES_REQUESTED] = nbytes[m]
+            parts.append(_Cells(index[m].astype(np.int64), np.full(n, c, dtype=np.int64), tier[m].astype(np.int64), values))
+        return _Cells.concat(parts)
 
     def _observe(self, ev: EventColumns, win: np.ndarray) -> None:
         """The real cache's own numbers (XCache records) for the same windows."""
@@ -209,29 +231,12 @@ class GroupProcessor:
         if not has.any():
             return
         idx = np.flatnonzero(has)
-        # group by (window, server, tier) with integer codes: pandas groupby per batch cost more
-        # than the shadow caches themselves
-        w_codes, w_names = pd.factorize(win[idx])
-        s_codes, s_names = pd.factorize(ev.server[idx])
-        t_codes, t_names = pd.factorize(ev.tier[idx])
-        key = (w_codes.astype(np.int64) * len(s_names) + s_codes) * len(t_names) + t_codes
-        keys, inverse = np.unique(key, return_inverse=True)
-        inverse = inverse.reshape(-1)
-        values = np.zeros((len(keys), len(OBSERVED_FIELDS)), dtype=np.int64)  # exact integer sums
         hit, miss, bypass = (np.maximum(c[idx], 0) for c in (ev.observed_hit_bytes, ev.observed_miss_bytes,
                                                                 ev.observed_bypass_bytes))
-        for f, v in enumerate((np.ones(len(idx), dtype=np.int64), ev.bytes_read[idx].astype(np.int64), hit, miss,
-                               bypass, ((hit > 0) & (miss == 0) & (bypass == 0)).astype(np.int64))):
-            np.add.at(values[:, f], inverse, v)
-        t_of, rest = keys % len(t_names), keys // len(t_names)
-        for i, (w, srv, t) in enumerate(zip((rest // len(s_names)).tolist(), (rest % len(s_names)).tolist(),
-                                            t_of.tolist())):
-            k = (int(w_names[w]), str(s_names[srv]), str(t_names[t]))
-            acc = self.open_observed.get(k)
-            if acc is None:
-                self.open_observed[k] = values[i].copy()
-            else:
-                acc += values[i]
+        values = np.stack([np.ones(len(idx), dtype=np.int64), ev.bytes_read[idx].astype(np.int64), hit, miss, bypass,
+                           ((hit > 0) & (miss == 0) & (bypass == 0)).astype(np.int64)], axis=1)
+        self.open_observed = _Observed.concat([self.open_observed,
+                                               _Observed(win[idx], ev.server[idx], ev.tier[idx], values)]).summed()
 
     # ------------------------------------------------------------------ emission
 
@@ -240,58 +245,60 @@ class GroupProcessor:
         def closed(start: int, length: int) -> bool:
             return closed_before is None or start + length <= closed_before
 
-        done = sorted(s for s in self.open_eff if closed(s, self.window_us))
-        if self.alerts:
-            for start in done:  # requests, hits, bytes_requested, bytes_hit per cache, all tiers
-                self.alerts.add_window(start, counters=self.open_eff[start][:, :, :4].sum(axis=1).astype(np.int64))
-            for k in self.open_observed:
-                if closed(k[0], self.window_us):
-                    self.alerts.add_window(k[0], observed=self.open_observed[k][2:5])
+        done = sorted(s for s in self.open_eff_starts if closed(s, self.window_us))
+        eff = obs = None
         if done:
-            for start in done:  # a closed window's counters join its hour and day
-                for name, length in ROLLUPS.items():
-                    period = self.open_rollup[name]
-                    k = start - start % length
-                    acc = period.get(k)
-                    if acc is None:
-                        period[k] = self.open_eff[start].copy()
-                    else:
-                        acc += self.open_eff[start]
-            out.efficiency = self._efficiency_rows(self.open_eff, done, self.window_us, totals=True)
+            self.open_eff_starts.difference_update(done)
+            eff, self.open_eff = self.open_eff.split(closed_before, self.window_us)
+        if self.open_observed.n:
+            obs, self.open_observed = self.open_observed.split(closed_before, self.window_us)
+        if self.alerts:
+            if done:  # requests, hits, bytes_requested, bytes_hit per cache, all tiers
+                where = {s: i for i, s in enumerate(done)}
+                counters = np.zeros((len(done), len(self.specs), 4), dtype=np.int64)
+                np.add.at(counters, (np.array([where[s] for s in eff.start.tolist()], dtype=np.int64), eff.cache),
+                          eff.values[:, :4].astype(np.int64))
+                for i, start in enumerate(done):
+                    self.alerts.add_window(start, counters=counters[i])
+            if obs is not None:
+                for i, start in enumerate(obs.start.tolist()):
+                    self.alerts.add_window(start, observed=obs.values[i, 2:5])
+        if done:
+            add = eff  # a closed window's counters join its hour, the hour's its day (summed on the way)
+            for name, length in ROLLUPS.items():
+                self.open_rollup_starts[name].update(s - s % length for s in done)
+                add = _Cells(add.start - add.start % length, add.cache, add.tier, add.values).summed(length)
+                self.open_rollup[name] = _Cells.concat([self.open_rollup[name], add]).summed(length)
+            out.efficiency = self._efficiency_rows(eff, self.window_us, totals=True)
         for name, length in ROLLUPS.items():
-            period = self.open_rollup[name]
-            done_period = sorted(s for s in period if closed(s, length))
+            starts = self.open_rollup_starts[name]
+            done_period = [s for s in starts if closed(s, length)]
             if done_period:
-                out.rollups[name] = self._efficiency_rows(period, done_period, length)
+                starts.difference_update(done_period)
+                rows, self.open_rollup[name] = self.open_rollup[name].split(closed_before, length)
+                if rows.n:
+                    out.rollups[name] = self._efficiency_rows(rows, length)
         done_curve = sorted(s for s in self.open_curve if closed(s, self.curve_window_us))
         if done_curve:
             out.mrc = self._curve_rows(done_curve)
-        done_obs = sorted(k for k in self.open_observed if closed(k[0], self.window_us))
-        if done_obs:
-            out.observed = self._observed_rows(done_obs)
+        if obs is not None and obs.n:
+            out.observed = self._observed_rows(obs)
         if self.alerts:
             out.alerts = self.alerts.advance(closed_before)
 
-    def _efficiency_rows(self, open_windows: dict[int, np.ndarray], starts: list[int],
-                         length_us: int, totals: bool = False) -> dict[str, np.ndarray]:
-        # window by window: stacking every closed window's (caches, tiers, fields) block at once
-        # costs gigabytes when a replay closes a week of sparse windows
+    def _efficiency_rows(self, cells: "_Cells", length_us: int, totals: bool = False) -> dict[str, np.ndarray] | None:
+        """Rows of summed cells (sorted by window, cache, tier): those with requests or evictions."""
         evictions = FIELDS.index("evictions")
-        wins, cs, ts, vals = [], [], [], []
-        for start in starts:
-            block = open_windows.pop(start)  # (caches, tiers, fields)
-            c, t = np.nonzero((block[..., 0] > 0) | (block[..., evictions] > 0))
-            wins.append(np.full(len(c), start, dtype=np.int64))
-            cs.append(c)
-            ts.append(t)
-            vals.append(block[c, t])
-        start = np.concatenate(wins)
-        c = np.concatenate(cs)
-        t = np.concatenate(ts)
-        values = np.concatenate(vals).astype(np.uint64, copy=False)
-        if totals:  # (counters of the other (cache, tier) cells are 0: no request, no eviction)
-            np.add.at(self.emitted_totals, c, values)
-            self.emitted_any[c] = True
+        keep = np.flatnonzero((cells.values[:, 0] > 0) | (cells.values[:, evictions] > 0))
+        start, c, t, values = cells.start[keep], cells.cache[keep], cells.tier[keep], cells.values[keep]
+        if totals and len(keep):  # (counters of the other (cache, tier) cells are 0: no request, no eviction)
+            order = np.argsort(c.astype(np.uint16), kind="stable")  # a radix sort (np.add.at is slow)
+            cs = c[order]
+            at = np.flatnonzero(np.r_[True, cs[1:] != cs[:-1]])
+            self.emitted_totals[cs[at]] += np.add.reduceat(values[order], at, axis=0)
+            self.emitted_any[cs[at]] = True
+        if not len(keep):
+            return None
         rows = {
             "window_start": _us_to_datetime(start),
             "window_end": _us_to_datetime(start + length_us),
@@ -337,18 +344,17 @@ class GroupProcessor:
             "run": np.full(len(k), self.run, dtype=np.uint64),
         }
 
-    def _observed_rows(self, keys: list[tuple[int, str, str]]) -> dict[str, np.ndarray]:
-        values = np.stack([self.open_observed.pop(k) for k in keys])
+    def _observed_rows(self, obs: "_Observed") -> dict[str, np.ndarray]:
         rows = {
-            "window_start": _us_to_datetime(np.array([k[0] for k in keys], dtype=np.int64)),
-            "cache_group": np.full(len(keys), self.cache_group, dtype=object),
-            "server": np.array([k[1] for k in keys], dtype=object),
-            "tier": np.array([k[2] for k in keys], dtype=object),
+            "window_start": _us_to_datetime(obs.start),
+            "cache_group": np.full(obs.n, self.cache_group, dtype=object),
+            "server": obs.server,
+            "tier": obs.tier,
         }
         for i, name in enumerate(OBSERVED_FIELDS):
-            rows[name] = values[:, i].astype(np.uint64)
-        rows["shard"] = np.full(len(keys), self.shard, dtype=np.uint16)
-        rows["run"] = np.full(len(keys), self.run, dtype=np.uint64)
+            rows[name] = obs.values[:, i].astype(np.uint64)
+        rows["shard"] = np.full(obs.n, self.shard, dtype=np.uint16)
+        rows["run"] = np.full(obs.n, self.run, dtype=np.uint64)
         return rows
 
     # ------------------------------------------------------------------ state
@@ -368,11 +374,12 @@ class GroupProcessor:
             "events_in": self.events_in,
             "late_total": self.late_total,
             "run": self.run,
-            "eff": [(s, a.tobytes()) for s, a in sorted(self.open_eff.items())],
-            "eff_shape": list(self.bank.totals().shape),
-            "rollups": {name: [(s, a.tobytes()) for s, a in sorted(w.items())] for name, w in self.open_rollup.items()},
+            "eff": self.open_eff.dense(self.open_eff_starts, self._shape, self.window_us),
+            "eff_shape": list(self._shape),
+            "rollups": {name: w.dense(self.open_rollup_starts[name], self._shape, ROLLUPS[name])
+                        for name, w in self.open_rollup.items()},
             "curve_open": [(s, h.tobytes(), r.tobytes()) for s, (h, r) in sorted(self.open_curve.items())],
-            "obs": [(list(k), v.tolist()) for k, v in sorted(self.open_observed.items())],
+            "obs": self.open_observed.items(),
             "alerts": self.alerts.snapshot() if self.alerts else None,
         }
         return msgspec.msgpack.encode(state)
@@ -393,9 +400,11 @@ class GroupProcessor:
         p.max_ts, p.events_in, p.late_total = state["max_ts"], state["events_in"], state["late_total"]
         p.run = state["run"]
         shape = tuple(state["eff_shape"])
-        p.open_eff = {s: np.frombuffer(b, dtype=np.uint64).reshape(shape).copy() for s, b in state["eff"]}
-        p.open_rollup = {name: {s: np.frombuffer(b, dtype=np.uint64).reshape(shape).copy() for s, b in state["rollups"][name]}
-                         for name in ROLLUPS}
+        cells, p.open_eff_starts = _Cells.from_dense(state["eff"], shape)
+        p.open_eff = cells.summed(p.window_us)
+        for name, length in ROLLUPS.items():
+            cells, p.open_rollup_starts[name] = _Cells.from_dense(state["rollups"][name], shape)
+            p.open_rollup[name] = cells.summed(length)
         if p.curve is not None:
             k, t = len(p.curve.grid), config.n_tiers
             p.open_curve = {
@@ -403,6 +412,159 @@ class GroupProcessor:
                     np.frombuffer(r, dtype=np.float64).reshape(t, 2).copy())
                 for s, h, r in state["curve_open"]
             }
-        p.open_observed = {tuple(k): np.asarray(v, dtype=np.int64) for k, v in state["obs"]}
+        p.open_observed = _Observed.from_items(state["obs"]).summed()
         p.alerts.restore(state.get("alerts"))
         return p
+
+
+F_REQUESTS, F_BYTES_REQUESTED = FIELDS.index("requests"), FIELDS.index("bytes_requested")
+
+
+class _Cells:
+    """Counter cells: window start (µs), cache, tier and the FIELDS (u64), one row per cell.
+    Cells of equal (start, cache, tier) add up; `summed` leaves one each, sorted."""
+
+    __slots__ = ("start", "cache", "tier", "values")
+
+    def __init__(self, start: np.ndarray, cache: np.ndarray, tier: np.ndarray, values: np.ndarray):
+        self.start, self.cache, self.tier, self.values = start, cache, tier, values
+
+    @property
+    def n(self) -> int:
+        return len(self.start)
+
+    @classmethod
+    def empty(cls, n_fields: int) -> "_Cells":
+        z = np.zeros(0, dtype=np.int64)
+        return cls(z, z, z, np.zeros((0, n_fields), dtype=np.uint64))
+
+    @classmethod
+    def of(cls, engine: dict[str, np.ndarray]) -> "_Cells":
+        """The engine's cells (`ShadowBank.feed_cells`), their window numbers in `start`."""
+        return cls(engine["window"].astype(np.int64), engine["cache"].astype(np.int64), engine["tier"].astype(np.int64),
+                   engine["values"])
+
+    @classmethod
+    def concat(cls, parts: list["_Cells"]) -> "_Cells":
+        parts = [p for p in parts if p.n] or parts[:1]
+        if len(parts) == 1:
+            return parts[0]
+        return cls(*(np.concatenate([getattr(p, k) for p in parts]) for k in cls.__slots__))
+
+    def summed(self, length: int) -> "_Cells":
+        """`length`: the windows' length (µs); every start is a multiple of it."""
+        if self.n < 2:
+            return self
+        low = int(self.start.min())
+        w = (self.start - low) // length
+        n_c, n_t = int(self.cache.max()) + 1, int(self.tier.max()) + 1
+        if (int(w.max()) + 1) * n_c * n_t < 2**62:
+            # one integer key; the engine's cells come as one ascending run per cache, which the
+            # stable sort (timsort) merges
+            key = (w * n_c + self.cache) * n_t + self.tier
+            order = np.argsort(key, kind="stable")
+            k = key[order]
+            first = np.ones(len(k), dtype=bool)
+            first[1:] = k[1:] != k[:-1]
+        else:
+            order = np.lexsort((self.tier, self.cache, self.start))
+            s_, c_, t_ = self.start[order], self.cache[order], self.tier[order]
+            first = np.ones(len(s_), dtype=bool)
+            first[1:] = (s_[1:] != s_[:-1]) | (c_[1:] != c_[:-1]) | (t_[1:] != t_[:-1])
+        at = order[first]
+        s, c, t = self.start[at], self.cache[at], self.tier[at]
+        at = np.flatnonzero(first)
+        values = self.values[order]
+        if len(at) < self.n:
+            values = np.add.reduceat(values, at, axis=0)  # wraps past 2^64 as the old `+=` did
+        return _Cells(s, c, t, values)
+
+    def split(self, closed_before: int | None, length: int) -> tuple["_Cells", "_Cells"]:
+        """(cells of windows closed before `closed_before` (None: all), the others)."""
+        if closed_before is None:
+            return self, _Cells.empty(self.values.shape[1])
+        m = self.start + length <= closed_before
+        if m.all():
+            return self, _Cells.empty(self.values.shape[1])
+        keep = ~m
+        return (_Cells(self.start[m], self.cache[m], self.tier[m], self.values[m]),
+                _Cells(self.start[keep], self.cache[keep], self.tier[keep], self.values[keep]))
+
+    def dense(self, starts: set[int], shape: tuple[int, int, int], length: int) -> list[tuple[int, bytes]]:
+        """The snapshot form: (start, dense (caches, tiers, fields) u64 bytes) per open window."""
+        c = self.summed(length)
+        out = []
+        for s in sorted(starts):
+            block = np.zeros(shape, dtype=np.uint64)
+            m = c.start == s
+            block[c.cache[m], c.tier[m]] = c.values[m]
+            out.append((s, block.tobytes()))
+        return out
+
+    @classmethod
+    def from_dense(cls, windows: list, shape: tuple) -> tuple["_Cells", set[int]]:
+        parts = [cls.empty(shape[2])]
+        for s, b in windows:
+            block = np.frombuffer(b, dtype=np.uint64).reshape(shape)
+            c, t = np.nonzero(block.any(axis=2))
+            parts.append(cls(np.full(len(c), s, dtype=np.int64), c.astype(np.int64), t.astype(np.int64), block[c, t].copy()))
+        return cls.concat(parts), {s for s, _ in windows}
+
+
+class _Observed:
+    """The real cache's numbers: window start, server, tier (str) and OBSERVED_FIELDS (int64)."""
+
+    __slots__ = ("start", "server", "tier", "values")
+
+    def __init__(self, start: np.ndarray, server: np.ndarray, tier: np.ndarray, values: np.ndarray):
+        self.start, self.server, self.tier, self.values = start, server, tier, values
+
+    @property
+    def n(self) -> int:
+        return len(self.start)
+
+    @classmethod
+    def empty(cls) -> "_Observed":
+        return cls(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object), np.zeros(0, dtype=object),
+                   np.zeros((0, len(OBSERVED_FIELDS)), dtype=np.int64))
+
+    @classmethod
+    def concat(cls, parts: list["_Observed"]) -> "_Observed":
+        parts = [p for p in parts if p.n] or parts[:1]
+        if len(parts) == 1:
+            return parts[0]
+        return cls(*(np.concatenate([getattr(p, k) for p in parts]) for k in cls.__slots__))
+
+    def summed(self) -> "_Observed":
+        """One row per (start, server, tier), in that order (strings by code point, as sorted())."""
+        if self.n == 0:
+            return self
+        s_codes, s_names = pd.factorize(self.server, sort=True)
+        t_codes, t_names = pd.factorize(self.tier, sort=True)
+        order = np.lexsort((t_codes, s_codes, self.start))
+        w, sc, tc = self.start[order], s_codes[order], t_codes[order]
+        first = np.ones(len(w), dtype=bool)
+        first[1:] = (w[1:] != w[:-1]) | (sc[1:] != sc[:-1]) | (tc[1:] != tc[:-1])
+        at = np.flatnonzero(first)
+        values = np.add.reduceat(self.values[order], at, axis=0)
+        return _Observed(w[at], np.asarray(s_names, dtype=object)[sc[at]], np.asarray(t_names, dtype=object)[tc[at]], values)
+
+    def split(self, closed_before: int | None, length: int) -> tuple["_Observed", "_Observed"]:
+        if closed_before is None:
+            return self, _Observed.empty()
+        m = self.start + length <= closed_before
+        keep = ~m
+        return (_Observed(self.start[m], self.server[m], self.tier[m], self.values[m]),
+                _Observed(self.start[keep], self.server[keep], self.tier[keep], self.values[keep]))
+
+    def items(self) -> list:
+        """The snapshot form: ([start, server, tier], values) per row."""
+        return [([int(w), str(s), str(t)], v) for w, s, t, v in
+                zip(self.start.tolist(), self.server.tolist(), self.tier.tolist(), self.values.tolist())]
+
+    @classmethod
+    def from_items(cls, items: list) -> "_Observed":
+        if not items:
+            return cls.empty()
+        return cls(np.array([k[0] for k, _ in items], dtype=np.int64), np.array([k[1] for k, _ in items], dtype=object),
+                   np.array([k[2] for k, _ in items], dtype=object), np.array([v for _, v in items], dtype=np.int64))

@@ -24,6 +24,7 @@ import msgspec
 import orjson
 
 from ingest.formats._base import (
+    U64_MAX,
     Access,
     BadRecord,
     Format,
@@ -99,6 +100,7 @@ def _parse_dict(line: str, ctx: ParseContext) -> Access | Reject:
 
 
 _UNSET = msgspec.UNSET
+_SECONDS_BELOW = 1e11  # an epoch number below this is seconds (epoch_us's rule)
 
 
 class _Record(msgspec.Struct, gc=False):
@@ -133,17 +135,27 @@ def _close(r: _Record, ctx: ParseContext) -> Access | Reject:
     path = r.lfn
     if type(path) is not str or not path:
         raise BadRecord("field lfn: missing or not a string")
-    size = uint(_present(r.size), "size")
-    if r.b_hit is _UNSET and r.b_miss is _UNSET:
+    # plain JSON integers in range (nearly every record) are taken as they are, without a call;
+    # anything else goes through uint()/epoch_us(), which convert or name the problem
+    size = r.size
+    if type(size) is not int or not 0 <= size <= U64_MAX:
+        size = uint(_present(size), "size")
+    hit, miss, bypass = r.b_hit, r.b_miss, r.b_bypass
+    if hit is _UNSET and miss is _UNSET:
         raise BadRecord("fields b_hit and b_miss: missing")
-    hit = uint(0 if r.b_hit is _UNSET else r.b_hit, "b_hit")
-    miss = uint(0 if r.b_miss is _UNSET else r.b_miss, "b_miss")
-    bypass = uint(0 if r.b_bypass is _UNSET else r.b_bypass, "b_bypass")
+    if type(hit) is not int or not 0 <= hit <= U64_MAX:
+        hit = uint(0 if hit is _UNSET else hit, "b_hit")
+    if type(miss) is not int or not 0 <= miss <= U64_MAX:
+        miss = uint(0 if miss is _UNSET else miss, "b_miss")
+    if type(bypass) is not int or not 0 <= bypass <= U64_MAX:
+        bypass = uint(0 if bypass is _UNSET else bypass, "b_bypass")
     served = hit + miss + bypass
     if served == 0:
         return skip("cache access that served 0 bytes")
     when = r.attach_t
-    if when is _UNSET or when is None or when == 0:
+    if type(when) is int and 0 < when < _SECONDS_BELOW:  # epoch seconds
+        ts = when * 1_000_000
+    elif when is _UNSET or when is None or when == 0:
         ts = epoch_us(_present(r.detach_t), "detach_t")
     else:
         ts = epoch_us(when, "attach_t")

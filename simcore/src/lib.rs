@@ -7,6 +7,7 @@
 //! - `trace`: the simulator's CSV trace parser; `reader`: trace files (plain/zstd/gzip, CSV or
 //!   oracleGeneral) streamed as column batches from a reader thread.
 //! - `billing`: the dCache billing fast path (ingest's `_fast`, compiled).
+//! - `windowed`: a bank's per-window counters as the sparse cells a batch touched.
 //! - `python`: the PyO3 bindings (`cachescope._simcore`), behind the `python` feature.
 
 pub mod bank;
@@ -19,6 +20,7 @@ pub mod shadow;
 pub mod stats;
 pub mod trace;
 pub mod util;
+pub mod windowed;
 
 #[cfg(feature = "python")]
 mod billing;

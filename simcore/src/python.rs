@@ -116,6 +116,37 @@ impl PyBank {
         Ok(PyArray1::from_vec(py, out).reshape(shape)?.into_any())
     }
 
+    /// Feed one batch (each event's window number within it); returns only the cells it touched:
+    /// dict(window u32, cache u32, tier u8, values u64 (cells, fields)) (`windowed.rs`).
+    /// `tiers_used`: every tier code fed so far is below it (None: n_tiers).
+    #[pyo3(signature = (file_id, file_size, bytes_read, tier, op, window, next_access=None, tiers_used=None, ts=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn feed_cells<'py>(
+        &mut self,
+        py: Python<'py>,
+        file_id: PyReadonlyArray1<'py, u64>,
+        file_size: PyReadonlyArray1<'py, u64>,
+        bytes_read: PyReadonlyArray1<'py, u64>,
+        tier: PyReadonlyArray1<'py, u8>,
+        op: PyReadonlyArray1<'py, u8>,
+        window: PyReadonlyArray1<'py, u32>,
+        next_access: Option<PyReadonlyArray1<'py, u64>>,
+        tiers_used: Option<usize>,
+        ts: Option<PyReadonlyArray1<'py, u32>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let mut ev = events(&file_id, &file_size, &bytes_read, &tier, &op, next_access.as_ref(), Some(&window))?;
+        ev.ts = ts.as_ref().map(|a| a.as_slice()).transpose()?;
+        let inner = &mut self.inner;
+        let cells = py.detach(|| crate::windowed::feed_cells(inner, &ev, tiers_used)).map_err(err)?;
+        let n = cells.window.len();
+        let d = PyDict::new(py);
+        d.set_item("window", PyArray1::from_vec(py, cells.window))?;
+        d.set_item("cache", PyArray1::from_vec(py, cells.cache))?;
+        d.set_item("tier", PyArray1::from_vec(py, cells.tier))?;
+        d.set_item("values", PyArray1::from_vec(py, cells.values).reshape([n, FIELDS.len()])?)?;
+        Ok(d)
+    }
+
     /// Feed one batch into the cumulative totals only (no per-window counters out).
     #[pyo3(signature = (file_id, file_size, bytes_read, tier, op, next_access=None))]
     fn feed_totals<'py>(

@@ -1,0 +1,330 @@
+//! A bank's per-window counters as sparse cells: only the (window, cache, tier) cells a batch
+//! touched come out, not a dense (windows, caches, tiers, fields) block.
+//!
+//! A replay of old logs has sparse windows (tens of events per minute) and the dense block of a
+//! batch (64 windows × 24 caches × 64 tiers × 7 u128) cost more to zero, narrow and scan than
+//! the caches themselves. Here each cache keeps a hash map of the (window, tier) cells the batch
+//! touched (log records come only roughly in time order: windows interleave) and hands them
+//! over sorted by (window, tier). The caller sums the cells of a window over batches.
+
+use crate::bank::{Bank, Events, OP_READ};
+use crate::policy::{needs_future, Evictions, Outcome, Request};
+use crate::shadow::Shadow;
+use crate::stats::*;
+
+/// Touched cells of a batch, in cache order, then (window, tier) order.
+#[derive(Default)]
+pub struct Cells {
+    pub window: Vec<u32>,
+    pub cache: Vec<u32>,
+    pub tier: Vec<u8>,
+    /// N_FIELDS per cell, flat
+    pub values: Vec<u64>,
+}
+
+/// Cells of a batch at most this many (windows × tiers in use) are counted in a flat block per
+/// cache (a few MB at most), more in a hash map: both give the same cells.
+const FLAT_MAX_CELLS: usize = 1 << 16;
+
+/// `flat`: (windows, tiers in use): count in a flat block instead of a hash map.
+/// One read, with its event time when the batch carries them (residence ages, as `Bank::feed`).
+#[inline(always)]
+fn read(shadow: &mut Shadow, ev: &Events, i: usize, req: &Request, evictions: &mut Evictions, window: &mut [Exact]) -> Option<Outcome> {
+    match ev.ts {
+        Some(ts) => shadow.read_at(req, ts[i], evictions, window),
+        None => shadow.read(req, evictions, window),
+    }
+}
+
+fn run_cache(shadow: &mut Shadow, cache: u32, ev: &Events, n_tiers: usize, flat: Option<(usize, usize)>) -> (Cells, Option<String>) {
+    if let Some((n_windows, used)) = flat {
+        if n_windows * n_tiers <= FLAT_MAX_CELLS {
+            return run_cache_direct(shadow, cache, ev, n_tiers, n_windows);
+        }
+        return run_cache_flat(shadow, cache, ev, n_tiers, n_windows, used);
+    }
+    // the counters of each (window, tier) the batch touched, keyed window << 8 | tier; an
+    // event's counters land in `scratch` (by tier, as Shadow::read writes them) and move here
+    let mut cells: rustc_hash::FxHashMap<u64, Exact> = Default::default();
+    let mut scratch = vec![[0u128; N_FIELDS]; n_tiers];
+    let mut evictions = Evictions::default();
+    for i in 0..ev.len() {
+        let id = ev.id[i];
+        if ev.op[i] != OP_READ {
+            shadow.invalidate(id);
+            continue;
+        }
+        let key = (ev.window.map_or(0, |w| w[i]) as u64) << 8;
+        let req = Request {
+            id,
+            size: ev.size[i],
+            bytes_read: ev.bytes_read[i],
+            tier: ev.tier[i],
+            next_access: ev.next_access.map_or(u64::MAX, |n| n[i]),
+        };
+        if read(shadow, ev, i, &req, &mut evictions, &mut scratch).is_some() {
+            let t = req.tier as usize;
+            if scratch[t] != [0; N_FIELDS] {
+                add_exact(cells.entry(key | t as u64).or_insert([0; N_FIELDS]), &scratch[t]);
+                scratch[t] = [0; N_FIELDS];
+            }
+            for k in 0..evictions.items.len() {
+                let t = evictions.items[k].1 as usize;
+                if scratch[t] != [0; N_FIELDS] {
+                    add_exact(cells.entry(key | t as u64).or_insert([0; N_FIELDS]), &scratch[t]);
+                    scratch[t] = [0; N_FIELDS];
+                }
+            }
+        }
+    }
+    let mut keys: Vec<u64> = cells.keys().copied().collect();
+    keys.sort_unstable();
+    let mut out = Cells::default();
+    let mut overflow = None;
+    for key in keys {
+        emit(shadow, cache, (key >> 8) as u32, (key & 0xff) as usize, &cells[&key], &mut out, &mut overflow);
+    }
+    (out, overflow)
+}
+
+/// As the hash-map path, in a flat (windows, tiers in use) block: the tiers a cache may count
+/// (a request's or an evicted file's) are the codes below `used`.
+fn run_cache_flat(
+    shadow: &mut Shadow,
+    cache: u32,
+    ev: &Events,
+    n_tiers: usize,
+    n_windows: usize,
+    used: usize,
+) -> (Cells, Option<String>) {
+    let mut block = vec![[0u128; N_FIELDS]; n_windows * used];
+    let mut strays: rustc_hash::FxHashMap<u64, Exact> = Default::default();
+    let mut scratch = vec![[0u128; N_FIELDS]; n_tiers];
+    let mut evictions = Evictions::default();
+    for i in 0..ev.len() {
+        let id = ev.id[i];
+        if ev.op[i] != OP_READ {
+            shadow.invalidate(id);
+            continue;
+        }
+        let base = ev.window.map_or(0, |w| w[i] as usize) * used;
+        let req = Request {
+            id,
+            size: ev.size[i],
+            bytes_read: ev.bytes_read[i],
+            tier: ev.tier[i],
+            next_access: ev.next_access.map_or(u64::MAX, |n| n[i]),
+        };
+        if read(shadow, ev, i, &req, &mut evictions, &mut scratch).is_some() {
+            let t = req.tier as usize;
+            add_exact(&mut block[base + t], &scratch[t]);
+            scratch[t] = [0; N_FIELDS];
+            for k in 0..evictions.items.len() {
+                let t = evictions.items[k].1 as usize;
+                if scratch[t] != [0; N_FIELDS] {
+                    if t < used {
+                        add_exact(&mut block[base + t], &scratch[t]);
+                    } else {
+                        // a file of a tier code the caller did not announce: counted all the same
+                        let key = ((base / used) as u64) << 8 | t as u64;
+                        add_exact(strays.entry(key).or_insert([0; N_FIELDS]), &scratch[t]);
+                    }
+                    scratch[t] = [0; N_FIELDS];
+                }
+            }
+        }
+    }
+    let mut out = Cells::default();
+    let mut overflow = None;
+    if strays.is_empty() {
+        for (k, c) in block.iter().enumerate() {
+            if c.iter().any(|&v| v != 0) {
+                emit(shadow, cache, (k / used) as u32, k % used, c, &mut out, &mut overflow);
+            }
+        }
+    } else {
+        for (k, c) in block.iter().enumerate() {
+            if c.iter().any(|&v| v != 0) {
+                add_exact(strays.entry(((k / used) as u64) << 8 | (k % used) as u64).or_insert([0; N_FIELDS]), c);
+            }
+        }
+        let mut keys: Vec<u64> = strays.keys().copied().collect();
+        keys.sort_unstable();
+        for key in keys {
+            emit(shadow, cache, (key >> 8) as u32, (key & 0xff) as usize, &strays[&key], &mut out, &mut overflow);
+        }
+    }
+    (out, overflow)
+}
+
+/// Few windows (a live stream's batch, or a replay's of a few hundred minutes): the caches count
+/// straight into a (windows, all tiers) block, as `Bank::feed` does, and the touched cells are
+/// read off it.
+fn run_cache_direct(shadow: &mut Shadow, cache: u32, ev: &Events, n_tiers: usize, n_windows: usize) -> (Cells, Option<String>) {
+    let mut block = vec![[0u128; N_FIELDS]; n_windows * n_tiers];
+    let mut evictions = Evictions::default();
+    for i in 0..ev.len() {
+        let id = ev.id[i];
+        if ev.op[i] != OP_READ {
+            shadow.invalidate(id);
+            continue;
+        }
+        let base = ev.window.map_or(0, |w| w[i] as usize) * n_tiers;
+        let req = Request {
+            id,
+            size: ev.size[i],
+            bytes_read: ev.bytes_read[i],
+            tier: ev.tier[i],
+            next_access: ev.next_access.map_or(u64::MAX, |n| n[i]),
+        };
+        read(shadow, ev, i, &req, &mut evictions, &mut block[base..base + n_tiers]);
+    }
+    let mut out = Cells::default();
+    let mut overflow = None;
+    for (k, c) in block.iter().enumerate() {
+        if c.iter().any(|&v| v != 0) {
+            emit(shadow, cache, (k / n_tiers) as u32, k % n_tiers, c, &mut out, &mut overflow);
+        }
+    }
+    (out, overflow)
+}
+
+/// One touched cell: into the totals and the output (narrowed to u64, or the overflow named).
+fn emit(shadow: &mut Shadow, cache: u32, w: u32, t: usize, c: &Exact, out: &mut Cells, overflow: &mut Option<String>) {
+    add_exact(&mut shadow.totals[t], c);
+    match narrow(c) {
+        Some(n) => {
+            out.window.push(w);
+            out.cache.push(cache);
+            out.tier.push(t as u8);
+            out.values.extend_from_slice(&n);
+        }
+        None if overflow.is_none() => {
+            *overflow = Some(format!(
+                "cache {cache}, window {w}, tier {t}: a counter exceeds 2^64-1 within one window; feed shorter windows"
+            ))
+        }
+        None => {}
+    }
+}
+
+/// Feed one batch (each event's window number in `ev.window`); returns the touched cells.
+/// `tiers_used`: every tier code fed so far is below it (the caller numbers tiers from 0 as it
+/// meets them), so evicted files' tiers are too; None: any of n_tiers.
+/// The caches and totals take the whole batch even when a cell's counter overflows u64 (then
+/// an error names it, as `Bank::feed` does).
+pub fn feed_cells(bank: &mut Bank, ev: &Events, tiers_used: Option<usize>) -> Result<Cells, String> {
+    let n_windows = ev.validate(bank.n_tiers)?;
+    let used = tiers_used.unwrap_or(bank.n_tiers).clamp(1, bank.n_tiers);
+    if let Some(i) = ev.tier.iter().position(|&t| t as usize >= used) {
+        return Err(format!("event {i}: tier {} is not below tiers_used={used}", ev.tier[i]));
+    }
+    let flat = (n_windows * used <= FLAT_MAX_CELLS).then_some((n_windows, used));
+    if bank.shadows.iter().any(|s| needs_future(&s.spec.policy)) && ev.next_access.is_none() {
+        return Err("policy belady needs next-access times (offline replays only)".into());
+    }
+    let n_tiers = bank.n_tiers;
+    let n_caches = bank.shadows.len();
+    let parts: Vec<(Cells, Option<String>)> = if n_caches > 1 && ev.len() * n_caches >= 20_000 {
+        use rayon::prelude::*;
+        bank.shadows.par_iter_mut().enumerate().map(|(c, s)| run_cache(s, c as u32, ev, n_tiers, flat)).collect()
+    } else {
+        bank.shadows.iter_mut().enumerate().map(|(c, s)| run_cache(s, c as u32, ev, n_tiers, flat)).collect()
+    };
+    bank.events_seen += ev.len() as u64;
+    let n: usize = parts.iter().map(|(p, _)| p.window.len()).sum();
+    let mut out = Cells {
+        window: Vec::with_capacity(n),
+        cache: Vec::with_capacity(n),
+        tier: Vec::with_capacity(n),
+        values: Vec::with_capacity(n * N_FIELDS),
+    };
+    let mut overflow = None;
+    for (p, o) in parts {
+        out.window.extend_from_slice(&p.window);
+        out.cache.extend_from_slice(&p.cache);
+        out.tier.extend_from_slice(&p.tier);
+        out.values.extend_from_slice(&p.values);
+        if overflow.is_none() {
+            overflow = o;
+        }
+    }
+    match overflow {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shadow::CacheSpec;
+
+    /// The cells summed per (window, cache, tier) equal the dense counters of `Bank::feed`,
+    /// windows in order or not, and the totals agree.
+    #[test]
+    fn cells_sum_to_the_dense_counters() {
+        let n = 5_000usize;
+        let id: Vec<u64> = (0..n as u64).map(|i| (i * 7919) % 613).collect();
+        let size: Vec<u64> = id.iter().map(|&i| 1_000 + (i * 37) % 5_000).collect();
+        let tier: Vec<u8> = id.iter().map(|&i| (i % 5) as u8).collect();
+        let op: Vec<u8> = (0..n).map(|i| if i % 97 == 0 { 2 } else { 0 }).collect();
+        let window: Vec<u32> = (0..n).map(|i| ((i / 300) as u32 + if i % 50 == 0 { 3 } else { 0 }) % 20).collect();
+        let specs: Vec<CacheSpec> =
+            ["lru", "arc", "s3fifo"].iter().flat_map(|p| [100_000u64, 400_000].map(|c| CacheSpec::new(p, c))).collect();
+        let mut dense_bank = Bank::new(specs.clone(), 8).unwrap();
+        let mut cell_bank = Bank::new(specs, 8).unwrap();
+        let ev = Events { id: &id, size: &size, bytes_read: &size, tier: &tier, op: &op, next_access: None, window: Some(&window), ts: None };
+        let (n_windows, dense) = dense_bank.feed(&ev).unwrap();
+        let cells = feed_cells(&mut cell_bank, &ev, Some(5)).unwrap();
+        check(&cells, n_windows, &dense);
+        // files of tiers 3 and 4 are evicted in later batches announced with tiers_used 3
+        let later_tier: Vec<u8> = tier.iter().map(|&t| t % 3).collect();
+        let later = Events { tier: &later_tier, ..ev };
+        let (_, dense_later) = dense_bank.feed(&later).unwrap();
+        let cells_later = feed_cells(&mut cell_bank, &later, Some(3)).unwrap();
+        check(&cells_later, n_windows, &dense_later);
+        // the flat path over the tiers in use (too many windows × all tiers for the direct block)
+        let mut used_bank = Bank::new(specs_again(), 8).unwrap();
+        let mid: Vec<u32> = window.iter().map(|&w| w * 500).collect();  // 9,501 windows × 8 tiers
+        let ev_mid = Events { window: Some(&mid), ..ev };
+        let got = feed_cells(&mut used_bank, &ev_mid, Some(5)).unwrap();
+        let unmid = Cells { window: got.window.iter().map(|w| w / 500).collect(), ..got };
+        check(&unmid, n_windows, &dense);
+        let mid_later = Events { window: Some(&mid), ..later };
+        let got = feed_cells(&mut used_bank, &mid_later, Some(3)).unwrap();
+        let unmid = Cells { window: got.window.iter().map(|w| w / 500).collect(), ..got };
+        check(&unmid, n_windows, &dense_later);
+        assert_eq!(dense_bank.totals(), used_bank.totals());
+        // the hash-map path (too many cells for a flat block) gives the same cells
+        let mut hashed_bank = Bank::new(specs_again(), 8).unwrap();
+        let wide: Vec<u32> = window.iter().map(|&w| w * 10_000).collect();
+        let ev_wide = Events { window: Some(&wide), ..ev };
+        let hashed = feed_cells(&mut hashed_bank, &ev_wide, None).unwrap();
+        let unwide = Cells { window: hashed.window.iter().map(|w| w / 10_000).collect(), ..hashed };
+        check(&unwide, n_windows, &dense);
+        let wide_later = Events { window: Some(&wide), ..later };
+        let hashed = feed_cells(&mut hashed_bank, &wide_later, None).unwrap();
+        let unwide = Cells { window: hashed.window.iter().map(|w| w / 10_000).collect(), ..hashed };
+        check(&unwide, n_windows, &dense_later);
+        assert_eq!(dense_bank.totals(), hashed_bank.totals());
+        assert_eq!(dense_bank.totals(), cell_bank.totals());
+        assert_eq!(dense_bank.events_seen, cell_bank.events_seen);
+    }
+
+    fn specs_again() -> Vec<CacheSpec> {
+        ["lru", "arc", "s3fifo"].iter().flat_map(|p| [100_000u64, 400_000].map(|c| CacheSpec::new(p, c))).collect()
+    }
+
+    fn check(cells: &Cells, n_windows: usize, dense: &[u64]) {
+        let n_caches = 6;
+        let mut summed = vec![0u64; n_windows * n_caches * 8 * N_FIELDS];
+        for k in 0..cells.window.len() {
+            let dst = ((cells.window[k] as usize * n_caches + cells.cache[k] as usize) * 8 + cells.tier[k] as usize) * N_FIELDS;
+            for f in 0..N_FIELDS {
+                summed[dst + f] += cells.values[k * N_FIELDS + f];
+            }
+        }
+        assert_eq!(summed, dense);
+    }
+}
