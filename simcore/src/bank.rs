@@ -38,6 +38,18 @@ impl Events<'_> {
         self.id.is_empty()
     }
 
+    /// Event `i` as the request of a read.
+    #[inline(always)]
+    pub fn request(&self, i: usize) -> Request {
+        Request {
+            id: self.id[i],
+            size: self.size[i],
+            bytes_read: self.bytes_read[i],
+            tier: self.tier[i],
+            next_access: self.next_access.map_or(u64::MAX, |n| n[i]),
+        }
+    }
+
     /// Checks the batch; errors name the column and the event index.
     pub fn validate(&self, n_tiers: usize) -> Result<usize, String> {
         let n = self.id.len();
@@ -114,14 +126,16 @@ where
             continue;
         }
         let base = ev.window.map_or(0, |w| w[i] as usize) * per_cache;
-        let req = Request {
-            id,
-            size: ev.size[i],
-            bytes_read: ev.bytes_read[i],
-            tier: ev.tier[i],
-            next_access: ev.next_access.map_or(u64::MAX, |n| n[i]),
-        };
-        read(shadow, &req, i, &mut evictions, &mut block[base..base + per_cache]);
+        read(shadow, &ev.request(i), i, &mut evictions, &mut block[base..base + per_cache]);
+    }
+}
+
+/// One batch through one cache into `block` ((windows, per_cache) counters); with event times,
+/// residence ages too. One loop per case, so the untimed loop is the one it always was.
+pub(crate) fn feed_block(shadow: &mut Shadow, ev: &Events, block: &mut [Exact], per_cache: usize, hints: bool) {
+    match ev.ts {
+        Some(ts) => feed(shadow, ev, block, per_cache, hints, |s, req, i, e, w| s.read_at(req, ts[i], e, w)),
+        None => feed(shadow, ev, block, per_cache, hints, |s, req, _, e, w| s.read(req, e, w)),
     }
 }
 
@@ -154,11 +168,7 @@ impl Bank {
         let hints = n_caches > 1;
         let run = |shadow: &mut Shadow| -> Vec<Exact> {
             let mut block = vec![[0u128; N_FIELDS]; n_windows * per_cache];
-            // one loop per case, so the untimed loop is the one it always was (ages cost nothing there)
-            match ev.ts {
-                Some(ts) => feed(shadow, ev, &mut block, per_cache, hints, |s, req, i, e, w| s.read_at(req, ts[i], e, w)),
-                None => feed(shadow, ev, &mut block, per_cache, hints, |s, req, _, e, w| s.read(req, e, w)),
-            }
+            feed_block(shadow, ev, &mut block, per_cache, hints);
             shadow.add_to_totals(&block);
             block
         };

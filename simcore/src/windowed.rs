@@ -55,13 +55,7 @@ fn run_cache(shadow: &mut Shadow, cache: u32, ev: &Events, n_tiers: usize, flat:
             continue;
         }
         let key = (ev.window.map_or(0, |w| w[i]) as u64) << 8;
-        let req = Request {
-            id,
-            size: ev.size[i],
-            bytes_read: ev.bytes_read[i],
-            tier: ev.tier[i],
-            next_access: ev.next_access.map_or(u64::MAX, |n| n[i]),
-        };
+        let req = ev.request(i);
         if read(shadow, ev, i, &req, &mut evictions, &mut scratch).is_some() {
             let t = req.tier as usize;
             if scratch[t] != [0; N_FIELDS] {
@@ -108,13 +102,7 @@ fn run_cache_flat(
             continue;
         }
         let base = ev.window.map_or(0, |w| w[i] as usize) * used;
-        let req = Request {
-            id,
-            size: ev.size[i],
-            bytes_read: ev.bytes_read[i],
-            tier: ev.tier[i],
-            next_access: ev.next_access.map_or(u64::MAX, |n| n[i]),
-        };
+        let req = ev.request(i);
         if read(shadow, ev, i, &req, &mut evictions, &mut scratch).is_some() {
             let t = req.tier as usize;
             add_exact(&mut block[base + t], &scratch[t]);
@@ -162,23 +150,7 @@ fn run_cache_flat(
 /// read off it.
 fn run_cache_direct(shadow: &mut Shadow, cache: u32, ev: &Events, n_tiers: usize, n_windows: usize) -> (Cells, Option<String>) {
     let mut block = vec![[0u128; N_FIELDS]; n_windows * n_tiers];
-    let mut evictions = Evictions::default();
-    for i in 0..ev.len() {
-        let id = ev.id[i];
-        if ev.op[i] != OP_READ {
-            shadow.invalidate(id);
-            continue;
-        }
-        let base = ev.window.map_or(0, |w| w[i] as usize) * n_tiers;
-        let req = Request {
-            id,
-            size: ev.size[i],
-            bytes_read: ev.bytes_read[i],
-            tier: ev.tier[i],
-            next_access: ev.next_access.map_or(u64::MAX, |n| n[i]),
-        };
-        read(shadow, ev, i, &req, &mut evictions, &mut block[base..base + n_tiers]);
-    }
+    crate::bank::feed_block(shadow, ev, &mut block, n_tiers, false);
     let mut out = Cells::default();
     let mut overflow = None;
     for (k, c) in block.iter().enumerate() {
