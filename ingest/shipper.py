@@ -372,15 +372,7 @@ class FileFollower:
                 break
             yield chunk.decode("utf-8", "replace"), len(chunk)
         # rotation: the path names another file now; finish ours first (done above), then switch
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return
-        if st.st_ino != self.pos.inode:
-            self._open(resume=False)
-        elif st.st_size < self.fh.tell():  # truncated in place (copytruncate)
-            self.fh.seek(0)
-            self.pos.offset, self.pos.line = 0, 0
+        self._follow_rotation()
 
     #: bytes read at a time by `read_lines` (~200 billing lines; 64 KiB stays in the CPU cache: 1.8x
     #: faster than 1 MiB blocks)
