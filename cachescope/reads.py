@@ -218,6 +218,10 @@ WHATIF_ACCESSES = NamedQuery(
     "stored accesses of a range (reads, writes and deletes), in replay order",
 )
 
+#: the accesses of a what-if range: time, cache groups, sites (the replay's scope)
+_WHATIF_RANGE = ("WHERE ts >= {start:DateTime64(6)} AND ts < {end:DateTime64(6)} AND "
+                 + _any_of("cache_group", "cache_groups") + " AND " + _any_of("site", "sites") + " ")
+
 #: the what-if replay's feed: numeric columns only, in (ts, origin, seq) order. Tiers, cache
 #: groups and servers come as their 1-based index in the given lists (0: not listed), and `admitted` applies
 #: the admission filter in the store: a string column per row would cost more than the replay
@@ -229,8 +233,7 @@ WHATIF_FEED = NamedQuery(
     "toUInt8(NOT has({exclude_tiers:Array(String)}, tier) AND file_size <= {max_file_size:UInt64}) AS admitted, "
     "toUInt16(indexOf({servers:Array(String)}, server)) AS server_code "
     f"FROM {tables.ACCESS_EVENTS} FINAL "
-    "WHERE ts >= {start:DateTime64(6)} AND ts < {end:DateTime64(6)} AND "
-    + _any_of("cache_group", "cache_groups") + " AND " + _any_of("site", "sites") + " "
+    + _WHATIF_RANGE +
     "ORDER BY ts, origin, seq",
     "a what-if replay's accesses as engine columns (tier and group codes, admission flag), in replay order",
 )
@@ -240,8 +243,7 @@ WHATIF_SERVERS = NamedQuery(
     "whatif_servers",
     "SELECT server, count() AS accesses "
     f"FROM {tables.ACCESS_EVENTS} "
-    "WHERE ts >= {start:DateTime64(6)} AND ts < {end:DateTime64(6)} AND "
-    + _any_of("cache_group", "cache_groups") + " AND " + _any_of("site", "sites") + " "
+    + _WHATIF_RANGE +
     "GROUP BY server ORDER BY server",
     "accesses per server in a range (not deduplicated)",
 )
@@ -251,8 +253,7 @@ WHATIF_SCOPE = NamedQuery(
     "whatif_scope",
     "SELECT tier, count() AS accesses, countIf(op = 'read') AS reads "
     f"FROM {tables.ACCESS_EVENTS} "
-    "WHERE ts >= {start:DateTime64(6)} AND ts < {end:DateTime64(6)} AND "
-    + _any_of("cache_group", "cache_groups") + " AND " + _any_of("site", "sites") + " "
+    + _WHATIF_RANGE +
     "GROUP BY tier ORDER BY accesses DESC, tier",
     "accesses and reads per tier in a range (to bound a what-if and number its tiers)",
 )
