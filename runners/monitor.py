@@ -126,11 +126,16 @@ class PipelineMonitor:
         if self.health is None:
             return 0
         n = 0
+        deadline = time.monotonic() + timeout_ms / 1000
         while True:
             polled = self.health.poll(timeout_ms=timeout_ms, max_records=5000)
             records = [r for batch in polled.values() for r in batch]
-            if not records:
+            # an empty poll is not the end while the group is still joining or fetching (a busy
+            # broker): stop at the topics' ends, or when the wait is over
+            if not records and (self._at_end() or time.monotonic() >= deadline):
                 return n
+            if not records:
+                continue
             parts = []
             for r in records:
                 try:
@@ -144,11 +149,19 @@ class PipelineMonitor:
             self.health.commit()
             n += len(records)
 
-    def tick(self) -> list[LagSample]:
+    def _at_end(self) -> bool:
+        """Whether the health consumer has read everything committed on its partitions."""
+        assigned = self.health.assignment()
+        if not assigned:
+            return False
+        ends = self.health.end_offsets(list(assigned))
+        return all(self.health.position(tp) >= ends[tp] for tp in assigned)
+
+    def tick(self, health_wait_ms: int = 1000) -> list[LagSample]:
         samples = self.lag()
         if samples:
             self.store.insert(tables.CONSUMER_LAG, lag_rows(samples, int(time.time() * 1e6)))
-        self.forward_health()
+        self.forward_health(health_wait_ms)
         return samples
 
     # ------------------------------------------------------------------ background
@@ -170,6 +183,10 @@ class PipelineMonitor:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
+            try:  # a last tick: what the shippers committed since the previous one (a bounded job ends in seconds)
+                self.tick(health_wait_ms=5000)
+            except Exception as e:
+                print(f"cachescope monitor: {type(e).__name__}: {e}", file=sys.stderr)
         for c in (self.offsets, self.health):
             if c is not None:
                 c.close()
