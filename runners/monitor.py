@@ -39,6 +39,15 @@ HEALTH_SUFFIX = ".health"  # the shippers' health topic: the events topic + this
 MONITOR_GROUP = "cachescope-monitor"
 
 
+def health_group(topics) -> str:
+    """The consumer group that forwards these health topics: one per set of topics, so monitors
+    of other pipelines (or a killed one still counted as a member) never hold up its rebalance,
+    while a restarted monitor of the same topics resumes where its predecessor committed."""
+    import xxhash
+
+    return f"{MONITOR_GROUP}-{xxhash.xxh3_64_hexdigest(chr(0).join(sorted(topics)).encode())[:12]}"
+
+
 @dataclass
 class LagSample:
     consumer_group: str
@@ -93,7 +102,8 @@ class PipelineMonitor:
         self.health = None
         if self.health_topics:
             self.health = KafkaConsumer(*self.health_topics, bootstrap_servers=self.bootstrap,
-                                        group_id=MONITOR_GROUP, client_id="cachescope-monitor-health",
+                                        group_id=health_group(self.health_topics),
+                                        client_id="cachescope-monitor-health",
                                         isolation_level="read_committed", enable_auto_commit=False,
                                         auto_offset_reset="earliest")
 
