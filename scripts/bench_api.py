@@ -143,22 +143,8 @@ def free_port() -> int:
 
 
 async def load(url: str, params: dict, clients: int, requests: int, headers: dict) -> list[float]:
-    import httpx
-
-    lat: list[float] = []
-    todo = iter(range(requests))
-
-    async def worker(c):
-        for _ in todo:
-            t0 = time.perf_counter()
-            r = await c.get(url, params=params, headers=headers)
-            lat.append(time.perf_counter() - t0)
-            if r.status_code != 200:
-                raise SystemExit(f"{url}: HTTP {r.status_code}: {r.text[:300]}")
-
-    async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=clients)) as c:
-        await asyncio.gather(*(worker(c) for _ in range(clients)))
-    return lat
+    """Latencies of `requests` GETs of one query from `clients` connections."""
+    return await load_many(url, [params] * requests, clients, headers)
 
 
 def varied_queries(case: str, n: int, seed: int = 3) -> list[dict]:
@@ -289,7 +275,7 @@ def bench_serve(args, cache_seconds: float, copy: bool = True) -> None:
 
 
 async def load_many(url: str, queries: list[dict], clients: int, headers: dict) -> list[float]:
-    """As load(), each request the next parameter set of `queries`."""
+    """Latencies of GETs from `clients` connections, each request the next parameter set of `queries`."""
     import httpx
 
     lat: list[float] = []
