@@ -30,6 +30,7 @@ fn events<'a, 'py>(
     op: &'a Col<'py, u8>,
     next_access: Option<&'a Col<'py, u64>>,
     window: Option<&'a Col<'py, u32>>,
+    ts: Option<&'a Col<'py, u32>>,
 ) -> PyResult<Events<'a>> {
     Ok(Events {
         id: id.as_slice()?,
@@ -39,7 +40,7 @@ fn events<'a, 'py>(
         op: op.as_slice()?,
         next_access: next_access.map(|a| a.as_slice()).transpose()?,
         window: window.map(|a| a.as_slice()).transpose()?,
-        ts: None,
+        ts: ts.map(|a| a.as_slice()).transpose()?,
     })
 }
 
@@ -108,8 +109,7 @@ impl PyBank {
         window: Option<PyReadonlyArray1<'py, u32>>,
         ts: Option<PyReadonlyArray1<'py, u32>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let mut ev = events(&file_id, &file_size, &bytes_read, &tier, &op, next_access.as_ref(), window.as_ref())?;
-        ev.ts = ts.as_ref().map(|a| a.as_slice()).transpose()?;
+        let ev = events(&file_id, &file_size, &bytes_read, &tier, &op, next_access.as_ref(), window.as_ref(), ts.as_ref())?;
         let inner = &mut self.inner;
         let (w, out) = py.detach(|| inner.feed(&ev)).map_err(err)?;
         let shape = [w, self.inner.shadows.len(), self.inner.n_tiers, FIELDS.len()];
@@ -134,8 +134,7 @@ impl PyBank {
         tiers_used: Option<usize>,
         ts: Option<PyReadonlyArray1<'py, u32>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let mut ev = events(&file_id, &file_size, &bytes_read, &tier, &op, next_access.as_ref(), Some(&window))?;
-        ev.ts = ts.as_ref().map(|a| a.as_slice()).transpose()?;
+        let ev = events(&file_id, &file_size, &bytes_read, &tier, &op, next_access.as_ref(), Some(&window), ts.as_ref())?;
         let inner = &mut self.inner;
         let cells = py.detach(|| crate::windowed::feed_cells(inner, &ev, tiers_used)).map_err(err)?;
         let n = cells.window.len();
@@ -159,7 +158,7 @@ impl PyBank {
         op: PyReadonlyArray1<'py, u8>,
         next_access: Option<PyReadonlyArray1<'py, u64>>,
     ) -> PyResult<()> {
-        let ev = events(&file_id, &file_size, &bytes_read, &tier, &op, next_access.as_ref(), None)?;
+        let ev = events(&file_id, &file_size, &bytes_read, &tier, &op, next_access.as_ref(), None, None)?;
         let inner = &mut self.inner;
         py.detach(|| inner.feed_totals(&ev)).map_err(err)
     }
@@ -255,7 +254,7 @@ impl PyMrc {
         window: Option<PyReadonlyArray1<'py, u32>>,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
         let n_tiers = self.inner.curve_tiers();
-        let ev = events(&file_id, &file_size, &bytes_read, &tier, &op, None, window.as_ref())?;
+        let ev = events(&file_id, &file_size, &bytes_read, &tier, &op, None, window.as_ref(), None)?;
         ev.validate(n_tiers).map_err(err)?;
         let inner = &mut self.inner;
         let accs = py.detach(|| inner.feed(ev.id, ev.size, ev.bytes_read, ev.tier, ev.op, ev.window));

@@ -36,6 +36,31 @@ fn read(shadow: &mut Shadow, ev: &Events, i: usize, req: &Request, evictions: &m
     }
 }
 
+/// Each read of the batch through the cache; `sink(event, tier, counters)` gets every tier cell
+/// the read touched (its own tier's and its evicted files'), once each. The counters land in a
+/// per-tier scratch first, as `Shadow::read` writes them.
+#[inline(always)]
+fn for_each_read<S: FnMut(usize, usize, &Exact)>(shadow: &mut Shadow, ev: &Events, n_tiers: usize, mut sink: S) {
+    let mut scratch = vec![[0u128; N_FIELDS]; n_tiers];
+    let mut evictions = Evictions::default();
+    for i in 0..ev.len() {
+        if ev.op[i] != OP_READ {
+            shadow.invalidate(ev.id[i]);
+            continue;
+        }
+        let req = ev.request(i);
+        if read(shadow, ev, i, &req, &mut evictions, &mut scratch).is_some() {
+            let own = req.tier as usize;
+            for t in std::iter::once(own).chain(evictions.items.iter().map(|e| e.1 as usize)) {
+                if scratch[t] != [0; N_FIELDS] {
+                    sink(i, t, &scratch[t]);
+                    scratch[t] = [0; N_FIELDS];
+                }
+            }
+        }
+    }
+}
+
 fn run_cache(shadow: &mut Shadow, cache: u32, ev: &Events, n_tiers: usize, flat: Option<(usize, usize)>) -> (Cells, Option<String>) {
     if let Some((n_windows, used)) = flat {
         if n_windows * n_tiers <= FLAT_MAX_CELLS {
@@ -43,34 +68,12 @@ fn run_cache(shadow: &mut Shadow, cache: u32, ev: &Events, n_tiers: usize, flat:
         }
         return run_cache_flat(shadow, cache, ev, n_tiers, n_windows, used);
     }
-    // the counters of each (window, tier) the batch touched, keyed window << 8 | tier; an
-    // event's counters land in `scratch` (by tier, as Shadow::read writes them) and move here
+    // the counters of each (window, tier) the batch touched, keyed window << 8 | tier
     let mut cells: rustc_hash::FxHashMap<u64, Exact> = Default::default();
-    let mut scratch = vec![[0u128; N_FIELDS]; n_tiers];
-    let mut evictions = Evictions::default();
-    for i in 0..ev.len() {
-        let id = ev.id[i];
-        if ev.op[i] != OP_READ {
-            shadow.invalidate(id);
-            continue;
-        }
-        let key = (ev.window.map_or(0, |w| w[i]) as u64) << 8;
-        let req = ev.request(i);
-        if read(shadow, ev, i, &req, &mut evictions, &mut scratch).is_some() {
-            let t = req.tier as usize;
-            if scratch[t] != [0; N_FIELDS] {
-                add_exact(cells.entry(key | t as u64).or_insert([0; N_FIELDS]), &scratch[t]);
-                scratch[t] = [0; N_FIELDS];
-            }
-            for k in 0..evictions.items.len() {
-                let t = evictions.items[k].1 as usize;
-                if scratch[t] != [0; N_FIELDS] {
-                    add_exact(cells.entry(key | t as u64).or_insert([0; N_FIELDS]), &scratch[t]);
-                    scratch[t] = [0; N_FIELDS];
-                }
-            }
-        }
-    }
+    for_each_read(shadow, ev, n_tiers, |i, t, c| {
+        let key = (ev.window.map_or(0, |w| w[i]) as u64) << 8 | t as u64;
+        add_exact(cells.entry(key).or_insert([0; N_FIELDS]), c);
+    });
     let mut keys: Vec<u64> = cells.keys().copied().collect();
     keys.sort_unstable();
     let mut out = Cells::default();
@@ -93,35 +96,15 @@ fn run_cache_flat(
 ) -> (Cells, Option<String>) {
     let mut block = vec![[0u128; N_FIELDS]; n_windows * used];
     let mut strays: rustc_hash::FxHashMap<u64, Exact> = Default::default();
-    let mut scratch = vec![[0u128; N_FIELDS]; n_tiers];
-    let mut evictions = Evictions::default();
-    for i in 0..ev.len() {
-        let id = ev.id[i];
-        if ev.op[i] != OP_READ {
-            shadow.invalidate(id);
-            continue;
+    for_each_read(shadow, ev, n_tiers, |i, t, c| {
+        let w = ev.window.map_or(0, |w| w[i] as usize);
+        if t < used {
+            add_exact(&mut block[w * used + t], c);
+        } else {
+            // a file of a tier code the caller did not announce: counted all the same
+            add_exact(strays.entry((w as u64) << 8 | t as u64).or_insert([0; N_FIELDS]), c);
         }
-        let base = ev.window.map_or(0, |w| w[i] as usize) * used;
-        let req = ev.request(i);
-        if read(shadow, ev, i, &req, &mut evictions, &mut scratch).is_some() {
-            let t = req.tier as usize;
-            add_exact(&mut block[base + t], &scratch[t]);
-            scratch[t] = [0; N_FIELDS];
-            for k in 0..evictions.items.len() {
-                let t = evictions.items[k].1 as usize;
-                if scratch[t] != [0; N_FIELDS] {
-                    if t < used {
-                        add_exact(&mut block[base + t], &scratch[t]);
-                    } else {
-                        // a file of a tier code the caller did not announce: counted all the same
-                        let key = ((base / used) as u64) << 8 | t as u64;
-                        add_exact(strays.entry(key).or_insert([0; N_FIELDS]), &scratch[t]);
-                    }
-                    scratch[t] = [0; N_FIELDS];
-                }
-            }
-        }
-    }
+    });
     let mut out = Cells::default();
     let mut overflow = None;
     if strays.is_empty() {
