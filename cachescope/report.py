@@ -254,9 +254,13 @@ def split_section(store, start, end) -> Section:
                    "and through one cache per server of equal total size.", table, _png(fig), notes)
 
 
+def _series_step(start, end) -> int:
+    """Seconds per point of a time-series plot: hours up to two weeks, days beyond."""
+    return 3600 if (end - start).total_seconds() <= 14 * 86400 else 86400
+
+
 def real_section(store, start, end) -> Section:
-    span = (end - start).total_seconds()
-    step = 3600 if span <= 14 * 86400 else 86400
+    step = _series_step(start, end)
     real = reads.observed_series(store, start, end, step)
     ref = _reference_cache(store, start, end)
     fig, ax = _figure(9, 4.2)
@@ -296,8 +300,7 @@ def real_section(store, start, end) -> Section:
 def ages_section(store, start, end) -> Section:
     """How long data stays in each shadow cache: the mean age of its files over time (what XCache's
     own monitoring shows) and, per cache, the mean residence of the files it evicted."""
-    span = (end - start).total_seconds()
-    step = 3600 if span <= 14 * 86400 else 86400
+    step = _series_step(start, end)
     series = reads.residence_series(store, start, end, step)
     ref = _reference_cache(store, start, end)
     fig, ax = _figure(9, 4.2)
