@@ -34,11 +34,16 @@ pub struct Shadow {
     threshold: u64,
     /// Cumulative counters, indexed by tier (exact: u128).
     pub totals: Vec<Exact>,
-    /// Residence ages (reads with timestamps only): when each resident file came in, their sum,
-    /// and the cache's clock (the latest timestamp read, so out-of-order events never make an
-    /// age negative). Kept here, not in every policy's entries: one table for all policies.
+    /// Residence ages (reads with timestamps only). Most policies keep each file's arrival in
+    /// its entry (already in the CPU's cache when the file is read or evicted) and report it;
+    /// for the others (`side_table`: lirs, wtinylfu, xcache) the arrivals are kept here.
     born: Map<u32>,
+    side_table: bool,
+    /// Sum and number of the arrivals of the resident files whose arrival is known, and the
+    /// cache's clock (the latest timestamp read, so out-of-order events never make an age
+    /// negative; an arrival time of 0 means not known).
     born_sum: u64,
+    timed: u64,
     clock: u32,
     /// ⌈born_sum / resident⌉, kept as fills and evictions change them, so a read (mostly hits,
     /// which change neither) finds the mean age without a division: ⌊(t·n − Σ)/n⌋ = t − ⌈Σ/n⌉.
@@ -74,7 +79,19 @@ impl Shadow {
                 AnyPolicy::new(&spec.policy, cap, &Params::new(spec.params.clone()))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Shadow { spec, parts, threshold, totals: vec![[0; N_FIELDS]; n_tiers], born: Map::default(), born_sum: 0, clock: 0, born_mean_ceil: 0 })
+        let side_table = !parts[0].keeps_arrivals();
+        Ok(Shadow {
+            spec,
+            parts,
+            threshold,
+            totals: vec![[0; N_FIELDS]; n_tiers],
+            born: Map::default(),
+            side_table,
+            born_sum: 0,
+            timed: 0,
+            clock: 0,
+            born_mean_ceil: 0,
+        })
     }
 
     /// The fraction of files simulated (exactly as applied, after rounding to the hash modulus).
@@ -104,6 +121,16 @@ impl Shadow {
         if !self.sampled(req.id) {
             return None;
         }
+        let out = self.serve(req, ev, window);
+        // files that came in under timed reads can leave under untimed ones: keep the sums true
+        if self.timed != 0 && self.settle(ev, None, window) {
+            self.refresh_mean();
+        }
+        Some(out)
+    }
+
+    #[inline(always)]
+    fn serve(&mut self, req: &Request, ev: &mut Evictions, window: &mut [Exact]) -> Outcome {
         ev.items.clear();
         let out = self.part(req.id).access(req, ev);
         let c = &mut window[req.tier as usize];
@@ -112,12 +139,31 @@ impl Shadow {
         c[BYTES_REQUESTED] += req.bytes_read as u128;
         c[BYTES_HIT] += out.hit_bytes as u128;
         c[BYTES_FILLED] += out.filled as u128;
-        for &(size, tier, _) in &ev.items {
-            let c = &mut window[tier as usize];
+        for e in &ev.items {
+            let c = &mut window[e.tier as usize];
             c[EVICTIONS] += 1;
-            c[BYTES_EVICTED] += size as u128;
+            c[BYTES_EVICTED] += e.size as u128;
         }
-        Some(out)
+        out
+    }
+
+    /// Take the evicted files' arrivals out of the sums; with `now`, also count how long each
+    /// stayed. True when the sums changed.
+    #[inline(always)]
+    fn settle(&mut self, ev: &Evictions, now: Option<u32>, window: &mut [Exact]) -> bool {
+        let mut changed = false;
+        for e in &ev.items {
+            let born = if self.side_table { self.born.remove(&e.id).unwrap_or(0) } else { e.born };
+            if born != 0 {
+                self.born_sum -= born as u64;
+                self.timed -= 1;
+                if let Some(now) = now {
+                    window[e.tier as usize][EVICTED_AGE] += (now - born) as u128;
+                }
+                changed = true;
+            }
+        }
+        changed
     }
 
     /// `read` at time `ts` (seconds), also counting residence ages: the mean age of the
@@ -131,27 +177,30 @@ impl Shadow {
         let now = self.clock;
         {
             let c = &mut window[req.tier as usize];
-            if !self.born.is_empty() {
+            if self.timed != 0 {
                 c[RESIDENT_AGE] += (now - self.born_mean_ceil) as u128;
             }
             c[AGE_READS] += 1;
         }
-        let out = self.read(req, ev, window)?;
-        let mut changed = false;
-        for &(_, tier, id) in &ev.items {
-            if let Some(b) = self.born.remove(&id) {
-                self.born_sum -= b as u64;
-                window[tier as usize][EVICTED_AGE] += (now - b) as u128;
-                changed = true;
-            }
-        }
-        if out.filled > 0 {
+        let req = Request { ts: now, ..*req };
+        let out = self.serve(&req, ev, window);
+        let mut changed = self.settle(ev, Some(now), window);
+        let arrived = if self.side_table {
             // a partial fill of a file already resident (xcache blocks) keeps its first arrival
-            if let std::collections::hash_map::Entry::Vacant(v) = self.born.entry(req.id) {
-                v.insert(now);
-                self.born_sum += now as u64;
-                changed = true;
+            out.filled > 0 && now != 0 && {
+                let vacant = matches!(self.born.entry(req.id), std::collections::hash_map::Entry::Vacant(_));
+                if vacant {
+                    self.born.insert(req.id, now);
+                }
+                vacant
             }
+        } else {
+            out.arrived && now != 0
+        };
+        if arrived {
+            self.born_sum += now as u64;
+            self.timed += 1;
+            changed = true;
         }
         if changed {
             self.refresh_mean();
@@ -161,13 +210,19 @@ impl Shadow {
 
     #[inline]
     fn refresh_mean(&mut self) {
-        let n = self.born.len() as u64;
+        let n = self.timed;
         self.born_mean_ceil = if n == 0 { 0 } else { self.born_sum.div_ceil(n) as u32 };
     }
 
     /// Resident files whose arrival time is known (reads with timestamps).
     pub fn timed_files(&self) -> usize {
-        self.born.len()
+        self.timed as usize
+    }
+
+    /// Keep arrivals in the side table even if the policy keeps them (tests compare the two).
+    #[cfg(test)]
+    pub(crate) fn use_side_table(&mut self) {
+        self.side_table = true;
     }
 
     /// Memory hint for a read a few events ahead (no effect on results); see `Bank::run`.
@@ -189,14 +244,19 @@ impl Shadow {
 
     /// A file was deleted or rewritten at the source: it leaves the cache.
     pub fn invalidate(&mut self, id: u64) -> bool {
-        let gone = self.sampled(id) && self.part(id).remove(id);
-        if gone {
-            if let Some(b) = self.born.remove(&id) {
-                self.born_sum -= b as u64;
-                self.refresh_mean();
-            }
+        if !self.sampled(id) {
+            return false;
         }
-        gone
+        let Some(born) = self.part(id).remove(id) else {
+            return false;
+        };
+        let born = if self.side_table { self.born.remove(&id).unwrap_or(0) } else { born };
+        if born != 0 {
+            self.born_sum -= born as u64;
+            self.timed -= 1;
+            self.refresh_mean();
+        }
+        true
     }
 
     pub fn used_bytes(&self) -> u64 {

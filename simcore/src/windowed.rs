@@ -51,7 +51,7 @@ fn for_each_read<S: FnMut(usize, usize, &Exact)>(shadow: &mut Shadow, ev: &Event
         let req = ev.request(i);
         if read(shadow, ev, i, &req, &mut evictions, &mut scratch).is_some() {
             let own = req.tier as usize;
-            for t in std::iter::once(own).chain(evictions.items.iter().map(|e| e.1 as usize)) {
+            for t in std::iter::once(own).chain(evictions.items.iter().map(|e| e.tier as usize)) {
                 if scratch[t] != [0; N_FIELDS] {
                     sink(i, t, &scratch[t]);
                     scratch[t] = [0; N_FIELDS];
