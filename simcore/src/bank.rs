@@ -5,7 +5,7 @@
 //! caller numbers the windows of a batch (event-time windows are the caller's business).
 
 use crate::policy::{needs_future, Evictions, Request, Stage};
-use crate::shadow::{CacheSpec, Shadow};
+use crate::shadow::{invalidate, read, Ages, CacheSpec, Server, Shadow, Visitor};
 use crate::stats::*;
 use serde::{Deserialize, Serialize};
 
@@ -104,39 +104,53 @@ const SNAPSHOT_MAGIC: &[u8; 8] = b"CSBANK\0\0";
 /// Bump when the serialized layout of any policy changes; old snapshots are then refused.
 pub const SNAPSHOT_VERSION: u32 = 4; // 2: totals are u128; 3: residence ages; 4: arrivals in entries
 
-/// One batch through one cache; `read` serves a read (with or without its timestamp).
-#[inline(always)]
-fn feed<R>(shadow: &mut Shadow, ev: &Events, block: &mut [Exact], per_cache: usize, hints: bool, mut read: R)
-where
-    R: FnMut(&mut Shadow, &Request, usize, &mut Evictions, &mut [Exact]) -> Option<crate::policy::Outcome>,
-{
-    let mut evictions = Evictions::default();
-    let n = ev.len();
-    for i in 0..n {
-        // software pipeline of memory loads (large caches are bound by them): the map
-        // place of the read 2·AHEAD events on, then the entry of the one AHEAD on
-        if hints && i + 2 * AHEAD < n {
-            shadow.prefetch(ev.id[i + 2 * AHEAD], Stage::Place);
+/// One batch through one cache into `block` ((windows, per_cache) counters); with event times,
+/// residence ages too.
+pub(crate) fn feed_block(shadow: &mut Shadow, ev: &Events, block: &mut [Exact], per_cache: usize, hints: bool) {
+    shadow.dispatch(FeedBlock { ev, block, per_cache, hints })
+}
+
+struct FeedBlock<'a, 'b> {
+    ev: &'a Events<'b>,
+    block: &'a mut [Exact],
+    per_cache: usize,
+    hints: bool,
+}
+
+impl Visitor for FeedBlock<'_, '_> {
+    type Out = ();
+    #[inline(always)]
+    fn visit<S: Server>(self, s: &mut S, ages: &mut Ages) {
+        // one loop per case, so the untimed loop carries nothing of the ages
+        match self.ev.ts {
+            Some(ts) => self.feed(s, ages, |i| Some(ts[i])),
+            None => self.feed(s, ages, |_| None),
         }
-        if hints && i + AHEAD < n {
-            shadow.prefetch(ev.id[i + AHEAD], Stage::Entry);
-        }
-        let id = ev.id[i];
-        if ev.op[i] != OP_READ {
-            shadow.invalidate(id);
-            continue;
-        }
-        let base = ev.window.map_or(0, |w| w[i] as usize) * per_cache;
-        read(shadow, &ev.request(i), i, &mut evictions, &mut block[base..base + per_cache]);
     }
 }
 
-/// One batch through one cache into `block` ((windows, per_cache) counters); with event times,
-/// residence ages too. One loop per case, so the untimed loop is the one it always was.
-pub(crate) fn feed_block(shadow: &mut Shadow, ev: &Events, block: &mut [Exact], per_cache: usize, hints: bool) {
-    match ev.ts {
-        Some(ts) => feed(shadow, ev, block, per_cache, hints, |s, req, i, e, w| s.read_at(req, ts[i], e, w)),
-        None => feed(shadow, ev, block, per_cache, hints, |s, req, _, e, w| s.read(req, e, w)),
+impl FeedBlock<'_, '_> {
+    #[inline(always)]
+    fn feed<S: Server>(self, s: &mut S, ages: &mut Ages, ts: impl Fn(usize) -> Option<u32>) {
+        let FeedBlock { ev, block, per_cache, hints } = self;
+        let mut evictions = Evictions::default();
+        let n = ev.len();
+        for i in 0..n {
+            // software pipeline of memory loads (large caches are bound by them): the map
+            // place of the read 2·AHEAD events on, then the entry of the one AHEAD on
+            if hints && i + 2 * AHEAD < n {
+                s.prefetch(ev.id[i + 2 * AHEAD], Stage::Place);
+            }
+            if hints && i + AHEAD < n {
+                s.prefetch(ev.id[i + AHEAD], Stage::Entry);
+            }
+            if ev.op[i] != OP_READ {
+                invalidate(s, ages, ev.id[i]);
+                continue;
+            }
+            let base = ev.window.map_or(0, |w| w[i] as usize) * per_cache;
+            read(s, ages, &ev.request(i), ts(i), &mut evictions, &mut block[base..base + per_cache]);
+        }
     }
 }
 

@@ -8,8 +8,8 @@
 //! over sorted by (window, tier). The caller sums the cells of a window over batches.
 
 use crate::bank::{Bank, Events, OP_READ};
-use crate::policy::{needs_future, Evictions, Outcome, Request};
-use crate::shadow::Shadow;
+use crate::policy::{needs_future, Evictions};
+use crate::shadow::{invalidate, read, Ages, Server, Shadow, Visitor};
 use crate::stats::*;
 
 /// Touched cells of a batch, in cache order, then (window, tier) order.
@@ -27,34 +27,41 @@ pub struct Cells {
 const FLAT_MAX_CELLS: usize = 1 << 16;
 
 /// `flat`: (windows, tiers in use): count in a flat block instead of a hash map.
-/// One read, with its event time when the batch carries them (residence ages, as `Bank::feed`).
-#[inline(always)]
-fn read(shadow: &mut Shadow, ev: &Events, i: usize, req: &Request, evictions: &mut Evictions, window: &mut [Exact]) -> Option<Outcome> {
-    match ev.ts {
-        Some(ts) => shadow.read_at(req, ts[i], evictions, window),
-        None => shadow.read(req, evictions, window),
-    }
-}
-
 /// Each read of the batch through the cache; `sink(event, tier, counters)` gets every tier cell
 /// the read touched (its own tier's and its evicted files'), once each. The counters land in a
 /// per-tier scratch first, as `Shadow::read` writes them.
 #[inline(always)]
-fn for_each_read<S: FnMut(usize, usize, &Exact)>(shadow: &mut Shadow, ev: &Events, n_tiers: usize, mut sink: S) {
-    let mut scratch = vec![[0u128; N_FIELDS]; n_tiers];
-    let mut evictions = Evictions::default();
-    for i in 0..ev.len() {
-        if ev.op[i] != OP_READ {
-            shadow.invalidate(ev.id[i]);
-            continue;
-        }
-        let req = ev.request(i);
-        if read(shadow, ev, i, &req, &mut evictions, &mut scratch).is_some() {
-            let own = req.tier as usize;
-            for t in std::iter::once(own).chain(evictions.items.iter().map(|e| e.tier as usize)) {
-                if scratch[t] != [0; N_FIELDS] {
-                    sink(i, t, &scratch[t]);
-                    scratch[t] = [0; N_FIELDS];
+fn for_each_read<F: FnMut(usize, usize, &Exact)>(shadow: &mut Shadow, ev: &Events, n_tiers: usize, sink: F) {
+    shadow.dispatch(EachRead { ev, n_tiers, sink })
+}
+
+struct EachRead<'a, 'b, F> {
+    ev: &'a Events<'b>,
+    n_tiers: usize,
+    sink: F,
+}
+
+impl<F: FnMut(usize, usize, &Exact)> Visitor for EachRead<'_, '_, F> {
+    type Out = ();
+    #[inline(always)]
+    fn visit<S: Server>(self, s: &mut S, ages: &mut Ages) {
+        let EachRead { ev, n_tiers, mut sink } = self;
+        let mut scratch = vec![[0u128; N_FIELDS]; n_tiers];
+        let mut evictions = Evictions::default();
+        for i in 0..ev.len() {
+            if ev.op[i] != OP_READ {
+                invalidate(s, ages, ev.id[i]);
+                continue;
+            }
+            let req = ev.request(i);
+            let ts = ev.ts.map(|t| t[i]);
+            if read(s, ages, &req, ts, &mut evictions, &mut scratch).is_some() {
+                let own = req.tier as usize;
+                for t in std::iter::once(own).chain(evictions.items.iter().map(|e| e.tier as usize)) {
+                    if scratch[t] != [0; N_FIELDS] {
+                        sink(i, t, &scratch[t]);
+                        scratch[t] = [0; N_FIELDS];
+                    }
                 }
             }
         }

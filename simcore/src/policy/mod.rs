@@ -184,6 +184,11 @@ macro_rules! policies {
             pub fn remove(&mut self, id: u64) -> Option<u32> {
                 match self { $( AnyPolicy::$variant(p) => p.remove(id), )* }
             }
+            /// Run `v` over this policy, typed (see `Shadow::dispatch`).
+            #[inline(always)]
+            pub(crate) fn visit<V: crate::shadow::Visitor>(&mut self, v: V, ages: &mut crate::shadow::Ages) -> V::Out {
+                match self { $( AnyPolicy::$variant(p) => v.visit(p, ages), )* }
+            }
             pub fn keeps_arrivals(&self) -> bool {
                 match self { $( AnyPolicy::$variant(_) => <$module::$ty as Policy>::KEEPS_ARRIVALS, )* }
             }
