@@ -48,6 +48,7 @@ fn main() {
                 next_access: None,
                 window: None,
                 ts: ts.as_ref().map(|t| &t[i..j]),
+                key: None,
             };
             bank.feed_totals(&ev).unwrap();
             i = j;

@@ -16,6 +16,7 @@ pub const OP_WRITE: u8 = 1;
 pub const OP_DELETE: u8 = 2;
 
 /// Columns of one batch; all slices have the same length.
+#[derive(Clone, Copy)]
 pub struct Events<'a> {
     pub id: &'a [u64],
     pub size: &'a [u64],
@@ -28,9 +29,21 @@ pub struct Events<'a> {
     pub window: Option<&'a [u32]>,
     /// Event time in seconds: when given, the caches also count residence ages.
     pub ts: Option<&'a [u32]>,
+    /// Each file's dense key (0, 1, 2, … in order of first appearance in the trace), for the
+    /// caches that take dense ids (`Bank::use_dense_ids`); the others read `id`.
+    pub key: Option<&'a [u64]>,
 }
 
 impl Events<'_> {
+    /// The batch as a cache that takes dense keys sees it.
+    #[inline]
+    pub(crate) fn for_cache(&self, shadow: &Shadow) -> Self {
+        match (shadow.keyed(), self.key) {
+            (true, Some(key)) => Events { id: key, ..*self },
+            _ => *self,
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.id.len()
     }
@@ -65,6 +78,7 @@ impl Events<'_> {
             ("next_access", self.next_access.map(|c| c.len())),
             ("window", self.window.map(|c| c.len())),
             ("ts", self.ts.map(|c| c.len())),
+            ("key", self.key.map(|c| c.len())),
         ];
         for (name, col) in optional {
             if let Some(len) = col {
@@ -107,6 +121,7 @@ pub const SNAPSHOT_VERSION: u32 = 4; // 2: totals are u128; 3: residence ages; 4
 /// One batch through one cache into `block` ((windows, per_cache) counters); with event times,
 /// residence ages too.
 pub(crate) fn feed_block(shadow: &mut Shadow, ev: &Events, block: &mut [Exact], per_cache: usize, hints: bool) {
+    let ev = &ev.for_cache(shadow);
     shadow.dispatch(FeedBlock { ev, block, per_cache, hints })
 }
 
@@ -163,6 +178,16 @@ impl Bank {
         Ok(Bank { n_tiers, shadows, events_seen: 0 })
     }
 
+    /// Whole-trace simulations: the caches that can take dense file keys (`Events::key`) do
+    /// from now on (before the first batch). True if any does; batches must then carry keys.
+    pub fn use_dense_ids(&mut self) -> bool {
+        let mut any = false;
+        for s in &mut self.shadows {
+            any |= s.use_dense_ids();
+        }
+        any
+    }
+
     pub fn needs_future(&self) -> bool {
         self.shadows.iter().any(|s| needs_future(&s.spec.policy))
     }
@@ -173,6 +198,9 @@ impl Bank {
         let n_windows = ev.validate(self.n_tiers)?;
         if self.needs_future() && ev.next_access.is_none() {
             return Err("policy belady needs next-access times (offline replays only)".into());
+        }
+        if ev.key.is_none() && self.shadows.iter().any(|s| s.keyed()) {
+            return Err("this bank takes dense file keys: every batch needs its key column".into());
         }
         let per_cache = self.n_tiers;
         let n_caches = self.shadows.len();
@@ -257,7 +285,7 @@ mod tests {
     use super::*;
 
     fn events<'a>(id: &'a [u64], size: &'a [u64], tier: &'a [u8], op: &'a [u8]) -> Events<'a> {
-        Events { id, size, bytes_read: size, tier, op, next_access: None, window: None, ts: None }
+        Events { id, size, bytes_read: size, tier, op, next_access: None, window: None, ts: None, key: None }
     }
 
     #[test]

@@ -41,6 +41,7 @@ fn events<'a, 'py>(
         next_access: next_access.map(|a| a.as_slice()).transpose()?,
         window: window.map(|a| a.as_slice()).transpose()?,
         ts: ts.map(|a| a.as_slice()).transpose()?,
+        key: None,
     })
 }
 

@@ -36,6 +36,9 @@ pub struct Shadow {
     pub totals: Vec<Exact>,
     /// Residence ages (reads with timestamps only).
     ages: Ages,
+    /// Its policy takes dense file keys instead of ids (`Bank::use_dense_ids`).
+    #[serde(default)]
+    keyed: bool,
 }
 
 /// Residence-age bookkeeping of one shadow cache. Most policies keep each file's arrival in its
@@ -92,6 +95,7 @@ impl Shadow {
             threshold,
             totals: vec![[0; N_FIELDS]; n_tiers],
             ages: Ages { side_table, ..Ages::default() },
+            keyed: false,
         })
     }
 
@@ -131,6 +135,24 @@ impl Shadow {
     pub fn read_at(&mut self, req: &Request, ts: u32, ev: &mut Evictions, window: &mut [Exact]) -> Option<Outcome> {
         let (mut s, ages) = self.parts();
         read(&mut s, ages, req, Some(ts), ev, window)
+    }
+
+    /// Take dense file keys instead of ids, if this cache can: one unsampled partition (those
+    /// hash the id) of a policy that keeps no maps of its own. Before the first read.
+    pub fn use_dense_ids(&mut self) -> bool {
+        if !self.keyed && self.parts.len() == 1 && self.threshold == SAMPLE_MODULUS && self.totals_are_zero() {
+            self.keyed = self.parts[0].use_dense_ids();
+        }
+        self.keyed
+    }
+
+    fn totals_are_zero(&self) -> bool {
+        self.totals.iter().all(|c| c.iter().all(|&v| v == 0))
+    }
+
+    #[inline]
+    pub fn keyed(&self) -> bool {
+        self.keyed
     }
 
     /// Resident files whose arrival time is known (reads with timestamps).

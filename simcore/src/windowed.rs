@@ -32,6 +32,7 @@ const FLAT_MAX_CELLS: usize = 1 << 16;
 /// per-tier scratch first, as `Shadow::read` writes them.
 #[inline(always)]
 fn for_each_read<F: FnMut(usize, usize, &Exact)>(shadow: &mut Shadow, ev: &Events, n_tiers: usize, sink: F) {
+    let ev = &ev.for_cache(shadow);
     shadow.dispatch(EachRead { ev, n_tiers, sink })
 }
 
@@ -185,6 +186,9 @@ pub fn feed_cells(bank: &mut Bank, ev: &Events, tiers_used: Option<usize>) -> Re
     if bank.shadows.iter().any(|s| needs_future(&s.spec.policy)) && ev.next_access.is_none() {
         return Err("policy belady needs next-access times (offline replays only)".into());
     }
+    if ev.key.is_none() && bank.shadows.iter().any(|s| s.keyed()) {
+        return Err("this bank takes dense file keys: every batch needs its key column".into());
+    }
     let n_tiers = bank.n_tiers;
     let n_caches = bank.shadows.len();
     let parts: Vec<(Cells, Option<String>)> = if n_caches > 1 && ev.len() * n_caches >= 20_000 {
@@ -236,7 +240,7 @@ mod tests {
             ["lru", "arc", "s3fifo"].iter().flat_map(|p| [100_000u64, 400_000].map(|c| CacheSpec::new(p, c))).collect();
         let mut dense_bank = Bank::new(specs.clone(), 8).unwrap();
         let mut cell_bank = Bank::new(specs, 8).unwrap();
-        let ev = Events { id: &id, size: &size, bytes_read: &size, tier: &tier, op: &op, next_access: None, window: Some(&window), ts: None };
+        let ev = Events { id: &id, size: &size, bytes_read: &size, tier: &tier, op: &op, next_access: None, window: Some(&window), ts: None, key: None };
         let (n_windows, dense) = dense_bank.feed(&ev).unwrap();
         let cells = feed_cells(&mut cell_bank, &ev, Some(5)).unwrap();
         check(&cells, n_windows, &dense);

@@ -128,6 +128,10 @@ impl ArcCache {
 impl Policy for ArcCache {
     const KEEPS_ARRIVALS: bool = true;
 
+    fn use_dense_ids(&mut self) -> bool {
+        self.table.use_dense_ids()
+    }
+
     fn build(capacity: u64, _: &Params) -> Result<Self, String> {
         Ok(ArcCache { capacity, p: 0.0, in_b2_flag: false, table: Table::default(), q: Queues::default() })
     }

@@ -139,6 +139,12 @@ pub trait Policy {
     /// entry, once the place has arrived).
     #[inline(always)]
     fn prefetch(&self, _id: u64, _stage: Stage) {}
+    /// From now on the ids of this policy's requests are dense keys (0, 1, 2, … numbering the
+    /// files of a trace; see `SlotMap::dense`): keep them in arrays. Called before the first
+    /// request; false when the policy cannot (it hashes ids, or keeps maps of its own).
+    fn use_dense_ids(&mut self) -> bool {
+        false
+    }
     /// The policy keeps each resident file's arrival time in its entry (reported in `Evicted`,
     /// `Outcome::arrived` and `remove`); otherwise the shadow cache keeps them in a side table.
     const KEEPS_ARRIVALS: bool = false;
@@ -188,6 +194,9 @@ macro_rules! policies {
             #[inline(always)]
             pub(crate) fn visit<V: crate::shadow::Visitor>(&mut self, v: V, ages: &mut crate::shadow::Ages) -> V::Out {
                 match self { $( AnyPolicy::$variant(p) => v.visit(p, ages), )* }
+            }
+            pub fn use_dense_ids(&mut self) -> bool {
+                match self { $( AnyPolicy::$variant(p) => p.use_dense_ids(), )* }
             }
             pub fn keeps_arrivals(&self) -> bool {
                 match self { $( AnyPolicy::$variant(_) => <$module::$ty as Policy>::KEEPS_ARRIVALS, )* }

@@ -85,6 +85,13 @@ impl<E: Entry> Table<E> {
     pub fn get(&self, slot: u32) -> &E {
         self.arena.get(slot)
     }
+    /// Dense keys from now on (see `Policy::use_dense_ids`); only before the first file.
+    pub fn use_dense_ids(&mut self) -> bool {
+        if self.map.is_empty() {
+            self.map = SlotMap::dense();
+        }
+        self.map.is_dense()
+    }
     #[inline(always)]
     pub fn get_mut(&mut self, slot: u32) -> &mut E {
         self.arena.get_mut(slot)
@@ -227,6 +234,9 @@ macro_rules! resident_queries {
         }
         fn len(&self) -> usize {
             self.$field.len()
+        }
+        fn use_dense_ids(&mut self) -> bool {
+            self.$field.table.use_dense_ids()
         }
         #[inline(always)]
         fn prefetch(&self, id: u64, stage: $crate::policy::Stage) {

@@ -122,6 +122,10 @@ impl S3Fifo {
 impl Policy for S3Fifo {
     const KEEPS_ARRIVALS: bool = true;
 
+    fn use_dense_ids(&mut self) -> bool {
+        self.table.use_dense_ids()
+    }
+
     fn build(capacity: u64, params: &Params) -> Result<Self, String> {
         let small = params.fraction("small_ratio", 0.1, false)?;
         let ghost = params.get("ghost_ratio", 0.9);

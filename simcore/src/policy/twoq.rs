@@ -89,6 +89,10 @@ impl TwoQ {
 impl Policy for TwoQ {
     const KEEPS_ARRIVALS: bool = true;
 
+    fn use_dense_ids(&mut self) -> bool {
+        self.table.use_dense_ids()
+    }
+
     fn build(capacity: u64, params: &Params) -> Result<Self, String> {
         let ain = params.fraction("ain_ratio", 0.25, false)?;
         let aout = params.get("aout_ratio", 0.5);
