@@ -6,12 +6,9 @@ use simcore::reader::Format;
 use simcore::shadow::CacheSpec;
 use std::time::Instant;
 
-fn cpu_seconds() -> f64 {
-    let s = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let f: Vec<&str> = s.rsplit(')').next().unwrap_or("").split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    (ticks(11) + ticks(12)) / 100.0
-}
+#[path = "util/cpu.rs"]
+mod cpu;
+use cpu::cpu_seconds;
 
 fn main() {
     let a: Vec<String> = std::env::args().collect();
