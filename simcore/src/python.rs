@@ -356,6 +356,7 @@ fn _simcore(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyBank>()?;
     m.add_class::<PyMrc>()?;
     m.add_class::<crate::billing::BillingFast>()?;
+    m.add_class::<crate::gstream::GstreamColumns>()?;
     m.add_function(wrap_pyfunction!(next_access_times, m)?)?;
     m.add_function(wrap_pyfunction!(partition_of, m)?)?;
     m.add_function(wrap_pyfunction!(read_csv_trace, m)?)?;
