@@ -321,12 +321,13 @@ class LineParser:
         builder.seq = enrich.seq
 
         def fallback(line_no: int, line: str) -> None:
-            """One line the builder declined, through the Python parser and Enricher."""
+            """One line the builder declined, through the Python parser and Enricher (as batches())."""
             enrich.seq = builder.seq
+            events = []
             try:
                 result = raw(line, ctx)
                 if type(result) is Access:
-                    builder.push(enrich(result))
+                    events.append(enrich(result))
                     result = None
             except BadRecord as exc:
                 result = Reject(exc.reason, exc.skipped)
@@ -336,7 +337,7 @@ class LineParser:
                 for item in result:
                     if type(item) is Access:
                         try:
-                            builder.push(enrich(item))
+                            events.append(enrich(item))
                         except BadRecord as exc:
                             reject(line_no, line, Reject(exc.reason, exc.skipped))
                     else:
@@ -346,6 +347,8 @@ class LineParser:
                     reject(line_no, line, result)
                 else:
                     quiet[result.reason] = quiet.get(result.reason, 0) + 1
+            for ev in events:  # outside the try: a value the columns cannot hold raises, as from_events does
+                builder.push(ev)
             builder.seq = enrich.seq
 
         def emit() -> EventColumns:

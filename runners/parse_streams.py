@@ -82,8 +82,7 @@ class InlineStream(Stream):
 
     def _run(self) -> Iterator[EventColumns]:
         try:
-            for batch in self.parser.batches(open_lines(self.name)):
-                yield EventColumns.from_events(batch)
+            yield from self.parser.column_batches(open_lines(self.name), batch_size=4096)
         except InputError as exc:  # damaged input: the other files go on
             self.error = str(exc)
 
@@ -106,8 +105,7 @@ def _child(conn, name: str, fmt: str, config: CachescopeConfig, site: str) -> No
         parser = _parser(name, fmt, config, site, lambda source, rec: rejects.append(rec))
         error = None
         try:
-            for batch in parser.batches(open_lines(name), batch_size=CHILD_BATCH):
-                cols = EventColumns.from_events(batch)
+            for cols in parser.column_batches(open_lines(name), batch_size=CHILD_BATCH):
                 conn.send(("events", cols.columns(), rejects, parser.stats))
                 rejects = []
         except InputError as exc:
