@@ -92,8 +92,9 @@ class InlineStream(Stream):
 
 
 def _parser(name: str, fmt: str, config: CachescopeConfig, site: str, on_reject) -> LineParser:
+    # skipped lines (headers, door requests ...) are counted by reason only: the replay drops them
     return LineParser(fmt, config=config, site=site, source_name=name, seq_start=config.ingest.seq_start,
-                      on_reject=lambda rec: None if rec.skipped else on_reject(name, rec))
+                      on_reject=lambda rec: None if rec.skipped else on_reject(name, rec), record_skipped=False)
 
 
 def _child(conn, name: str, fmt: str, config: CachescopeConfig, site: str) -> None:

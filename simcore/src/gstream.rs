@@ -370,6 +370,16 @@ struct Columns {
     seq: Vec<u64>,
 }
 
+/// The objects of the last record's site and server.
+struct Last {
+    site: String,
+    server: String,
+    site_obj: Py<PyAny>,
+    server_obj: Py<PyAny>,
+    site_vo: Py<PyAny>,
+    group: Py<PyAny>,
+}
+
 /// Parser and Enricher of one g-stream input, building its event columns.
 #[pyclass]
 pub struct GstreamColumns {
@@ -388,6 +398,7 @@ pub struct GstreamColumns {
     strings: FxHashMap<Box<str>, Py<PyAny>>,
     groups: FxHashMap<(Box<str>, Box<str>), Py<PyAny>>,
     vo_of_site: FxHashMap<Box<str>, Py<PyAny>>,
+    last: Option<Last>,
     cols: Columns,
     /// the next event's seq (the Enricher's counter while this one runs)
     #[pyo3(get, set)]
@@ -476,18 +487,29 @@ impl GstreamColumns {
         let Some(info) = self.path_info(py, c.path) else { return Ok(false) };
         let (path, file_id, tier) = (info.path.clone_ref(py), info.file_id, info.tier.clone_ref(py));
         let vo = info.vo.as_ref().map(|v| v.clone_ref(py));
-        let Some(group) = self.group_of(py, site, server) else { return Ok(false) };
-        let vo = match vo {
-            Some(v) => v,
-            None => self.site_vo_of(py, site)?,
-        };
+        // consecutive records mostly share their site and server: their objects are kept
+        let same = self.last.as_ref().is_some_and(|l| l.site == site && l.server == server);
+        if !same {
+            let Some(group) = self.group_of(py, site, server) else { return Ok(false) };
+            let last = Last {
+                site: site.to_owned(),
+                server: server.to_owned(),
+                site_obj: self.string(py, site),
+                server_obj: self.string(py, server),
+                site_vo: self.site_vo_of(py, site)?,
+                group,
+            };
+            self.last = Some(last);
+        }
+        let last = self.last.as_ref().expect("set above");
+        let vo = vo.unwrap_or_else(|| last.site_vo.clone_ref(py));
+        let (site_obj, server_obj, group) =
+            (last.site_obj.clone_ref(py), last.server_obj.clone_ref(py), last.group.clone_ref(py));
         let mut nbytes = c.served;
         if nbytes > c.size as u128 {
             nbytes = c.size as u128;
             self.clamped += 1;
         }
-        let site_obj = self.string(py, site);
-        let server_obj = self.string(py, server);
         let k = &mut self.cols;
         k.ts.push(c.ts as i64);
         k.site.push(site_obj);
@@ -550,6 +572,7 @@ impl GstreamColumns {
             strings: FxHashMap::default(),
             groups: FxHashMap::default(),
             vo_of_site: FxHashMap::default(),
+            last: None,
             cols: Columns::default(),
             seq: 0,
             clamped: 0,
