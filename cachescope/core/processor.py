@@ -269,9 +269,11 @@ class GroupProcessor:
                 counters = counters.reshape(len(done), n_c, 4)
                 for i, start in enumerate(done):
                     self.alerts.add_window(start, counters=counters[i])
-            if obs is not None:
-                for i, start in enumerate(obs.start.tolist()):
-                    self.alerts.add_window(start, observed=obs.values[i, 2:5])
+            if obs is not None and obs.n:  # rows come sorted by window: summed per window first
+                at = np.flatnonzero(np.r_[True, obs.start[1:] != obs.start[:-1]])
+                sums = np.add.reduceat(obs.values[:, 2:5], at, axis=0)
+                for start, values in zip(obs.start[at].tolist(), sums):
+                    self.alerts.add_window(start, observed=values)
         if done:
             add = eff  # a closed window's counters join its hour, the hour's its day (summed on the way)
             for name, length in ROLLUPS.items():
