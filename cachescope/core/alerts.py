@@ -93,6 +93,8 @@ class AlertEvaluator:
         #: window start → running sums of `recent` through that window; the last of them
         self._cum: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}
         self._cum_last: tuple[np.ndarray, np.ndarray, int] | None = None
+        #: (cache column, first hour, hours, days) → a drop rule's baseline counters and days
+        self._baselines: dict[tuple[int, int, int, int], tuple[np.ndarray, int]] = {}
 
     def __bool__(self) -> bool:
         return bool(self.bound)
@@ -223,18 +225,28 @@ class AlertEvaluator:
         # drop: the same clock hours of the previous days, summed
         over_us = b.over_windows * self.window_us
         first_h = (end - over_us) - (end - over_us) % HOUR_US
-        base = np.zeros(_C, np.int64)
-        days = 0
-        for d in range(1, r.baseline_days + 1):
-            got = False
-            h = first_h - d * DAY_US
-            while h < end - d * DAY_US:
-                acc = self.hourly.get(h)
-                if acc is not None:
-                    base += acc[self.column_of[b.cache]]
-                    got = got or acc[self.column_of[b.cache]][0] > 0
-                h += HOUR_US
-            days += got
+        # the hours it reads are a day old or more, complete (with windows of at most an hour):
+        # the windows of one hour share the baseline
+        key = (self.column_of[b.cache], first_h, -(-(end - first_h) // HOUR_US), r.baseline_days)
+        got_base = self._baselines.get(key) if self.window_us <= HOUR_US else None
+        if got_base is not None:
+            base, days = got_base
+        else:
+            base = np.zeros(_C, np.int64)
+            days = 0
+            for d in range(1, r.baseline_days + 1):
+                got = False
+                h = first_h - d * DAY_US
+                while h < end - d * DAY_US:
+                    acc = self.hourly.get(h)
+                    if acc is not None:
+                        base += acc[self.column_of[b.cache]]
+                        got = got or acc[self.column_of[b.cache]][0] > 0
+                    h += HOUR_US
+                days += got
+            if len(self._baselines) > 64:
+                self._baselines.clear()
+            self._baselines[key] = (base, days)
         if days < r.min_baseline_days or base[0] < r.min_requests:
             return None
         return value, _eff(base[col[0]], base[col[1]]), int(cache[0]), f"{days}"
@@ -352,6 +364,7 @@ class AlertEvaluator:
         self.next_window = data["next"]
         self.first_window = data.get("first")
         self.recent = {s: (arr(c), np.asarray(o, np.int64), lt) for s, c, o, lt in data["recent"]}
+        self._baselines = {}
         self._cum, self._cum_last = {}, None
         for s in sorted(self.recent):
             c, o, lt = self.recent[s]
