@@ -200,7 +200,6 @@ class AlertEvaluator:
         c, o, late = self._sum(end, b.over_windows)
         reads = int(c[0, 0]) if self.n_caches else 0  # every cache sees every read
         col = (1, 0) if r.metric == "hit" else (3, 2)
-        real_total = int(o.sum())
         if r.kind == "stalled":
             return float(reads), float(r.min_events), reads, ""
         if r.kind == "late":
@@ -208,6 +207,7 @@ class AlertEvaluator:
             if total == 0:
                 return None
             return late / total, r.max_rate, total, ""
+        real_total = int(o.sum()) if r.kind == "real_below_shadow" or r.source == "observed" else 0
         if r.kind == "below" and r.source == "observed":
             if real_total == 0 or reads < r.min_requests:
                 return None
