@@ -97,6 +97,36 @@ def _parser(name: str, fmt: str, config: CachescopeConfig, site: str, on_reject)
                       on_reject=lambda rec: None if rec.skipped else on_reject(name, rec), record_skipped=False)
 
 
+try:
+    from cachescope._simcore import factorize_str as _factorize_str
+except ImportError:  # an engine built before it
+    _factorize_str = None
+
+
+def _pack(columns: dict[str, np.ndarray]) -> dict:
+    """A batch's columns for the pipe: text columns of few values as (codes, values), so neither
+    side pickles an object per event; the rest as they are."""
+    out: dict = {}
+    for name, col in columns.items():
+        got = _factorize_str(col) if _factorize_str is not None and col.dtype == object and len(col) else None
+        if got is not None and len(got[1]) * 4 <= len(col):
+            out[name] = (got[0].astype(np.int32), got[1])
+        else:
+            out[name] = col
+    return out
+
+
+def _unpack(packed: dict) -> dict[str, np.ndarray]:
+    out = {}
+    for name, col in packed.items():
+        if type(col) is tuple:
+            values = np.empty(len(col[1]), dtype=object)
+            values[:] = col[1]
+            col = values[col[0]]
+        out[name] = col
+    return out
+
+
 def _child(conn, name: str, fmt: str, config: CachescopeConfig, site: str) -> None:
     """A child process: parse `name`, send ("events", columns, rejects, stats) per batch, then
     ("end", stats, error). Signals are the parent's to handle (it stops the children)."""
@@ -107,7 +137,7 @@ def _child(conn, name: str, fmt: str, config: CachescopeConfig, site: str) -> No
         error = None
         try:
             for cols in parser.column_batches(open_lines(name), batch_size=CHILD_BATCH):
-                conn.send(("events", cols.columns(), rejects, parser.stats))
+                conn.send(("events", _pack(cols.columns()), rejects, parser.stats))
                 rejects = []
         except InputError as exc:
             error = str(exc)
@@ -180,7 +210,7 @@ class ChildStream(Stream):
                     self._on_reject(self.name, rec)
                 if kind == "end":
                     return
-                yield EventColumns(**columns)
+                yield EventColumns(**_unpack(columns))
         finally:
             self.close()
 
