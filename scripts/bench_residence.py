@@ -1,11 +1,12 @@
 """What counting residence ages costs the engine: the pipeline's 24 shadow caches (LRU, ARC,
 S3-FIFO × 1–200 TB) fed a Zipf trace in batches with windows, as the processing core feeds them.
 
-Three variants, each in a process of its own, run in turn (--repeat rounds, best of each):
-  before   — an engine built without residence ages (--before PATH: its _simcore .so, e.g. main's)
-  untimed  — this engine, batches without timestamps (ages off: `cachescope simulate`, what-if)
-  timed    — this engine, batches with timestamps (the pipeline: ages counted)
-and prints events/s and the ratios timed/before, untimed/before, side by side on the same trace.
+Four variants, each in a process of its own, run in turn (--repeat rounds, best of each):
+  before         — another engine (--before PATH: its _simcore .so, e.g. main's), no timestamps
+  before timed   — the same with timestamps (if that engine counts ages)
+  untimed        — this engine, batches without timestamps (ages off: `cachescope simulate`, what-if)
+  timed          — this engine, batches with timestamps (the pipeline: ages counted)
+and prints events/s and the ratios, side by side on the same trace.
 
 Run: .venv/bin/python scripts/bench_residence.py --before /work/main/cachescope/_simcore*.so
 """
@@ -65,7 +66,7 @@ def child(so: str, timed: bool, requests: int, batch: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--before", required=True, help="the _simcore .so of an engine without residence ages")
+    ap.add_argument("--before", required=True, help="the _simcore .so of another engine (e.g. main's)")
     ap.add_argument("--requests", type=int, default=2_000_000)
     ap.add_argument("--batch", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=3)
@@ -76,7 +77,7 @@ def main() -> None:
         return
     before = (glob.glob(args.before) or [args.before])[0]
     this = glob.glob(str(REPO / "cachescope" / "_simcore*.so"))[0]
-    variants = {"before": (before, "0"), "untimed": (this, "0"), "timed": (this, "1")}
+    variants = {"before": (before, "0"), "before timed": (before, "1"), "untimed": (this, "0"), "timed": (this, "1")}
     best: dict[str, dict] = {}
     for _ in range(args.repeat):
         for name, (so, timed) in variants.items():
@@ -88,13 +89,14 @@ def main() -> None:
                 best[name] = r
     caches = len(POLICIES) * len(SIZES_TB)
     for name, r in best.items():
-        print(f"{name:8s} {r['events'] / r['wall_s'] / 1e6:6.2f} M events/s "
+        print(f"{name:13s} {r['events'] / r['wall_s'] / 1e6:6.2f} M events/s "
               f"({r['events'] * caches / r['wall_s'] / 1e6:6.1f} M cache-accesses/s)  wall {r['wall_s']:.2f} s  "
               f"cpu {r['cpu_s']:.2f} s")
     for what in ("wall_s", "cpu_s"):  # CPU time: the work done, less sensitive to a loaded machine
         b = best["before"][what]
         print(f"{what[:-2]:4s}: timed/before {best['timed'][what] / b:.3f}   untimed/before "
-              f"{best['untimed'][what] / b:.3f}   timed/untimed {best['timed'][what] / best['untimed'][what]:.3f}")
+              f"{best['untimed'][what] / b:.3f}   timed/untimed {best['timed'][what] / best['untimed'][what]:.3f}   "
+              f"timed/before timed {best['timed'][what] / best['before timed'][what]:.3f}")
     print(f"(best of {args.repeat} by wall time; {args.requests:,} reads × {caches} caches, batches of {args.batch:,})")
 
 

@@ -5,7 +5,7 @@
 //! caller numbers the windows of a batch (event-time windows are the caller's business).
 
 use crate::policy::{needs_future, Evictions, Request, Stage};
-use crate::shadow::{CacheSpec, Shadow};
+use crate::shadow::{invalidate, read, Ages, CacheSpec, Server, Shadow, Visitor};
 use crate::stats::*;
 use serde::{Deserialize, Serialize};
 
@@ -16,6 +16,7 @@ pub const OP_WRITE: u8 = 1;
 pub const OP_DELETE: u8 = 2;
 
 /// Columns of one batch; all slices have the same length.
+#[derive(Clone, Copy)]
 pub struct Events<'a> {
     pub id: &'a [u64],
     pub size: &'a [u64],
@@ -28,9 +29,21 @@ pub struct Events<'a> {
     pub window: Option<&'a [u32]>,
     /// Event time in seconds: when given, the caches also count residence ages.
     pub ts: Option<&'a [u32]>,
+    /// Each file's dense key (0, 1, 2, … in order of first appearance in the trace), for the
+    /// caches that take dense ids (`Bank::use_dense_ids`); the others read `id`.
+    pub key: Option<&'a [u64]>,
 }
 
 impl Events<'_> {
+    /// The batch as a cache that takes dense keys sees it.
+    #[inline]
+    pub(crate) fn for_cache(&self, shadow: &Shadow) -> Self {
+        match (shadow.keyed(), self.key) {
+            (true, Some(key)) => Events { id: key, ..*self },
+            _ => *self,
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.id.len()
     }
@@ -47,6 +60,7 @@ impl Events<'_> {
             bytes_read: self.bytes_read[i],
             tier: self.tier[i],
             next_access: self.next_access.map_or(u64::MAX, |n| n[i]),
+            ts: 0,
         }
     }
 
@@ -64,6 +78,7 @@ impl Events<'_> {
             ("next_access", self.next_access.map(|c| c.len())),
             ("window", self.window.map(|c| c.len())),
             ("ts", self.ts.map(|c| c.len())),
+            ("key", self.key.map(|c| c.len())),
         ];
         for (name, col) in optional {
             if let Some(len) = col {
@@ -101,41 +116,56 @@ const PARALLEL_MIN_WORK: usize = 20_000;
 
 const SNAPSHOT_MAGIC: &[u8; 8] = b"CSBANK\0\0";
 /// Bump when the serialized layout of any policy changes; old snapshots are then refused.
-pub const SNAPSHOT_VERSION: u32 = 3; // 2: totals are u128; 3: residence ages
+pub const SNAPSHOT_VERSION: u32 = 4; // 2: totals are u128; 3: residence ages; 4: arrivals in entries
 
-/// One batch through one cache; `read` serves a read (with or without its timestamp).
-#[inline(always)]
-fn feed<R>(shadow: &mut Shadow, ev: &Events, block: &mut [Exact], per_cache: usize, hints: bool, mut read: R)
-where
-    R: FnMut(&mut Shadow, &Request, usize, &mut Evictions, &mut [Exact]) -> Option<crate::policy::Outcome>,
-{
-    let mut evictions = Evictions::default();
-    let n = ev.len();
-    for i in 0..n {
-        // software pipeline of memory loads (large caches are bound by them): the map
-        // place of the read 2·AHEAD events on, then the entry of the one AHEAD on
-        if hints && i + 2 * AHEAD < n {
-            shadow.prefetch(ev.id[i + 2 * AHEAD], Stage::Place);
+/// One batch through one cache into `block` ((windows, per_cache) counters); with event times,
+/// residence ages too.
+pub(crate) fn feed_block(shadow: &mut Shadow, ev: &Events, block: &mut [Exact], per_cache: usize, hints: bool) {
+    let ev = &ev.for_cache(shadow);
+    shadow.dispatch(FeedBlock { ev, block, per_cache, hints })
+}
+
+struct FeedBlock<'a, 'b> {
+    ev: &'a Events<'b>,
+    block: &'a mut [Exact],
+    per_cache: usize,
+    hints: bool,
+}
+
+impl Visitor for FeedBlock<'_, '_> {
+    type Out = ();
+    #[inline(always)]
+    fn visit<S: Server>(self, s: &mut S, ages: &mut Ages) {
+        // one loop per case, so the untimed loop carries nothing of the ages
+        match self.ev.ts {
+            Some(ts) => self.feed(s, ages, |i| Some(ts[i])),
+            None => self.feed(s, ages, |_| None),
         }
-        if hints && i + AHEAD < n {
-            shadow.prefetch(ev.id[i + AHEAD], Stage::Entry);
-        }
-        let id = ev.id[i];
-        if ev.op[i] != OP_READ {
-            shadow.invalidate(id);
-            continue;
-        }
-        let base = ev.window.map_or(0, |w| w[i] as usize) * per_cache;
-        read(shadow, &ev.request(i), i, &mut evictions, &mut block[base..base + per_cache]);
     }
 }
 
-/// One batch through one cache into `block` ((windows, per_cache) counters); with event times,
-/// residence ages too. One loop per case, so the untimed loop is the one it always was.
-pub(crate) fn feed_block(shadow: &mut Shadow, ev: &Events, block: &mut [Exact], per_cache: usize, hints: bool) {
-    match ev.ts {
-        Some(ts) => feed(shadow, ev, block, per_cache, hints, |s, req, i, e, w| s.read_at(req, ts[i], e, w)),
-        None => feed(shadow, ev, block, per_cache, hints, |s, req, _, e, w| s.read(req, e, w)),
+impl FeedBlock<'_, '_> {
+    #[inline(always)]
+    fn feed<S: Server>(self, s: &mut S, ages: &mut Ages, ts: impl Fn(usize) -> Option<u32>) {
+        let FeedBlock { ev, block, per_cache, hints } = self;
+        let mut evictions = Evictions::default();
+        let n = ev.len();
+        for i in 0..n {
+            // software pipeline of memory loads (large caches are bound by them): the map
+            // place of the read 2·AHEAD events on, then the entry of the one AHEAD on
+            if hints && i + 2 * AHEAD < n {
+                s.prefetch(ev.id[i + 2 * AHEAD], Stage::Place);
+            }
+            if hints && i + AHEAD < n {
+                s.prefetch(ev.id[i + AHEAD], Stage::Entry);
+            }
+            if ev.op[i] != OP_READ {
+                invalidate(s, ages, ev.id[i]);
+                continue;
+            }
+            let base = ev.window.map_or(0, |w| w[i] as usize) * per_cache;
+            read(s, ages, &ev.request(i), ts(i), &mut evictions, &mut block[base..base + per_cache]);
+        }
     }
 }
 
@@ -148,6 +178,16 @@ impl Bank {
         Ok(Bank { n_tiers, shadows, events_seen: 0 })
     }
 
+    /// Whole-trace simulations: the caches that can take dense file keys (`Events::key`) do
+    /// from now on (before the first batch). True if any does; batches must then carry keys.
+    pub fn use_dense_ids(&mut self) -> bool {
+        let mut any = false;
+        for s in &mut self.shadows {
+            any |= s.use_dense_ids();
+        }
+        any
+    }
+
     pub fn needs_future(&self) -> bool {
         self.shadows.iter().any(|s| needs_future(&s.spec.policy))
     }
@@ -158,6 +198,9 @@ impl Bank {
         let n_windows = ev.validate(self.n_tiers)?;
         if self.needs_future() && ev.next_access.is_none() {
             return Err("policy belady needs next-access times (offline replays only)".into());
+        }
+        if ev.key.is_none() && self.shadows.iter().any(|s| s.keyed()) {
+            return Err("this bank takes dense file keys: every batch needs its key column".into());
         }
         let per_cache = self.n_tiers;
         let n_caches = self.shadows.len();
@@ -242,7 +285,7 @@ mod tests {
     use super::*;
 
     fn events<'a>(id: &'a [u64], size: &'a [u64], tier: &'a [u8], op: &'a [u8]) -> Events<'a> {
-        Events { id, size, bytes_read: size, tier, op, next_access: None, window: None, ts: None }
+        Events { id, size, bytes_read: size, tier, op, next_access: None, window: None, ts: None, key: None }
     }
 
     #[test]
@@ -320,6 +363,33 @@ mod tests {
             let row = &out[c * N_FIELDS..(c + 1) * N_FIELDS];
             assert!(row[EVICTIONS] > 0 && row[EVICTED_AGE] > 0 && row[RESIDENT_AGE] > 0, "{}: {row:?}", s.spec.policy);
             assert_eq!(row[AGE_READS], row[REQUESTS]);
+        }
+    }
+
+    #[test]
+    fn arrivals_kept_in_entries_count_the_same_ages_as_a_side_table() {
+        // every policy, once with arrivals from its entries and once from the side table: equal
+        // counters, including deletes, rewrites, out-of-order times and an untimed batch between
+        let n = 30_000u64;
+        let ids: Vec<u64> = (0..n).map(|i| (i * 7919 + i * i) % 1_201).collect();
+        let sizes: Vec<u64> = ids.iter().map(|i| 1 + (i * 31) % 97).collect();
+        let ops: Vec<u8> = (0..n).map(|i| if i % 53 == 0 { 2 } else if i % 97 == 0 { 1 } else { 0 }).collect();
+        let ts: Vec<u32> = (0..n as u32).map(|i| 1_000 + i / 3 - (i % 7) * 2).collect();
+        let tier: Vec<u8> = ids.iter().map(|i| (i % 3) as u8).collect();
+        for &policy in crate::policy::POLICY_NAMES.iter().filter(|&&p| p != "belady") {
+            let mut own = Bank::new(vec![CacheSpec::new(policy, 15_000)], 3).unwrap();
+            let mut side = own.clone();
+            side.shadows[0].use_side_table();
+            for (k, range) in [0..9_000, 9_000..12_000, 12_000..30_000].into_iter().enumerate() {
+                let mut ev = events(&ids[range.clone()], &sizes[range.clone()], &tier[range.clone()], &ops[range.clone()]);
+                if k != 1 {
+                    ev.ts = Some(&ts[range]);
+                }
+                let (a, b) = (own.feed(&ev).unwrap(), side.feed(&ev).unwrap());
+                assert!(a == b, "{policy}, batch {k}: {:?} != {:?}", a.1, b.1);
+                assert_eq!(own.shadows[0].timed_files(), side.shadows[0].timed_files(), "{policy}");
+            }
+            assert!(own.totals()[EVICTED_AGE] > 0, "{policy}");
         }
     }
 

@@ -41,6 +41,7 @@ fn events<'a, 'py>(
         next_access: next_access.map(|a| a.as_slice()).transpose()?,
         window: window.map(|a| a.as_slice()).transpose()?,
         ts: ts.map(|a| a.as_slice()).transpose()?,
+        key: None,
     })
 }
 
@@ -323,7 +324,7 @@ fn partition_of<'py>(py: Python<'py>, file_id: PyReadonlyArray1<'py, u64>, parts
 #[pyfunction]
 fn read_csv_trace<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyDict>> {
     let t = py.detach(|| crate::trace::parse_csv(data)).map_err(err)?;
-    let cols = crate::trace::Columns { timestamp: t.timestamp, id: t.id, size: t.size, bytes_read: t.bytes_read, tier: t.tier };
+    let cols = crate::trace::Columns { timestamp: t.timestamp, id: t.id, size: t.size, bytes_read: t.bytes_read, tier: t.tier, key: Vec::new() };
     trace_dict(py, cols, t.tier_names)
 }
 

@@ -139,6 +139,21 @@ pub enum Msg {
     Error(String),
 }
 
+/// Dense file keys: the n-th distinct file id met gets key n.
+#[derive(Default)]
+struct Keys(rustc_hash::FxHashMap<u64, u64>);
+
+impl Keys {
+    fn number(&mut self, b: &mut Columns) {
+        b.key.clear();
+        b.key.reserve(b.id.len());
+        for &id in &b.id {
+            let next = self.0.len() as u64;
+            b.key.push(*self.0.entry(id).or_insert(next));
+        }
+    }
+}
+
 /// Streams a trace as batches of columns from a thread of its own.
 pub struct Stream {
     pub rx: Receiver<Msg>,
@@ -150,7 +165,10 @@ pub struct Stream {
 impl Stream {
     /// `rows` per batch: more amortises a bank of many caches switching between its tables,
     /// fewer keeps memory down (about 33 bytes per row, IN_FLIGHT + 2 batches at most).
-    pub fn start(path: &str, format: Format, rows: usize) -> Result<Self, String> {
+    /// With `keys`, each batch also carries dense file keys (`Columns::key`), numbered here on
+    /// the reader's thread so the caches' thread only indexes arrays (a map of 16–24 bytes per
+    /// distinct file lives on this thread for the whole trace).
+    pub fn start(path: &str, format: Format, rows: usize, keys: bool) -> Result<Self, String> {
         let source = Source::open(path)?;
         let rows = rows.max(1);
         let (tx, rx) = sync_channel::<Msg>(IN_FLIGHT);
@@ -158,7 +176,13 @@ impl Stream {
         let handle = std::thread::Builder::new()
             .name("trace-reader".into())
             .spawn(move || {
-                let send = |m: Msg| tx.send(m).is_ok();
+                let numbering = std::cell::RefCell::new(Keys::default());
+                let send = |mut m: Msg| {
+                    if let (true, Msg::Batch(b)) = (keys, &mut m) {
+                        numbering.borrow_mut().number(b);
+                    }
+                    tx.send(m).is_ok()
+                };
                 let fresh = |cap: usize| match reuse.try_recv() {
                     Ok(mut c) => {
                         c.clear();
@@ -356,7 +380,7 @@ fn read_oracle(
 
 /// The whole trace in memory (for what needs it: % sizes, curves, belady).
 pub fn read_all(path: &str, format: Format) -> Result<(Columns, Vec<String>), String> {
-    let stream = Stream::start(path, format, BATCH_ROWS)?;
+    let stream = Stream::start(path, format, BATCH_ROWS, false)?;
     let mut all = Columns::default();
     loop {
         match stream.rx.recv() {

@@ -23,7 +23,9 @@ pub fn simulate_file(path: &str, format: Format, specs: Vec<CacheSpec>) -> Resul
     }
     // a bank of several caches switches tables between batches: bigger batches amortise it
     let rows = BATCH_ROWS * bank.shadows.len().clamp(1, 4);
-    let stream = Stream::start(path, format, rows)?;
+    // dense file keys: the caches index arrays instead of hashing ids (`SlotMap::dense`)
+    let keys = bank.use_dense_ids();
+    let stream = Stream::start(path, format, rows, keys)?;
     let mut ops: Vec<u8> = Vec::new();
     loop {
         match stream.rx.recv() {
@@ -40,6 +42,7 @@ pub fn simulate_file(path: &str, format: Format, specs: Vec<CacheSpec>) -> Resul
                     next_access: None,
                     window: None,
                     ts: None,
+                    key: keys.then_some(&b.key[..]),
                 };
                 bank.feed_totals(&ev).map_err(|e| format!("{path}: {e}"))?;
                 stream.recycle(b);
@@ -54,5 +57,75 @@ pub fn simulate_file(path: &str, format: Format, specs: Vec<CacheSpec>) -> Resul
             Ok(Msg::Error(e)) => return Err(e),
             Err(_) => return Err(format!("{path}: the reader stopped unexpectedly")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bank::{Events, OP_READ};
+    use crate::policy::POLICY_NAMES;
+
+    /// A skewed trace of (id, size): sparse 64-bit ids, sizes fixed per file.
+    fn trace(n: usize) -> Vec<(u64, u64)> {
+        (0..n as u64)
+            .map(|i| {
+                let a = crate::util::hash::mix64(i) % 500;
+                let id = crate::util::hash::mix64((a * a) / 500 + 7);
+                (id, 1 + id % 61)
+            })
+            .collect()
+    }
+
+    fn totals_by_id(specs: Vec<CacheSpec>, t: &[(u64, u64)]) -> Vec<u128> {
+        let mut bank = Bank::new(specs, STREAM_TIERS).unwrap();
+        let (id, size): (Vec<u64>, Vec<u64>) = t.iter().copied().unzip();
+        let (tier, op) = (vec![0u8; t.len()], vec![OP_READ; t.len()]);
+        let ev = Events { id: &id, size: &size, bytes_read: &size, tier: &tier, op: &op, next_access: None, window: None, ts: None, key: None };
+        bank.feed_totals(&ev).unwrap();
+        bank.totals()
+    }
+
+    #[test]
+    fn dense_keys_give_every_policy_the_counts_of_its_ids() {
+        // whole-trace simulation (keys numbered by the reader, caches on arrays) against the
+        // same caches fed the file ids: equal counters for every policy, sampled and
+        // partitioned caches (which keep ids) among them
+        let t = trace(40_000);
+        let dir = std::env::temp_dir().join(format!("simcore-keys-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.csv");
+        let body: String = t.iter().enumerate().map(|(i, (id, s))| format!("{i},{id},{s}\n")).collect();
+        std::fs::write(&path, format!("timestamp,obj_id,obj_size\n{body}")).unwrap();
+        let mut specs: Vec<CacheSpec> =
+            POLICY_NAMES.iter().filter(|&&p| p != "belady").flat_map(|p| [CacheSpec::new(p, 300), CacheSpec::new(p, 2_000)]).collect();
+        specs.push(CacheSpec { sample_rate: 0.5, ..CacheSpec::new("lru", 1_000) });
+        specs.push(CacheSpec { partitions: 3, ..CacheSpec::new("arc", 1_000) });
+        let mut keyed = Bank::new(specs.clone(), STREAM_TIERS).unwrap();
+        assert!(keyed.use_dense_ids());
+        let taking: Vec<bool> = keyed.shadows.iter().map(|s| s.keyed()).collect();
+        assert!(taking.iter().filter(|&&k| k).count() >= 20, "{taking:?}");
+        assert!(!taking[taking.len() - 1] && !taking[taking.len() - 2], "sampled and partitioned caches keep ids");
+        let run = simulate_file(path.to_str().unwrap(), Format::Csv, specs.clone()).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let by_id = totals_by_id(specs.clone(), &t);
+        let per_cache = STREAM_TIERS * N_FIELDS;
+        for (c, spec) in specs.iter().enumerate() {
+            let ours = &run.totals[c * N_FIELDS..(c + 1) * N_FIELDS];
+            let theirs = &by_id[c * per_cache..c * per_cache + N_FIELDS];
+            assert_eq!(ours, theirs, "{} {}", spec.policy, spec.capacity);
+        }
+        // a comparison of caches that do something: most both hit and evict here
+        let busy = run.totals.chunks(N_FIELDS).filter(|c| c[crate::stats::HITS] > 0 && c[crate::stats::EVICTIONS] > 0).count();
+        assert!(busy + 3 >= specs.len(), "{busy} of {} caches hit and evict", specs.len());
+    }
+
+    #[test]
+    fn a_keyed_bank_refuses_batches_without_keys() {
+        let mut bank = Bank::new(vec![CacheSpec::new("lru", 10)], 1).unwrap();
+        assert!(bank.use_dense_ids());
+        let z = [0u8];
+        let ev = Events { id: &[1], size: &[1], bytes_read: &[1], tier: &z, op: &z, next_access: None, window: None, ts: None, key: None };
+        assert!(bank.feed_totals(&ev).unwrap_err().contains("dense file keys"));
     }
 }

@@ -1,7 +1,7 @@
 //! One shadow cache: a policy (optionally split into hash partitions and/or spatially sampled)
 //! plus its counters by tier.
 
-use crate::policy::{AnyPolicy, Evictions, Map, Outcome, Params, Request, Stage};
+use crate::policy::{AnyPolicy, Evictions, Map, Outcome, Params, Policy, Request, Stage};
 use crate::stats::*;
 use crate::util::hash::{partition_of, sample_hash, SAMPLE_MODULUS};
 use serde::{Deserialize, Serialize};
@@ -34,11 +34,25 @@ pub struct Shadow {
     threshold: u64,
     /// Cumulative counters, indexed by tier (exact: u128).
     pub totals: Vec<Exact>,
-    /// Residence ages (reads with timestamps only): when each resident file came in, their sum,
-    /// and the cache's clock (the latest timestamp read, so out-of-order events never make an
-    /// age negative). Kept here, not in every policy's entries: one table for all policies.
+    /// Residence ages (reads with timestamps only).
+    ages: Ages,
+    /// Its policy takes dense file keys instead of ids (`Bank::use_dense_ids`).
+    #[serde(default)]
+    keyed: bool,
+}
+
+/// Residence-age bookkeeping of one shadow cache. Most policies keep each file's arrival in its
+/// entry (already in the CPU's cache when the file is read or evicted) and report it; for the
+/// others (`side_table`: lirs, wtinylfu, xcache) the arrivals are kept here.
+#[derive(Clone, Default, Serialize, Deserialize)]
+pub(crate) struct Ages {
     born: Map<u32>,
+    side_table: bool,
+    /// Sum and number of the arrivals of the resident files whose arrival is known, and the
+    /// cache's clock (the latest timestamp read, so out-of-order events never make an age
+    /// negative; an arrival time of 0 means not known).
     born_sum: u64,
+    timed: u64,
     clock: u32,
     /// ⌈born_sum / resident⌉, kept as fills and evictions change them, so a read (mostly hits,
     /// which change neither) finds the mean age without a division: ⌊(t·n − Σ)/n⌋ = t − ⌈Σ/n⌉.
@@ -74,7 +88,15 @@ impl Shadow {
                 AnyPolicy::new(&spec.policy, cap, &Params::new(spec.params.clone()))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Shadow { spec, parts, threshold, totals: vec![[0; N_FIELDS]; n_tiers], born: Map::default(), born_sum: 0, clock: 0, born_mean_ceil: 0 })
+        let side_table = !parts[0].keeps_arrivals();
+        Ok(Shadow {
+            spec,
+            parts,
+            threshold,
+            totals: vec![[0; N_FIELDS]; n_tiers],
+            ages: Ages { side_table, ..Ages::default() },
+            keyed: false,
+        })
     }
 
     /// The fraction of files simulated (exactly as applied, after rounding to the hash modulus).
@@ -82,101 +104,72 @@ impl Shadow {
         self.threshold as f64 / SAMPLE_MODULUS as f64
     }
 
+    /// Run `v` over this cache's server: its one policy, typed, when the cache is a single
+    /// unsampled policy (the common case: one dispatch per batch instead of one per event, and
+    /// the policy's code inlined into the loop), else its sampled and partitioned set.
     #[inline]
-    fn sampled(&self, id: u64) -> bool {
-        self.threshold == SAMPLE_MODULUS || sample_hash(id) < self.threshold
+    pub(crate) fn dispatch<V: Visitor>(&mut self, v: V) -> V::Out {
+        if self.parts.len() == 1 && self.threshold == SAMPLE_MODULUS {
+            self.parts[0].visit(v, &mut self.ages)
+        } else {
+            v.visit(&mut Parts { parts: &mut self.parts, threshold: self.threshold }, &mut self.ages)
+        }
     }
 
     #[inline]
-    fn part(&mut self, id: u64) -> &mut AnyPolicy {
-        if self.parts.len() == 1 {
-            &mut self.parts[0]
-        } else {
-            let i = partition_of(id, self.parts.len() as u32) as usize;
-            &mut self.parts[i]
-        }
+    fn parts(&mut self) -> (Parts<'_>, &mut Ages) {
+        (Parts { parts: &mut self.parts, threshold: self.threshold }, &mut self.ages)
     }
 
     /// Serve a read; adds to `window` (the caller's exact counters for this event's window, by
     /// tier). The caller adds its windows to `totals` once per batch (`add_to_totals`).
     #[inline]
     pub fn read(&mut self, req: &Request, ev: &mut Evictions, window: &mut [Exact]) -> Option<Outcome> {
-        if !self.sampled(req.id) {
-            return None;
-        }
-        ev.items.clear();
-        let out = self.part(req.id).access(req, ev);
-        let c = &mut window[req.tier as usize];
-        c[REQUESTS] += 1;
-        c[HITS] += out.hit as u128;
-        c[BYTES_REQUESTED] += req.bytes_read as u128;
-        c[BYTES_HIT] += out.hit_bytes as u128;
-        c[BYTES_FILLED] += out.filled as u128;
-        for &(size, tier, _) in &ev.items {
-            let c = &mut window[tier as usize];
-            c[EVICTIONS] += 1;
-            c[BYTES_EVICTED] += size as u128;
-        }
-        Some(out)
+        let (mut s, ages) = self.parts();
+        read(&mut s, ages, req, None, ev, window)
     }
 
     /// `read` at time `ts` (seconds), also counting residence ages: the mean age of the
     /// resident files as this read finds them, and how long each file it evicts stayed.
     #[inline]
     pub fn read_at(&mut self, req: &Request, ts: u32, ev: &mut Evictions, window: &mut [Exact]) -> Option<Outcome> {
-        if !self.sampled(req.id) {
-            return None;
+        let (mut s, ages) = self.parts();
+        read(&mut s, ages, req, Some(ts), ev, window)
+    }
+
+    /// Take dense file keys instead of ids, if this cache can: one unsampled partition (those
+    /// hash the id) of a policy that keeps no maps of its own. Before the first read.
+    pub fn use_dense_ids(&mut self) -> bool {
+        if !self.keyed && self.parts.len() == 1 && self.threshold == SAMPLE_MODULUS && self.totals_are_zero() {
+            self.keyed = self.parts[0].use_dense_ids();
         }
-        self.clock = self.clock.max(ts);
-        let now = self.clock;
-        {
-            let c = &mut window[req.tier as usize];
-            if !self.born.is_empty() {
-                c[RESIDENT_AGE] += (now - self.born_mean_ceil) as u128;
-            }
-            c[AGE_READS] += 1;
-        }
-        let out = self.read(req, ev, window)?;
-        let mut changed = false;
-        for &(_, tier, id) in &ev.items {
-            if let Some(b) = self.born.remove(&id) {
-                self.born_sum -= b as u64;
-                window[tier as usize][EVICTED_AGE] += (now - b) as u128;
-                changed = true;
-            }
-        }
-        if out.filled > 0 {
-            // a partial fill of a file already resident (xcache blocks) keeps its first arrival
-            if let std::collections::hash_map::Entry::Vacant(v) = self.born.entry(req.id) {
-                v.insert(now);
-                self.born_sum += now as u64;
-                changed = true;
-            }
-        }
-        if changed {
-            self.refresh_mean();
-        }
-        Some(out)
+        self.keyed
+    }
+
+    fn totals_are_zero(&self) -> bool {
+        self.totals.iter().all(|c| c.iter().all(|&v| v == 0))
     }
 
     #[inline]
-    fn refresh_mean(&mut self) {
-        let n = self.born.len() as u64;
-        self.born_mean_ceil = if n == 0 { 0 } else { self.born_sum.div_ceil(n) as u32 };
+    pub fn keyed(&self) -> bool {
+        self.keyed
     }
 
     /// Resident files whose arrival time is known (reads with timestamps).
     pub fn timed_files(&self) -> usize {
-        self.born.len()
+        self.ages.timed as usize
+    }
+
+    /// Keep arrivals in the side table even if the policy keeps them (tests compare the two).
+    #[cfg(test)]
+    pub(crate) fn use_side_table(&mut self) {
+        self.ages.side_table = true;
     }
 
     /// Memory hint for a read a few events ahead (no effect on results); see `Bank::run`.
     #[inline(always)]
-    pub fn prefetch(&self, id: u64, stage: Stage) {
-        if self.sampled(id) {
-            let i = if self.parts.len() == 1 { 0 } else { partition_of(id, self.parts.len() as u32) as usize };
-            self.parts[i].prefetch(id, stage);
-        }
+    pub fn prefetch(&mut self, id: u64, stage: Stage) {
+        self.parts().0.prefetch(id, stage)
     }
 
     /// Add a batch's counters (windows × tiers, flat) to the cumulative totals.
@@ -189,14 +182,8 @@ impl Shadow {
 
     /// A file was deleted or rewritten at the source: it leaves the cache.
     pub fn invalidate(&mut self, id: u64) -> bool {
-        let gone = self.sampled(id) && self.part(id).remove(id);
-        if gone {
-            if let Some(b) = self.born.remove(&id) {
-                self.born_sum -= b as u64;
-                self.refresh_mean();
-            }
-        }
-        gone
+        let (mut s, ages) = self.parts();
+        invalidate(&mut s, ages, id)
     }
 
     pub fn used_bytes(&self) -> u64 {
@@ -206,9 +193,199 @@ impl Shadow {
         self.parts.iter().map(|p| p.len()).sum()
     }
     pub fn contains(&self, id: u64) -> bool {
-        self.sampled(id) && {
-            let i = if self.parts.len() == 1 { 0 } else { partition_of(id, self.parts.len() as u32) as usize };
-            self.parts[i].contains(id)
+        let sampled = self.threshold == SAMPLE_MODULUS || sample_hash(id) < self.threshold;
+        sampled && self.parts[partition(id, self.parts.len())].contains(id)
+    }
+}
+
+/// Which of `n` partitions holds `id` (all in one when there is one).
+#[inline(always)]
+fn partition(id: u64, n: usize) -> usize {
+    if n == 1 {
+        0
+    } else {
+        partition_of(id, n as u32) as usize
+    }
+}
+
+/// What the read loops need of a cache: which files it simulates, serving a read, dropping a
+/// file (its arrival when it was resident) and memory hints.
+pub(crate) trait Server {
+    fn sampled(&self, id: u64) -> bool;
+    fn serve(&mut self, req: &Request, ev: &mut Evictions) -> Outcome;
+    fn drop_file(&mut self, id: u64) -> Option<u32>;
+    fn prefetch(&self, id: u64, stage: Stage);
+}
+
+/// One policy serves every file.
+impl<P: Policy> Server for P {
+    #[inline(always)]
+    fn sampled(&self, _: u64) -> bool {
+        true
+    }
+    #[inline(always)]
+    fn serve(&mut self, req: &Request, ev: &mut Evictions) -> Outcome {
+        self.access(req, ev)
+    }
+    #[inline(always)]
+    fn drop_file(&mut self, id: u64) -> Option<u32> {
+        self.remove(id)
+    }
+    #[inline(always)]
+    fn prefetch(&self, id: u64, stage: Stage) {
+        Policy::prefetch(self, id, stage)
+    }
+}
+
+/// A shadow cache's sampled and hash-partitioned policies.
+pub(crate) struct Parts<'a> {
+    parts: &'a mut [AnyPolicy],
+    threshold: u64,
+}
+
+impl Server for Parts<'_> {
+    #[inline(always)]
+    fn sampled(&self, id: u64) -> bool {
+        self.threshold == SAMPLE_MODULUS || sample_hash(id) < self.threshold
+    }
+    #[inline(always)]
+    fn serve(&mut self, req: &Request, ev: &mut Evictions) -> Outcome {
+        self.parts[partition(req.id, self.parts.len())].access(req, ev)
+    }
+    #[inline(always)]
+    fn drop_file(&mut self, id: u64) -> Option<u32> {
+        self.parts[partition(id, self.parts.len())].remove(id)
+    }
+    #[inline(always)]
+    fn prefetch(&self, id: u64, stage: Stage) {
+        if self.sampled(id) {
+            self.parts[partition(id, self.parts.len())].prefetch(id, stage)
         }
+    }
+}
+
+/// A loop over a batch, written once for any `Server` (see `Shadow::dispatch`).
+pub(crate) trait Visitor {
+    type Out;
+    fn visit<S: Server>(self, s: &mut S, ages: &mut Ages) -> Self::Out;
+}
+
+/// Serve one read (with its event time: residence ages too); adds to `window` (the caller's
+/// exact counters for this event's window, by tier). None: the file is not simulated.
+#[inline(always)]
+pub(crate) fn read<S: Server>(
+    s: &mut S,
+    ages: &mut Ages,
+    req: &Request,
+    ts: Option<u32>,
+    ev: &mut Evictions,
+    window: &mut [Exact],
+) -> Option<Outcome> {
+    if !s.sampled(req.id) {
+        return None;
+    }
+    let Some(ts) = ts else {
+        let out = serve(s, req, ev, window);
+        // files that came in under timed reads can leave under untimed ones: keep the sums true
+        if ages.timed != 0 && ages.settle(ev, None, window) {
+            ages.refresh_mean();
+        }
+        return Some(out);
+    };
+    ages.clock = ages.clock.max(ts);
+    let now = ages.clock;
+    {
+        let c = &mut window[req.tier as usize];
+        if ages.timed != 0 {
+            c[RESIDENT_AGE] += (now - ages.born_mean_ceil) as u128;
+        }
+        c[AGE_READS] += 1;
+    }
+    let req = Request { ts: now, ..*req };
+    let out = serve(s, &req, ev, window);
+    let mut changed = ages.settle(ev, Some(now), window);
+    let arrived = if ages.side_table {
+        // a partial fill of a file already resident (xcache blocks) keeps its first arrival
+        out.filled > 0 && now != 0 && {
+            let vacant = matches!(ages.born.entry(req.id), std::collections::hash_map::Entry::Vacant(_));
+            if vacant {
+                ages.born.insert(req.id, now);
+            }
+            vacant
+        }
+    } else {
+        out.arrived && now != 0
+    };
+    if arrived {
+        ages.born_sum += now as u64;
+        ages.timed += 1;
+        changed = true;
+    }
+    if changed {
+        ages.refresh_mean();
+    }
+    Some(out)
+}
+
+#[inline(always)]
+fn serve<S: Server>(s: &mut S, req: &Request, ev: &mut Evictions, window: &mut [Exact]) -> Outcome {
+    ev.items.clear();
+    let out = s.serve(req, ev);
+    let c = &mut window[req.tier as usize];
+    c[REQUESTS] += 1;
+    c[HITS] += out.hit as u128;
+    c[BYTES_REQUESTED] += req.bytes_read as u128;
+    c[BYTES_HIT] += out.hit_bytes as u128;
+    c[BYTES_FILLED] += out.filled as u128;
+    for e in &ev.items {
+        let c = &mut window[e.tier as usize];
+        c[EVICTIONS] += 1;
+        c[BYTES_EVICTED] += e.size as u128;
+    }
+    out
+}
+
+/// A file was deleted or rewritten at the source: it leaves the cache. True if it was resident.
+#[inline(always)]
+pub(crate) fn invalidate<S: Server>(s: &mut S, ages: &mut Ages, id: u64) -> bool {
+    if !s.sampled(id) {
+        return false;
+    }
+    let Some(born) = s.drop_file(id) else {
+        return false;
+    };
+    let born = if ages.side_table { ages.born.remove(&id).unwrap_or(0) } else { born };
+    if born != 0 {
+        ages.born_sum -= born as u64;
+        ages.timed -= 1;
+        ages.refresh_mean();
+    }
+    true
+}
+
+impl Ages {
+    /// Take the evicted files' arrivals out of the sums; with `now`, also count how long each
+    /// stayed. True when the sums changed.
+    #[inline(always)]
+    fn settle(&mut self, ev: &Evictions, now: Option<u32>, window: &mut [Exact]) -> bool {
+        let mut changed = false;
+        for e in &ev.items {
+            let born = if self.side_table { self.born.remove(&e.id).unwrap_or(0) } else { e.born };
+            if born != 0 {
+                self.born_sum -= born as u64;
+                self.timed -= 1;
+                if let Some(now) = now {
+                    window[e.tier as usize][EVICTED_AGE] += (now - born) as u128;
+                }
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    #[inline]
+    fn refresh_mean(&mut self) {
+        let n = self.timed;
+        self.born_mean_ceil = if n == 0 { 0 } else { self.born_sum.div_ceil(n) as u32 };
     }
 }

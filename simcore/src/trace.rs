@@ -90,6 +90,8 @@ pub struct Columns {
     pub size: Vec<u64>,
     pub bytes_read: Vec<u64>,
     pub tier: Vec<u8>,
+    /// Dense file keys (0, 1, 2, … in order of first appearance), when the reader was asked.
+    pub key: Vec<u64>,
 }
 
 impl Columns {
@@ -100,6 +102,7 @@ impl Columns {
             size: Vec::with_capacity(n),
             bytes_read: Vec::with_capacity(n),
             tier: Vec::with_capacity(n),
+            key: Vec::new(),
         }
     }
     pub fn len(&self) -> usize {
@@ -114,6 +117,7 @@ impl Columns {
         self.size.clear();
         self.bytes_read.clear();
         self.tier.clear();
+        self.key.clear();
     }
     pub fn append(&mut self, other: &mut Columns) {
         self.timestamp.append(&mut other.timestamp);
@@ -121,6 +125,7 @@ impl Columns {
         self.size.append(&mut other.size);
         self.bytes_read.append(&mut other.bytes_read);
         self.tier.append(&mut other.tier);
+        self.key.append(&mut other.key);
     }
 }
 

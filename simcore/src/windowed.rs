@@ -8,8 +8,8 @@
 //! over sorted by (window, tier). The caller sums the cells of a window over batches.
 
 use crate::bank::{Bank, Events, OP_READ};
-use crate::policy::{needs_future, Evictions, Outcome, Request};
-use crate::shadow::Shadow;
+use crate::policy::{needs_future, Evictions};
+use crate::shadow::{invalidate, read, Ages, Server, Shadow, Visitor};
 use crate::stats::*;
 
 /// Touched cells of a batch, in cache order, then (window, tier) order.
@@ -27,34 +27,42 @@ pub struct Cells {
 const FLAT_MAX_CELLS: usize = 1 << 16;
 
 /// `flat`: (windows, tiers in use): count in a flat block instead of a hash map.
-/// One read, with its event time when the batch carries them (residence ages, as `Bank::feed`).
-#[inline(always)]
-fn read(shadow: &mut Shadow, ev: &Events, i: usize, req: &Request, evictions: &mut Evictions, window: &mut [Exact]) -> Option<Outcome> {
-    match ev.ts {
-        Some(ts) => shadow.read_at(req, ts[i], evictions, window),
-        None => shadow.read(req, evictions, window),
-    }
-}
-
 /// Each read of the batch through the cache; `sink(event, tier, counters)` gets every tier cell
 /// the read touched (its own tier's and its evicted files'), once each. The counters land in a
 /// per-tier scratch first, as `Shadow::read` writes them.
 #[inline(always)]
-fn for_each_read<S: FnMut(usize, usize, &Exact)>(shadow: &mut Shadow, ev: &Events, n_tiers: usize, mut sink: S) {
-    let mut scratch = vec![[0u128; N_FIELDS]; n_tiers];
-    let mut evictions = Evictions::default();
-    for i in 0..ev.len() {
-        if ev.op[i] != OP_READ {
-            shadow.invalidate(ev.id[i]);
-            continue;
-        }
-        let req = ev.request(i);
-        if read(shadow, ev, i, &req, &mut evictions, &mut scratch).is_some() {
-            let own = req.tier as usize;
-            for t in std::iter::once(own).chain(evictions.items.iter().map(|e| e.1 as usize)) {
-                if scratch[t] != [0; N_FIELDS] {
-                    sink(i, t, &scratch[t]);
-                    scratch[t] = [0; N_FIELDS];
+fn for_each_read<F: FnMut(usize, usize, &Exact)>(shadow: &mut Shadow, ev: &Events, n_tiers: usize, sink: F) {
+    let ev = &ev.for_cache(shadow);
+    shadow.dispatch(EachRead { ev, n_tiers, sink })
+}
+
+struct EachRead<'a, 'b, F> {
+    ev: &'a Events<'b>,
+    n_tiers: usize,
+    sink: F,
+}
+
+impl<F: FnMut(usize, usize, &Exact)> Visitor for EachRead<'_, '_, F> {
+    type Out = ();
+    #[inline(always)]
+    fn visit<S: Server>(self, s: &mut S, ages: &mut Ages) {
+        let EachRead { ev, n_tiers, mut sink } = self;
+        let mut scratch = vec![[0u128; N_FIELDS]; n_tiers];
+        let mut evictions = Evictions::default();
+        for i in 0..ev.len() {
+            if ev.op[i] != OP_READ {
+                invalidate(s, ages, ev.id[i]);
+                continue;
+            }
+            let req = ev.request(i);
+            let ts = ev.ts.map(|t| t[i]);
+            if read(s, ages, &req, ts, &mut evictions, &mut scratch).is_some() {
+                let own = req.tier as usize;
+                for t in std::iter::once(own).chain(evictions.items.iter().map(|e| e.tier as usize)) {
+                    if scratch[t] != [0; N_FIELDS] {
+                        sink(i, t, &scratch[t]);
+                        scratch[t] = [0; N_FIELDS];
+                    }
                 }
             }
         }
@@ -178,6 +186,9 @@ pub fn feed_cells(bank: &mut Bank, ev: &Events, tiers_used: Option<usize>) -> Re
     if bank.shadows.iter().any(|s| needs_future(&s.spec.policy)) && ev.next_access.is_none() {
         return Err("policy belady needs next-access times (offline replays only)".into());
     }
+    if ev.key.is_none() && bank.shadows.iter().any(|s| s.keyed()) {
+        return Err("this bank takes dense file keys: every batch needs its key column".into());
+    }
     let n_tiers = bank.n_tiers;
     let n_caches = bank.shadows.len();
     let parts: Vec<(Cells, Option<String>)> = if n_caches > 1 && ev.len() * n_caches >= 20_000 {
@@ -229,7 +240,7 @@ mod tests {
             ["lru", "arc", "s3fifo"].iter().flat_map(|p| [100_000u64, 400_000].map(|c| CacheSpec::new(p, c))).collect();
         let mut dense_bank = Bank::new(specs.clone(), 8).unwrap();
         let mut cell_bank = Bank::new(specs, 8).unwrap();
-        let ev = Events { id: &id, size: &size, bytes_read: &size, tier: &tier, op: &op, next_access: None, window: Some(&window), ts: None };
+        let ev = Events { id: &id, size: &size, bytes_read: &size, tier: &tier, op: &op, next_access: None, window: Some(&window), ts: None, key: None };
         let (n_windows, dense) = dense_bank.feed(&ev).unwrap();
         let cells = feed_cells(&mut cell_bank, &ev, Some(5)).unwrap();
         check(&cells, n_windows, &dense);

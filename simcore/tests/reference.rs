@@ -74,6 +74,7 @@ fn matches_libcachesim_on_the_shared_trace() {
             next_access: Some(&next),
             window: None,
             ts: None,
+            key: None,
         };
         let started = std::time::Instant::now();
         bank.feed_totals(&ev).unwrap();

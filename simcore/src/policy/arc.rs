@@ -52,6 +52,8 @@ struct Entry {
     id: u64,
     size: u64,
     tier: u8,
+    /// Arrival time (`Request::ts`).
+    born: u32,
     /// T1, T2, B1 or B2.
     list: u8,
 }
@@ -81,7 +83,7 @@ impl ArcCache {
         let slot = self.q.pop_tail(&mut self.table, from);
         let e = *self.table.get(slot);
         self.q.push(&mut self.table, from + 2, slot);
-        ev.push(e.size, e.tier, e.id);
+        ev.push(e.size, e.tier, e.id, e.born);
     }
 
     /// Drop the LRU end of a list entirely (a ghost, or a T1 file without ghost).
@@ -112,7 +114,7 @@ impl ArcCache {
                 self.replace(ev);
             } else {
                 let e = self.drop_tail(T1);
-                ev.push(e.size, e.tier, e.id);
+                ev.push(e.size, e.tier, e.id, e.born);
             }
         } else {
             if t1 + t2 + b1 + b2 >= 2 * c && b2 > 0 {
@@ -124,6 +126,12 @@ impl ArcCache {
 }
 
 impl Policy for ArcCache {
+    const KEEPS_ARRIVALS: bool = true;
+
+    fn use_dense_ids(&mut self) -> bool {
+        self.table.use_dense_ids()
+    }
+
     fn build(capacity: u64, _: &Params) -> Result<Self, String> {
         Ok(ArcCache { capacity, p: 0.0, in_b2_flag: false, table: Table::default(), q: Queues::default() })
     }
@@ -173,13 +181,13 @@ impl Policy for ArcCache {
         } else {
             T1
         };
-        let slot = self.table.insert(Entry { id: req.id, size: req.size, tier: req.tier, list });
+        let slot = self.table.insert(Entry { id: req.id, size: req.size, tier: req.tier, born: req.ts, list });
         self.q.push(&mut self.table, list, slot);
-        Outcome::miss(req.size)
+        Outcome::admitted(req)
     }
 
-    fn remove(&mut self, id: u64) -> bool {
-        self.q.remove(&mut self.table, id).is_some_and(|l| l <= T2)
+    fn remove(&mut self, id: u64) -> Option<u32> {
+        self.q.remove(&mut self.table, id).filter(|e| e.list <= T2).map(|e| e.born)
     }
 
     fn contains(&self, id: u64) -> bool {
@@ -239,15 +247,15 @@ pub(crate) mod check {
         for &(id, size, bytes_read, op) in trace {
             if op == 2 {
                 let was = p.contains(id);
-                assert_eq!(p.remove(id), was, "remove({id}) must report residency");
+                assert_eq!(p.remove(id).is_some(), was, "remove({id}) must report residency");
                 assert!(!p.contains(id));
                 out.push('r');
                 continue;
             }
             let before = p.used_bytes();
             ev.items.clear();
-            let o = p.access(&Request { id, size, bytes_read, tier: (id % 3) as u8, next_access: u64::MAX }, &mut ev);
-            let evicted: u64 = ev.items.iter().map(|e| e.0).sum();
+            let o = p.access(&Request { id, size, bytes_read, tier: (id % 3) as u8, next_access: u64::MAX, ts: 0 }, &mut ev);
+            let evicted: u64 = ev.items.iter().map(|e| e.size).sum();
             assert!(p.used_bytes() <= p.capacity(), "{} used {} > capacity {}", p.name(), p.used_bytes(), p.capacity());
             assert_eq!(before + o.filled, p.used_bytes() + evicted, "{}: bytes filled and evicted must balance", p.name());
             assert!(o.hit_bytes <= bytes_read);
@@ -344,9 +352,9 @@ mod tests {
         let t = [(1, 6), (2, 5), (3, 3), (2, 5), (4, 11), (5, 4), (3, 3), (2, 5), (5, 4)];
         assert_eq!(replay(&mut p, &t), "mmmHmmmHm");
         assert_eq!(p.used_bytes(), 9);
-        assert!(p.remove(2));
+        assert!(p.remove(2).is_some());
         assert_eq!((p.used_bytes(), p.len()), (4, 1));
-        assert!(!p.remove(3), "a ghost is not resident");
+        assert!(p.remove(3).is_none(), "a ghost is not resident");
         // C is forgotten: its next miss is case IV (T1) rather than a B2 ghost hit (T2).
         assert_eq!(replay(&mut p, &[(3, 3), (3, 3)]), "mH");
     }

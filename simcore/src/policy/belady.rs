@@ -32,6 +32,8 @@ struct Entry {
     id: u64,
     size: u64,
     tier: u8,
+    /// Arrival time (`Request::ts`).
+    born: u32,
     next: u64,
     /// Position in `heap` (1-based).
     pos: u32,
@@ -106,6 +108,8 @@ impl Belady {
 }
 
 impl Policy for Belady {
+    const KEEPS_ARRIVALS: bool = true;
+
     fn build(capacity: u64, _: &Params) -> Result<Self, String> {
         Ok(Belady { res: Resident::new(capacity), heap: vec![NIL] })
     }
@@ -132,20 +136,19 @@ impl Policy for Belady {
             self.heap_remove(top);
             self.res.evict(top, ev);
         }
-        let slot = self.res.insert(Entry { id: req.id, size: req.size, tier: req.tier, next: req.next_access, pos: 0 });
+        let slot = self.res.insert(Entry { id: req.id, size: req.size, tier: req.tier, born: req.ts, next: req.next_access, pos: 0 });
         self.heap.push(slot);
         self.sift_up(self.heap.len() - 1);
-        Outcome::miss(req.size)
+        Outcome::admitted(req)
     }
 
-    fn remove(&mut self, id: u64) -> bool {
+    fn remove(&mut self, id: u64) -> Option<u32> {
         match self.res.slot(id) {
             Some(slot) => {
                 self.heap_remove(slot);
-                self.res.drop_slot(slot);
-                true
+                Some(self.res.drop_slot(slot).born)
             }
-            None => false,
+            None => None,
         }
     }
 
@@ -209,8 +212,8 @@ mod tests {
         let t = [(1, 6), (2, 3), (1, 6), (3, 4), (2, 3), (3, 4), (4, 11), (2, 3), (5, 8), (5, 8)];
         assert_eq!(replay(&mut p, &t), "mmHmHHmHmH");
         assert_eq!((p.used_bytes(), p.len()), (8, 1));
-        assert!(p.remove(5));
-        assert!(!p.remove(5));
+        assert!(p.remove(5).is_some());
+        assert!(p.remove(5).is_none());
         assert_eq!((p.used_bytes(), p.len()), (0, 0));
         // sizes above 4 GiB are not truncated (capacity 10 GiB): 0 A6G [2]; 1 B5G [3]:
         // 11 > 10, the only resident A goes; 2 A: miss, evicts B; 3 B: miss, evicts A.
@@ -231,7 +234,7 @@ mod tests {
             if i % 13 == 0 {
                 p.remove(id ^ 1);
             }
-            let r = super::super::Request { id, size, bytes_read: size, tier: 0, next_access };
+            let r = super::super::Request { id, size, bytes_read: size, tier: 0, next_access, ts: 0 };
             p.access(&r, &mut ev);
             let super::super::AnyPolicy::Belady(b) = &p else { unreachable!() };
             for j in 2..b.heap.len() {

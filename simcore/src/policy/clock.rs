@@ -30,6 +30,8 @@ struct Entry {
     id: u64,
     size: u64,
     tier: u8,
+    /// Arrival time (`Request::ts`).
+    born: u32,
     freq: u8,
 }
 resident::entry!(Entry);
@@ -42,6 +44,8 @@ pub struct Clock {
 }
 
 impl Policy for Clock {
+    const KEEPS_ARRIVALS: bool = true;
+
     fn build(capacity: u64, params: &Params) -> Result<Self, String> {
         let bits = params.get("bits", 1.0);
         if !(bits.fract() == 0.0 && (1.0..=8.0).contains(&bits)) {
@@ -61,7 +65,7 @@ impl Policy for Clock {
             return Outcome::hit(req);
         }
         let queue = &mut self.queue;
-        let entry = Entry { id: req.id, size: req.size, tier: req.tier, freq: 0 };
+        let entry = Entry { id: req.id, size: req.size, tier: req.tier, born: req.ts, freq: 0 };
         let admitted = self.res.admit(req, ev, entry, |r, ev| loop {
             // the hand is the tail: a referenced file loses one count and goes round again
             let tail = queue.tail().expect("used > 0 implies a resident file");
@@ -78,20 +82,19 @@ impl Policy for Clock {
         match admitted {
             Some(slot) => {
                 self.res.arena().push_front(&mut self.queue, slot);
-                Outcome::miss(req.size)
+                Outcome::admitted(req)
             }
             None => Outcome::miss(0),
         }
     }
 
-    fn remove(&mut self, id: u64) -> bool {
+    fn remove(&mut self, id: u64) -> Option<u32> {
         match self.res.slot(id) {
             Some(slot) => {
                 self.res.arena().unlink(&mut self.queue, slot);
-                self.res.drop_slot(slot);
-                true
+                Some(self.res.drop_slot(slot).born)
             }
-            None => false,
+            None => None,
         }
     }
 
@@ -140,16 +143,16 @@ pub(crate) mod checks {
                     let bytes = postcard::to_stdvec(&p).unwrap();
                     restored = Some(postcard::from_bytes(&bytes).unwrap());
                 }
-                let req = Request { id, size, bytes_read: size, tier: (id % 3) as u8, next_access };
+                let req = Request { id, size, bytes_read: size, tier: (id % 3) as u8, next_access, ts: 0 };
                 if i % 41 == 7 {
                     // a write at the source: the file leaves the cache
                     let before = p.used_bytes();
                     let was = p.contains(id);
-                    assert_eq!(p.remove(id), was);
+                    assert_eq!(p.remove(id).is_some(), was);
                     assert!(!p.contains(id));
                     assert_eq!(p.used_bytes() + if was { size } else { 0 }, before);
                     if let Some(q) = restored.as_mut() {
-                        assert_eq!(q.remove(id), was);
+                        assert_eq!(q.remove(id).is_some(), was);
                     }
                     continue;
                 }
@@ -157,7 +160,7 @@ pub(crate) mod checks {
                 let mut ev = Evictions::default();
                 let out = p.access(&req, &mut ev);
                 hits += out.hit as u64;
-                let evicted: u64 = ev.items.iter().map(|e| e.0).sum();
+                let evicted: u64 = ev.items.iter().map(|e| e.size).sum();
                 assert!(p.used_bytes() <= p.capacity(), "{name}: used {} > capacity {}", p.used_bytes(), capacity);
                 assert_eq!(before + out.filled - evicted, p.used_bytes(), "{name}: byte accounting at request {i}");
                 if name != "slru" {
@@ -239,8 +242,8 @@ mod tests {
         assert_eq!(replay(&mut p, &t), "mmHmmHmmH");
         assert_eq!((p.used_bytes(), p.len()), (10, 2));
         // remove drops the file; a later read misses and re-inserts it
-        assert!(p.remove(3));
-        assert!(!p.remove(3));
+        assert!(p.remove(3).is_some());
+        assert!(p.remove(3).is_none());
         assert_eq!((p.used_bytes(), p.len()), (6, 1));
         assert_eq!(replay(&mut p, &[(3, 4), (1, 6)]), "mH");
         // sizes above 4 GiB are not truncated

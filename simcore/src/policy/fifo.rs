@@ -10,6 +10,8 @@ struct Entry {
     id: u64,
     size: u64,
     tier: u8,
+    /// Arrival time (`Request::ts`).
+    born: u32,
 }
 resident::entry!(Entry);
 
@@ -20,6 +22,8 @@ pub struct Fifo {
 }
 
 impl Policy for Fifo {
+    const KEEPS_ARRIVALS: bool = true;
+
     fn build(capacity: u64, _: &Params) -> Result<Self, String> {
         Ok(Fifo { res: Resident::new(capacity), queue: List::default() })
     }
@@ -30,7 +34,7 @@ impl Policy for Fifo {
             return Outcome::hit(req);
         }
         let queue = &mut self.queue;
-        let entry = Entry { id: req.id, size: req.size, tier: req.tier };
+        let entry = Entry { id: req.id, size: req.size, tier: req.tier, born: req.ts };
         let admitted = self.res.admit(req, ev, entry, |r, ev| {
             let victim = r.arena().pop_back(queue).expect("used > 0 implies a resident file");
             r.evict(victim, ev);
@@ -38,20 +42,19 @@ impl Policy for Fifo {
         match admitted {
             Some(slot) => {
                 self.res.arena().push_front(&mut self.queue, slot);
-                Outcome::miss(req.size)
+                Outcome::admitted(req)
             }
             None => Outcome::miss(0),
         }
     }
 
-    fn remove(&mut self, id: u64) -> bool {
+    fn remove(&mut self, id: u64) -> Option<u32> {
         match self.res.slot(id) {
             Some(slot) => {
                 self.res.arena().unlink(&mut self.queue, slot);
-                self.res.drop_slot(slot);
-                true
+                Some(self.res.drop_slot(slot).born)
             }
-            None => false,
+            None => None,
         }
     }
 

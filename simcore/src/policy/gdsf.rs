@@ -43,6 +43,8 @@ struct Entry {
     id: u64,
     size: u64,
     tier: u8,
+    /// Arrival time (`Request::ts`).
+    born: u32,
     freq: u64,
     /// Current key: H as f64 bits, and the sequence number of the request that set it.
     pri: u64,
@@ -152,6 +154,8 @@ fn pop_min(res: &mut Resident<Entry>, queue: &mut QuadHeap) -> (u64, u32) {
 }
 
 impl Policy for Gdsf {
+    const KEEPS_ARRIVALS: bool = true;
+
     fn build(capacity: u64, _: &Params) -> Result<Self, String> {
         Ok(Gdsf { age: 0.0, seq: 0, res: Resident::new(capacity), queue: QuadHeap::default() })
     }
@@ -169,7 +173,7 @@ impl Policy for Gdsf {
         }
         let (queue, age) = (&mut self.queue, &mut self.age);
         // the priority is set once room is made (evictions raise the age)
-        let entry = Entry { id: req.id, size: req.size, tier: req.tier, freq: 1, pri: 0, seq, queued: seq };
+        let entry = Entry { id: req.id, size: req.size, tier: req.tier, born: req.ts, freq: 1, pri: 0, seq, queued: seq };
         let admitted = self.res.admit(req, ev, entry, |r, ev| {
             let (pri, slot) = pop_min(r, queue);
             *age = f64::from_bits(pri);
@@ -180,25 +184,25 @@ impl Policy for Gdsf {
                 let pri = priority(self.age, 1, req.size);
                 self.res.get_mut(slot).pri = pri;
                 self.queue.push((pri, seq, slot));
-                Outcome::miss(req.size)
+                Outcome::admitted(req)
             }
             None => Outcome::miss(0),
         }
     }
 
-    fn remove(&mut self, id: u64) -> bool {
+    fn remove(&mut self, id: u64) -> Option<u32> {
         match self.res.slot(id) {
             Some(slot) => {
                 // its queue entry is dropped when it surfaces: a released slot has queued = 0,
                 // a reused one a newer seq
-                self.res.drop_slot(slot);
+                let born = self.res.drop_slot(slot).born;
                 if self.queue.len() > 2 * self.res.len() + 1024 {
                     let arena = &self.res.table.arena;
                     self.queue.retain(|&(_, seq, slot)| arena.get(slot).queued == seq);
                 }
-                true
+                Some(born)
             }
-            None => false,
+            None => None,
         }
     }
 
@@ -240,8 +244,8 @@ mod tests {
         // remove forgets B's frequency: B2 re-enters at F1 with H = 1.1 + 0.5 = 1.6 (6);
         // F4: 10, fits: H = 1.1 + 0.25 = 1.35, after C's 1.35 (FIFO among equal H).
         // G2: 12 > 10: evict C (1.35, set first), L = 1.35 (6); G: 1.85 (8). F: hit. C: miss.
-        assert!(p.remove(2));
-        assert!(!p.remove(2));
+        assert!(p.remove(2).is_some());
+        assert!(p.remove(2).is_none());
         assert_eq!(p.used_bytes(), 4);
         assert_eq!(replay(&mut p, &[(2, 2), (6, 4), (7, 2), (6, 4), (3, 4)]), "mmmHm");
     }

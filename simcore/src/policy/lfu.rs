@@ -30,6 +30,8 @@ struct Entry {
     id: u64,
     size: u64,
     tier: u8,
+    /// Arrival time (`Request::ts`).
+    born: u32,
     freq: u64,
 }
 resident::entry!(Entry);
@@ -52,6 +54,8 @@ impl Lfu {
 }
 
 impl Policy for Lfu {
+    const KEEPS_ARRIVALS: bool = true;
+
     fn build(capacity: u64, _: &Params) -> Result<Self, String> {
         Ok(Lfu { res: Resident::new(capacity), buckets: BTreeMap::new() })
     }
@@ -66,7 +70,7 @@ impl Policy for Lfu {
             return Outcome::hit(req);
         }
         let buckets = &mut self.buckets;
-        let entry = Entry { id: req.id, size: req.size, tier: req.tier, freq: 1 };
+        let entry = Entry { id: req.id, size: req.size, tier: req.tier, born: req.ts, freq: 1 };
         let admitted = self.res.admit(req, ev, entry, |r, ev| {
             // lowest frequency, oldest arrival first
             let mut lowest = buckets.first_entry().expect("used > 0 implies a resident file");
@@ -79,21 +83,20 @@ impl Policy for Lfu {
         match admitted {
             Some(slot) => {
                 self.res.arena().push_front(self.buckets.entry(1).or_default(), slot);
-                Outcome::miss(req.size)
+                Outcome::admitted(req)
             }
             None => Outcome::miss(0),
         }
     }
 
-    fn remove(&mut self, id: u64) -> bool {
+    fn remove(&mut self, id: u64) -> Option<u32> {
         match self.res.slot(id) {
             Some(slot) => {
                 let f = self.res.get(slot).freq;
                 self.unlink(slot, f);
-                self.res.drop_slot(slot);
-                true
+                Some(self.res.drop_slot(slot).born)
             }
-            None => false,
+            None => None,
         }
     }
 
@@ -141,8 +144,8 @@ mod tests {
         assert_eq!((p.used_bytes(), p.len()), (10, 2));
         // remove forgets C's frequency (3): C re-enters at 1. A hit (A2). E4: 14 > 10:
         // evict the freq-1 file C (not A); E fits. C: miss.
-        assert!(p.remove(3));
-        assert!(!p.remove(3));
+        assert!(p.remove(3).is_some());
+        assert!(p.remove(3).is_none());
         assert_eq!(p.used_bytes(), 6);
         assert_eq!(replay(&mut p, &[(3, 4), (1, 6), (5, 4), (3, 4)]), "mHmm");
         // sizes above 4 GiB are not truncated

@@ -31,6 +31,8 @@ struct Entry {
     id: u64,
     size: u64,
     tier: u8,
+    /// Arrival time (`Request::ts`).
+    born: u32,
     freq: u64,
     key: u64,
 }
@@ -55,6 +57,8 @@ impl Lfuda {
 }
 
 impl Policy for Lfuda {
+    const KEEPS_ARRIVALS: bool = true;
+
     fn build(capacity: u64, _: &Params) -> Result<Self, String> {
         Ok(Lfuda { age: 0, res: Resident::new(capacity), buckets: BTreeMap::new() })
     }
@@ -73,7 +77,7 @@ impl Policy for Lfuda {
         }
         let (buckets, age) = (&mut self.buckets, &mut self.age);
         // the key is set once room is made (evictions raise the age)
-        let entry = Entry { id: req.id, size: req.size, tier: req.tier, freq: 1, key: 0 };
+        let entry = Entry { id: req.id, size: req.size, tier: req.tier, born: req.ts, freq: 1, key: 0 };
         let admitted = self.res.admit(req, ev, entry, |r, ev| {
             let mut lowest = buckets.first_entry().expect("used > 0 implies a resident file");
             *age = *lowest.key();
@@ -88,21 +92,20 @@ impl Policy for Lfuda {
                 let key = 1 + self.age;
                 self.res.get_mut(slot).key = key;
                 self.res.arena().push_front(self.buckets.entry(key).or_default(), slot);
-                Outcome::miss(req.size)
+                Outcome::admitted(req)
             }
             None => Outcome::miss(0),
         }
     }
 
-    fn remove(&mut self, id: u64) -> bool {
+    fn remove(&mut self, id: u64) -> Option<u32> {
         match self.res.slot(id) {
             Some(slot) => {
                 let key = self.res.get(slot).key;
                 self.unlink(slot, key);
-                self.res.drop_slot(slot);
-                true
+                Some(self.res.drop_slot(slot).born)
             }
-            None => false,
+            None => None,
         }
     }
 
@@ -158,8 +161,8 @@ mod tests {
         // C4 at the end: 13 > 10: evict B (key 3), L = 3; C key 4 (10).
         assert_eq!((p.used_bytes(), p.len()), (10, 2));
         // remove forgets everything about A: a new A starts at F1 with key L + 1 = 4
-        assert!(p.remove(1));
-        assert!(!p.remove(1));
+        assert!(p.remove(1).is_some());
+        assert!(p.remove(1).is_none());
         assert_eq!(p.used_bytes(), 4);
         // A6: fits (10), key 4, after C's key 4 in the bucket. E1: 11 > 10: evict C (the
         // older key 4), L = 4; E key 5 (7). A: hit. C: miss.

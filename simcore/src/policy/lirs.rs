@@ -200,7 +200,7 @@ impl Lirs {
         }
         self.occupied -= n.size as i64;
         self.n_obj -= 1;
-        ev.push(n.size, n.tier, n.id);
+        ev.push(n.size, n.tier, n.id, 0);
         true
     }
 
@@ -229,7 +229,7 @@ impl Lirs {
             self.occupied += n.size as i64;
             self.n_obj += 1;
         } else {
-            ev.push(n.size, n.tier, n.id);
+            ev.push(n.size, n.tier, n.id, 0);
         }
         self.prune();
         true
@@ -437,7 +437,7 @@ impl Policy for Lirs {
         out
     }
 
-    fn remove(&mut self, id: u64) -> bool {
+    fn remove(&mut self, id: u64) -> Option<u32> {
         let resident = self.contains(id);
         let sl = self.slots(id);
         if sl.s != NIL {
@@ -467,7 +467,7 @@ impl Policy for Lirs {
             self.n_obj -= 1;
         }
         self.nh_remove(id);
-        resident
+        resident.then_some(0)
     }
 
     fn contains(&self, id: u64) -> bool {
@@ -543,11 +543,11 @@ mod tests {
         assert_eq!(replay(&mut p, &t), "mmmmmHmmHHmmm");
         assert_eq!((p.used_bytes(), p.len()), (95, 4));
         assert!(!p.contains(7));
-        assert!(p.remove(3));
+        assert!(p.remove(3).is_some());
         assert_eq!((p.used_bytes(), p.len()), (65, 3));
-        assert!(!p.remove(3));
+        assert!(p.remove(3).is_none());
         // G is only a non-resident record: remove reports false and forgets it
-        assert!(!p.remove(7));
+        assert!(p.remove(7).is_none());
     }
 
     #[test]
@@ -558,7 +558,7 @@ mod tests {
         // unknown file, resident HIR in Q, and the next unknown e evicts it.
         let mut p = lirs(3, 0.34);
         assert_eq!(replay(&mut p, &unit("abcd")), "mmmm");
-        assert!(!p.remove(b'c' as u64));
+        assert!(p.remove(b'c' as u64).is_none());
         assert_eq!(replay(&mut p, &unit("ce c")), "mmm");
         let mut q = lirs(3, 0.34);
         assert_eq!(replay(&mut q, &unit("abcd ce c")), "mmmmmmH");

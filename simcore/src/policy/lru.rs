@@ -12,6 +12,8 @@ struct Entry {
     id: u64,
     size: u64,
     tier: u8,
+    /// Arrival time (`Request::ts`).
+    born: u32,
 }
 resident::entry!(Entry);
 
@@ -22,6 +24,8 @@ pub struct Lru {
 }
 
 impl Policy for Lru {
+    const KEEPS_ARRIVALS: bool = true;
+
     fn build(capacity: u64, _: &Params) -> Result<Self, String> {
         Ok(Lru { res: Resident::new(capacity), list: List::default() })
     }
@@ -33,7 +37,7 @@ impl Policy for Lru {
             return Outcome::hit(req);
         }
         let list = &mut self.list;
-        let entry = Entry { id: req.id, size: req.size, tier: req.tier };
+        let entry = Entry { id: req.id, size: req.size, tier: req.tier, born: req.ts };
         let admitted = self.res.admit(req, ev, entry, |r, ev| {
             let victim = r.arena().pop_back(list).expect("used > 0 implies a resident file");
             r.evict(victim, ev);
@@ -41,20 +45,19 @@ impl Policy for Lru {
         match admitted {
             Some(slot) => {
                 self.res.arena().push_front(&mut self.list, slot);
-                Outcome::miss(req.size)
+                Outcome::admitted(req)
             }
             None => Outcome::miss(0),
         }
     }
 
-    fn remove(&mut self, id: u64) -> bool {
+    fn remove(&mut self, id: u64) -> Option<u32> {
         match self.res.slot(id) {
             Some(slot) => {
                 self.res.arena().unlink(&mut self.list, slot);
-                self.res.drop_slot(slot);
-                true
+                Some(self.res.drop_slot(slot).born)
             }
-            None => false,
+            None => None,
         }
     }
 
@@ -82,7 +85,7 @@ mod tests {
         let t = [(1, 6), (2, 5), (3, 3), (2, 5), (4, 11), (3, 3), (2, 5), (5, 10), (5, 10)];
         assert_eq!(replay(&mut p, &t), "mmmHmHHmH");
         assert_eq!(p.used_bytes(), 10);
-        assert!(p.remove(5));
+        assert!(p.remove(5).is_some());
         assert_eq!((p.used_bytes(), p.len()), (0, 0));
     }
 }

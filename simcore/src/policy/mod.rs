@@ -29,6 +29,9 @@ pub struct Request {
     pub tier: u8,
     /// Logical time of the next access of this file (u64::MAX = never); only `belady` reads it.
     pub next_access: u64,
+    /// Event time in seconds (0 = not known): a policy that keeps arrival times stores it in
+    /// the entry of a file this request brings in, and reports it back when the file leaves.
+    pub ts: u32,
 }
 
 /// What a policy did with one request.
@@ -40,30 +43,48 @@ pub struct Outcome {
     pub hit_bytes: u64,
     /// Bytes written into the cache by this request (fill cost).
     pub filled: u64,
+    /// The file became resident with this request, arriving at `Request::ts` (policies that
+    /// keep arrival times only).
+    pub arrived: bool,
 }
 
 impl Outcome {
     #[inline]
     pub fn hit(req: &Request) -> Self {
-        Outcome { hit: true, hit_bytes: req.bytes_read, filled: 0 }
+        Outcome { hit: true, hit_bytes: req.bytes_read, filled: 0, arrived: false }
     }
     #[inline]
     pub fn miss(filled: u64) -> Self {
-        Outcome { hit: false, hit_bytes: 0, filled }
+        Outcome { hit: false, hit_bytes: 0, filled, arrived: false }
+    }
+    /// A miss that brought the whole file in.
+    #[inline]
+    pub fn admitted(req: &Request) -> Self {
+        Outcome { hit: false, hit_bytes: 0, filled: req.size, arrived: true }
     }
 }
 
-/// Files a policy evicted while serving one request: (bytes, tier, file id). The id lets the
-/// shadow cache find when the file came in (its residence age).
+/// A file a policy evicted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Evicted {
+    pub size: u64,
+    pub tier: u8,
+    pub id: u64,
+    /// When it came in (`Request::ts` of its arrival; 0 = not known, or the policy keeps no
+    /// arrival times and the shadow cache's side table knows it).
+    pub born: u32,
+}
+
+/// Files a policy evicted while serving one request.
 #[derive(Default, Debug)]
 pub struct Evictions {
-    pub items: Vec<(u64, u8, u64)>,
+    pub items: Vec<Evicted>,
 }
 
 impl Evictions {
     #[inline]
-    pub fn push(&mut self, size: u64, tier: u8, id: u64) {
-        self.items.push((size, tier, id));
+    pub fn push(&mut self, size: u64, tier: u8, id: u64, born: u32) {
+        self.items.push(Evicted { size, tier, id, born });
     }
 }
 
@@ -106,8 +127,8 @@ pub trait Policy {
     /// Serve one read.
     fn access(&mut self, req: &Request, ev: &mut Evictions) -> Outcome;
     /// Drop a file (deleted or overwritten at the source); also forgets ghost history.
-    /// Returns true when it was resident.
-    fn remove(&mut self, id: u64) -> bool;
+    /// Returns the file's arrival time (`Request::ts`, 0 when not kept) when it was resident.
+    fn remove(&mut self, id: u64) -> Option<u32>;
     fn contains(&self, id: u64) -> bool;
     fn used_bytes(&self) -> u64;
     fn capacity(&self) -> u64;
@@ -118,6 +139,15 @@ pub trait Policy {
     /// entry, once the place has arrived).
     #[inline(always)]
     fn prefetch(&self, _id: u64, _stage: Stage) {}
+    /// From now on the ids of this policy's requests are dense keys (0, 1, 2, … numbering the
+    /// files of a trace; see `SlotMap::dense`): keep them in arrays. Called before the first
+    /// request; false when the policy cannot (it hashes ids, or keeps maps of its own).
+    fn use_dense_ids(&mut self) -> bool {
+        false
+    }
+    /// The policy keeps each resident file's arrival time in its entry (reported in `Evicted`,
+    /// `Outcome::arrived` and `remove`); otherwise the shadow cache keeps them in a side table.
+    const KEEPS_ARRIVALS: bool = false;
 }
 
 /// Stages of `Policy::prefetch`, furthest ahead first.
@@ -157,8 +187,19 @@ macro_rules! policies {
             pub fn access(&mut self, req: &Request, ev: &mut Evictions) -> Outcome {
                 match self { $( AnyPolicy::$variant(p) => p.access(req, ev), )* }
             }
-            pub fn remove(&mut self, id: u64) -> bool {
+            pub fn remove(&mut self, id: u64) -> Option<u32> {
                 match self { $( AnyPolicy::$variant(p) => p.remove(id), )* }
+            }
+            /// Run `v` over this policy, typed (see `Shadow::dispatch`).
+            #[inline(always)]
+            pub(crate) fn visit<V: crate::shadow::Visitor>(&mut self, v: V, ages: &mut crate::shadow::Ages) -> V::Out {
+                match self { $( AnyPolicy::$variant(p) => v.visit(p, ages), )* }
+            }
+            pub fn use_dense_ids(&mut self) -> bool {
+                match self { $( AnyPolicy::$variant(p) => p.use_dense_ids(), )* }
+            }
+            pub fn keeps_arrivals(&self) -> bool {
+                match self { $( AnyPolicy::$variant(_) => <$module::$ty as Policy>::KEEPS_ARRIVALS, )* }
             }
             pub fn contains(&self, id: u64) -> bool {
                 match self { $( AnyPolicy::$variant(p) => p.contains(id), )* }
@@ -215,7 +256,7 @@ pub(crate) mod testing {
         reqs.iter()
             .zip(next)
             .map(|(&(id, size), next_access)| {
-                let r = Request { id, size, bytes_read: size, tier: 0, next_access };
+                let r = Request { id, size, bytes_read: size, tier: 0, next_access, ts: 0 };
                 if p.access(&r, &mut ev).hit { 'H' } else { 'm' }
             })
             .collect()

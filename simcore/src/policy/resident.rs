@@ -13,9 +13,11 @@ pub trait Entry: Copy + Default {
     fn id(&self) -> u64;
     fn size(&self) -> u64;
     fn tier(&self) -> u8;
+    /// When the file came in (`Request::ts`; 0 = not known).
+    fn born(&self) -> u32;
 }
 
-/// Implements `Entry` for a struct with `id`, `size` and `tier` fields.
+/// Implements `Entry` for a struct with `id`, `size`, `tier` and `born` fields.
 macro_rules! entry {
     ($ty:ty) => {
         impl $crate::policy::resident::Entry for $ty {
@@ -30,6 +32,10 @@ macro_rules! entry {
             #[inline]
             fn tier(&self) -> u8 {
                 self.tier
+            }
+            #[inline]
+            fn born(&self) -> u32 {
+                self.born
             }
         }
     };
@@ -78,6 +84,13 @@ impl<E: Entry> Table<E> {
     #[inline(always)]
     pub fn get(&self, slot: u32) -> &E {
         self.arena.get(slot)
+    }
+    /// Dense keys from now on (see `Policy::use_dense_ids`); only before the first file.
+    pub fn use_dense_ids(&mut self) -> bool {
+        if self.map.is_empty() {
+            self.map = SlotMap::dense();
+        }
+        self.map.is_dense()
     }
     #[inline(always)]
     pub fn get_mut(&mut self, slot: u32) -> &mut E {
@@ -160,7 +173,7 @@ impl<E: Entry> Resident<E> {
     #[inline(always)]
     pub fn evict(&mut self, slot: u32, ev: &mut Evictions) -> E {
         let e = self.drop_slot(slot);
-        ev.push(e.size(), e.tier(), e.id());
+        ev.push(e.size(), e.tier(), e.id(), e.born());
         e
     }
 
@@ -222,6 +235,9 @@ macro_rules! resident_queries {
         fn len(&self) -> usize {
             self.$field.len()
         }
+        fn use_dense_ids(&mut self) -> bool {
+            self.$field.table.use_dense_ids()
+        }
         #[inline(always)]
         fn prefetch(&self, id: u64, stage: $crate::policy::Stage) {
             self.$field.table.prefetch(id, stage)
@@ -237,7 +253,8 @@ pub trait Queued: Entry {
     fn set_queue(&mut self, q: u8);
 }
 
-/// Implements `Entry` and `Queued` for a struct with `id`, `size`, `tier` and a `u8` queue field.
+/// Implements `Entry` and `Queued` for a struct with `id`, `size`, `tier`, `born` and a `u8`
+/// queue field.
 macro_rules! queued_entry {
     ($ty:ty, $field:ident) => {
         $crate::policy::resident::entry!($ty);
@@ -299,13 +316,11 @@ impl Queues {
         table.arena.move_to_front(&mut self.lists[q as usize], slot);
     }
     /// Drop a file by id (deleted at the source): it leaves its queue and the table. Returns
-    /// the queue it was in.
+    /// its entry (`queue()` says where it was).
     #[inline]
-    pub fn remove<E: Queued>(&mut self, table: &mut Table<E>, id: u64) -> Option<u8> {
+    pub fn remove<E: Queued>(&mut self, table: &mut Table<E>, id: u64) -> Option<E> {
         let slot = table.slot(id)?;
-        let q = table.get(slot).queue();
         self.unlink(table, slot);
-        table.free(slot);
-        Some(q)
+        Some(table.free(slot))
     }
 }

@@ -46,6 +46,8 @@ struct Entry {
     size: u64,
     freq: u32,
     tier: u8,
+    /// Arrival time (`Request::ts`).
+    born: u32,
     queue: u8,
 }
 resident::queued_entry!(Entry, queue);
@@ -72,7 +74,7 @@ impl S3Fifo {
                 self.q.push(&mut self.table, MAIN, slot);
                 continue;
             }
-            ev.push(e.size, e.tier, e.id);
+            ev.push(e.size, e.tier, e.id, e.born);
             if self.ghost_cap == 0 || e.size > self.ghost_cap {
                 self.table.free(slot);
             } else {
@@ -96,7 +98,7 @@ impl S3Fifo {
                 self.q.push(&mut self.table, MAIN, slot);
             } else {
                 let e = self.table.free(slot);
-                ev.push(e.size, e.tier, e.id);
+                ev.push(e.size, e.tier, e.id, e.born);
                 return;
             }
         }
@@ -118,6 +120,12 @@ impl S3Fifo {
 }
 
 impl Policy for S3Fifo {
+    const KEEPS_ARRIVALS: bool = true;
+
+    fn use_dense_ids(&mut self) -> bool {
+        self.table.use_dense_ids()
+    }
+
     fn build(capacity: u64, params: &Params) -> Result<Self, String> {
         let small = params.fraction("small_ratio", 0.1, false)?;
         let ghost = params.get("ghost_ratio", 0.9);
@@ -167,13 +175,13 @@ impl Policy for S3Fifo {
         } else {
             SMALL
         };
-        let slot = self.table.insert(Entry { id: req.id, size: req.size, freq: 0, tier: req.tier, queue: q });
+        let slot = self.table.insert(Entry { id: req.id, size: req.size, freq: 0, tier: req.tier, born: req.ts, queue: q });
         self.q.push(&mut self.table, q, slot);
-        Outcome::miss(req.size)
+        Outcome::admitted(req)
     }
 
-    fn remove(&mut self, id: u64) -> bool {
-        self.q.remove(&mut self.table, id).is_some_and(|q| q != GHOST)
+    fn remove(&mut self, id: u64) -> Option<u32> {
+        self.q.remove(&mut self.table, id).filter(|e| e.queue != GHOST).map(|e| e.born)
     }
 
     fn contains(&self, id: u64) -> bool {
@@ -283,8 +291,8 @@ mod tests {
         let t = [(1, 5), (2, 4), (3, 3), (3, 3), (4, 3), (5, 2), (6, 3), (7, 3), (8, 50), (3, 3), (5, 2)];
         assert_eq!(replay(&mut p, &t), "mmmHmmmmmHH");
         assert_eq!((p.used_bytes(), p.len()), (14, 5));
-        assert!(p.remove(3));
-        assert!(!p.remove(3));
+        assert!(p.remove(3).is_some());
+        assert!(p.remove(3).is_none());
         assert_eq!((p.used_bytes(), p.len()), (11, 4));
     }
 
@@ -298,7 +306,7 @@ mod tests {
         // (Had a been a ghost hit it would have gone to main and survived the scan.)
         let mut p = s3(5, 0.4, 0.4);
         assert_eq!(replay(&mut p, &unit("abcdef")), "mmmmmm");
-        assert!(!p.remove(b'a' as u64));
+        assert!(p.remove(b'a' as u64).is_none());
         assert_eq!(replay(&mut p, &unit("aghijk")), "mmmmmm");
         assert!(!p.contains(b'a' as u64));
         assert!(b"ghijk".iter().all(|&c| p.contains(c as u64)));

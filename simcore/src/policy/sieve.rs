@@ -30,6 +30,8 @@ struct Entry {
     id: u64,
     size: u64,
     tier: u8,
+    /// Arrival time (`Request::ts`).
+    born: u32,
     visited: bool,
 }
 resident::entry!(Entry);
@@ -60,6 +62,8 @@ fn evict_one(res: &mut Resident<Entry>, queue: &mut List, hand: &mut u32, ev: &m
 }
 
 impl Policy for Sieve {
+    const KEEPS_ARRIVALS: bool = true;
+
     fn build(capacity: u64, _: &Params) -> Result<Self, String> {
         Ok(Sieve { res: Resident::new(capacity), queue: List::default(), hand: NIL })
     }
@@ -71,27 +75,26 @@ impl Policy for Sieve {
             return Outcome::hit(req);
         }
         let (queue, hand) = (&mut self.queue, &mut self.hand);
-        let entry = Entry { id: req.id, size: req.size, tier: req.tier, visited: false };
+        let entry = Entry { id: req.id, size: req.size, tier: req.tier, born: req.ts, visited: false };
         match self.res.admit(req, ev, entry, |r, ev| evict_one(r, queue, hand, ev)) {
             Some(slot) => {
                 self.res.arena().push_front(&mut self.queue, slot);
-                Outcome::miss(req.size)
+                Outcome::admitted(req)
             }
             None => Outcome::miss(0),
         }
     }
 
-    fn remove(&mut self, id: u64) -> bool {
+    fn remove(&mut self, id: u64) -> Option<u32> {
         match self.res.slot(id) {
             Some(slot) => {
                 if self.hand == slot {
                     self.hand = self.res.table.arena.prev(slot).unwrap_or(NIL);
                 }
                 self.res.arena().unlink(&mut self.queue, slot);
-                self.res.drop_slot(slot);
-                true
+                Some(self.res.drop_slot(slot).born)
             }
-            None => false,
+            None => None,
         }
     }
 
@@ -152,8 +155,8 @@ mod tests {
         let t = [(1, 6), (2, 3), (1, 6), (3, 4), (4, 11), (3, 4), (5, 5), (6, 1), (7, 2), (3, 4), (5, 5)];
         assert_eq!(replay(&mut p, &t), "mmHmmHmmmHm");
         assert_eq!((p.used_bytes(), p.len()), (9, 2));
-        assert!(p.remove(3));
-        assert!(!p.remove(3));
+        assert!(p.remove(3).is_some());
+        assert!(p.remove(3).is_none());
         assert_eq!((p.used_bytes(), p.len()), (5, 1));
         // sizes above 4 GiB are not truncated
         let mut p = policy("sieve", 10 << 30);
@@ -170,7 +173,7 @@ mod tests {
         // evicted a (cleared by the first sweep) and a would miss.
         let mut p = policy("sieve", 3);
         assert_eq!(replay(&mut p, &unit("abcad")), "mmmHm");
-        assert!(p.remove(b'c' as u64));
+        assert!(p.remove(b'c' as u64).is_some());
         assert_eq!(replay(&mut p, &unit("efad")), "mmHm");
         assert!(p.contains(b'f' as u64) && !p.contains(b'e' as u64));
     }

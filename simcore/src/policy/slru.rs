@@ -37,6 +37,8 @@ struct Entry {
     id: u64,
     size: u64,
     tier: u8,
+    /// Arrival time (`Request::ts`).
+    born: u32,
     seg: u8,
 }
 resident::entry!(Entry);
@@ -91,6 +93,8 @@ impl Slru {
 }
 
 impl Policy for Slru {
+    const KEEPS_ARRIVALS: bool = true;
+
     fn build(capacity: u64, params: &Params) -> Result<Self, String> {
         let n = params.get("segments", 4.0);
         if !(n.fract() == 0.0 && (1.0..=32.0).contains(&n)) {
@@ -125,28 +129,29 @@ impl Policy for Slru {
             return Outcome::miss(0);
         }
         let segs = &mut self.segs;
-        let entry = Entry { id: req.id, size: req.size, tier: req.tier, seg: 0 };
+        let entry = Entry { id: req.id, size: req.size, tier: req.tier, born: req.ts, seg: 0 };
         match self.res.admit(req, ev, entry, |r, ev| segs.evict_one(r, ev)) {
             Some(slot) => {
                 let s = self.segs.bytes.iter().position(|&b| b + req.size <= self.seg_max).unwrap_or(0);
                 self.res.get_mut(slot).seg = s as u8;
                 self.res.arena().push_front(&mut self.segs.lists[s], slot);
                 self.segs.bytes[s] += req.size;
-                Outcome::miss(req.size)
+                Outcome::admitted(req)
             }
             None => Outcome::miss(0),
         }
     }
 
-    fn remove(&mut self, id: u64) -> bool {
+    fn remove(&mut self, id: u64) -> Option<u32> {
         match self.res.slot(id) {
             Some(slot) => {
                 let s = self.res.get(slot).seg as usize;
                 self.res.arena().unlink(&mut self.segs.lists[s], slot);
-                self.segs.bytes[s] -= self.res.drop_slot(slot).size;
-                true
+                let e = self.res.drop_slot(slot);
+                self.segs.bytes[s] -= e.size;
+                Some(e.born)
             }
-            None => false,
+            None => None,
         }
     }
 
@@ -223,9 +228,9 @@ mod tests {
         let mut p = slru(4, 2.0);
         assert_eq!(replay(&mut p, &[(1, 1), (2, 2), (3, 1)]), "mmm");
         let mut ev = Evictions::default();
-        let out = p.access(&Request { id: 1, size: 1, bytes_read: 1, tier: 0, next_access: u64::MAX }, &mut ev);
+        let out = p.access(&Request { id: 1, size: 1, bytes_read: 1, tier: 0, next_access: u64::MAX, ts: 0 }, &mut ev);
         assert!(out.hit);
-        assert_eq!(ev.items, vec![(1, 0, 3)]);
+        assert_eq!(ev.items.iter().map(|e| (e.size, e.tier, e.id)).collect::<Vec<_>>(), vec![(1, 0, 3)]);
         assert!(!p.contains(3));
         assert_eq!(replay(&mut p, &[(3, 1), (2, 2), (1, 1), (3, 1)]), "mHHm");
     }
@@ -244,8 +249,8 @@ mod tests {
         assert_eq!(replay(&mut p, &t), "mmmmmmmmmHm");
         assert_eq!((p.used_bytes(), p.len()), (9, 6));
         // remove, and a file larger than the whole cache
-        assert!(p.remove(5));
-        assert!(!p.remove(1));
+        assert!(p.remove(5).is_some());
+        assert!(p.remove(1).is_none());
         assert_eq!(p.used_bytes(), 7);
         assert_eq!(replay(&mut p, &[(9, 11)]), "m");
         assert_eq!(p.used_bytes(), 7);

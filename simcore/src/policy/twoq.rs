@@ -40,6 +40,8 @@ struct Entry {
     id: u64,
     size: u64,
     tier: u8,
+    /// Arrival time (`Request::ts`).
+    born: u32,
     queue: u8,
 }
 resident::queued_entry!(Entry, queue);
@@ -60,7 +62,7 @@ impl TwoQ {
     fn evict_ain(&mut self, ev: &mut Evictions) {
         let slot = self.q.pop_tail(&mut self.table, AIN);
         let e = *self.table.get(slot);
-        ev.push(e.size, e.tier, e.id);
+        ev.push(e.size, e.tier, e.id, e.born);
         if e.size > self.aout_cap {
             self.table.free(slot);
             return;
@@ -75,7 +77,7 @@ impl TwoQ {
     fn evict_am(&mut self, ev: &mut Evictions) {
         let slot = self.q.pop_tail(&mut self.table, AM);
         let e = self.table.free(slot);
-        ev.push(e.size, e.tier, e.id);
+        ev.push(e.size, e.tier, e.id, e.born);
     }
 
     #[inline]
@@ -85,6 +87,12 @@ impl TwoQ {
 }
 
 impl Policy for TwoQ {
+    const KEEPS_ARRIVALS: bool = true;
+
+    fn use_dense_ids(&mut self) -> bool {
+        self.table.use_dense_ids()
+    }
+
     fn build(capacity: u64, params: &Params) -> Result<Self, String> {
         let ain = params.fraction("ain_ratio", 0.25, false)?;
         let aout = params.get("aout_ratio", 0.5);
@@ -142,13 +150,13 @@ impl Policy for TwoQ {
         } else {
             AIN
         };
-        let slot = self.table.insert(Entry { id: req.id, size: req.size, tier: req.tier, queue: q });
+        let slot = self.table.insert(Entry { id: req.id, size: req.size, tier: req.tier, born: req.ts, queue: q });
         self.q.push(&mut self.table, q, slot);
-        Outcome::miss(req.size)
+        Outcome::admitted(req)
     }
 
-    fn remove(&mut self, id: u64) -> bool {
-        self.q.remove(&mut self.table, id).is_some_and(|q| q != AOUT)
+    fn remove(&mut self, id: u64) -> Option<u32> {
+        self.q.remove(&mut self.table, id).filter(|e| e.queue != AOUT).map(|e| e.born)
     }
 
     fn contains(&self, id: u64) -> bool {
@@ -226,8 +234,8 @@ mod tests {
         let t = [(1, 6), (2, 5), (3, 4), (4, 25), (5, 5), (6, 5), (7, 3), (2, 5), (3, 4), (2, 5), (3, 4)];
         assert_eq!(replay(&mut p, &t), "mmmmmmmmmHH");
         assert_eq!(p.used_bytes(), 3 + 5 + 9);
-        assert!(p.remove(2));
-        assert!(!p.remove(5), "E is only a ghost");
+        assert!(p.remove(2).is_some());
+        assert!(p.remove(5).is_none(), "E is only a ghost");
         assert_eq!(p.used_bytes(), 12);
         // E forgotten: a new miss goes to A1in, not Am
         assert_eq!(replay(&mut p, &[(5, 5), (5, 5)]), "mH");

@@ -199,7 +199,7 @@ impl WTinyLfu {
             self.arena.unlink(&mut self.lists[seg as usize], victim);
             self.bytes[seg as usize] -= self.arena.get(victim).size;
             let v = self.drop_entry(victim);
-            ev.push(v.size, v.tier, v.id);
+            ev.push(v.size, v.tier, v.id, 0);
         }
     }
 }
@@ -260,23 +260,23 @@ impl Policy for WTinyLfu {
                 if c.id == req.id {
                     filled = 0; // never stored
                 } else {
-                    ev.push(c.size, c.tier, c.id);
+                    ev.push(c.size, c.tier, c.id, 0);
                 }
             }
         }
         Outcome::miss(filled)
     }
 
-    fn remove(&mut self, id: u64) -> bool {
+    fn remove(&mut self, id: u64) -> Option<u32> {
         match self.map.remove(&id) {
             Some(slot) => {
                 let e = *self.arena.get(slot);
                 self.arena.unlink(&mut self.lists[e.seg as usize], slot);
                 self.bytes[e.seg as usize] -= e.size;
                 self.arena.release(slot);
-                true
+                Some(0)
             }
-            None => false,
+            None => None,
         }
     }
 
@@ -363,7 +363,7 @@ mod tests {
             ev.items.clear();
             let o = p.access(&Request { id, size, bytes_read: size, ..Default::default() }, &mut ev);
             out.push(if o.hit { 'H' } else { 'm' });
-            evicted.push(ev.items.iter().map(|e| e.0).sum::<u64>());
+            evicted.push(ev.items.iter().map(|e| e.size).sum::<u64>());
             filled.push(o.filled);
         }
         assert_eq!(out, "mmmHHmmmmHHm");
@@ -372,8 +372,8 @@ mod tests {
         let AnyPolicy::Wtinylfu(w) = &p else { unreachable!() };
         assert_exact_counts(w, &t);
         assert_eq!((p.used_bytes(), p.len()), (80, 2));
-        assert!(p.remove(4));
-        assert!(!p.remove(4));
+        assert!(p.remove(4).is_some());
+        assert!(p.remove(4).is_none());
         assert_eq!((p.used_bytes(), p.len()), (30, 1));
     }
 

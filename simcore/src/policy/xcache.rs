@@ -85,7 +85,7 @@ impl XCache {
                     let e = self.arena.release(t);
                     self.map.remove(&e.id);
                     self.used -= e.cached;
-                    ev.push(e.cached, e.tier, e.id);
+                    ev.push(e.cached, e.tier, e.id, 0);
                 }
                 _ => break,
             }
@@ -129,6 +129,7 @@ impl Policy for XCache {
             hit: cached > 0 && req.bytes_read <= cached,
             hit_bytes: req.bytes_read.min(cached),
             filled: if extent > cached && extent <= self.capacity { extent - cached } else { 0 },
+            arrived: false,
         };
         let slot = match slot {
             Some(s) => {
@@ -153,14 +154,14 @@ impl Policy for XCache {
         out
     }
 
-    fn remove(&mut self, id: u64) -> bool {
+    fn remove(&mut self, id: u64) -> Option<u32> {
         match self.map.remove(&id) {
             Some(slot) => {
                 self.arena.unlink(&mut self.lru, slot);
                 self.used -= self.arena.release(slot).cached;
-                true
+                Some(0)
             }
-            None => false,
+            None => None,
         }
     }
 
@@ -189,8 +190,8 @@ mod tests {
     /// One read: (hit, hit_bytes, filled, evicted bytes).
     fn read(p: &mut AnyPolicy, id: u64, size: u64, bytes_read: u64) -> (bool, u64, u64, u64) {
         let mut ev = Evictions::default();
-        let o = p.access(&Request { id, size, bytes_read, tier: 0, next_access: u64::MAX }, &mut ev);
-        (o.hit, o.hit_bytes, o.filled, ev.items.iter().map(|e| e.0).sum())
+        let o = p.access(&Request { id, size, bytes_read, tier: 0, next_access: u64::MAX, ts: 0 }, &mut ev);
+        (o.hit, o.hit_bytes, o.filled, ev.items.iter().map(|e| e.size).sum())
     }
 
     #[test]
@@ -218,8 +219,8 @@ mod tests {
         // only the 20 cached bytes are hits, nothing more is cached.
         assert_eq!(read(&mut p, 3, 5000, 5000), (false, 20, 0, 0));
         assert_eq!((p.used_bytes(), p.len()), (115, 2));
-        assert!(p.remove(3));
-        assert!(!p.remove(3));
+        assert!(p.remove(3).is_some());
+        assert!(p.remove(3).is_none());
         assert_eq!((p.used_bytes(), p.len()), (95, 1));
         // a removed file starts again from nothing
         assert_eq!(read(&mut p, 3, 5000, 15), (false, 0, 20, 0));
