@@ -29,6 +29,7 @@ import numpy as np
 from cachescope.config import CachescopeConfig
 from cachescope.core.columns import EventColumns
 from cachescope.errors import InputError, UserError
+from cachescope.events import CLICKHOUSE_TYPES
 from ingest.pipeline import LineParser, ParseStats, RejectRecord, file_origin, open_lines
 
 #: events per batch a child process sends (larger batches: fewer messages, same order)
@@ -103,12 +104,16 @@ except ImportError:  # an engine built before it
     _factorize_str = None
 
 
+_LOW_CARDINALITY = {n for n, t in CLICKHOUSE_TYPES.items() if t.startswith("LowCardinality(")}
+
+
 def _pack(columns: dict[str, np.ndarray]) -> dict:
     """A batch's columns for the pipe: text columns of few values as (codes, values), so neither
     side pickles an object per event; the rest as they are."""
     out: dict = {}
     for name, col in columns.items():
-        got = _factorize_str(col) if _factorize_str is not None and col.dtype == object and len(col) else None
+        few = _factorize_str is not None and col.dtype == object and len(col) and name in _LOW_CARDINALITY
+        got = _factorize_str(col) if few else None
         if got is not None and len(got[1]) * 4 <= len(col):
             out[name] = (got[0].astype(np.int32), got[1])
         else:
