@@ -126,8 +126,14 @@ impl<'a> Json<'a> {
         if neg {
             return Some(Val::Other);
         }
-        let v = std::str::from_utf8(digits).ok()?.parse::<u64>();
-        Some(v.map_or(Val::Other, Val::Int))
+        let mut v: u64 = 0;
+        for &d in digits {
+            let Some(next) = v.checked_mul(10).and_then(|x| x.checked_add((d - b'0') as u64)) else {
+                return Some(Val::Other); // beyond u64
+            };
+            v = next;
+        }
+        Some(Val::Int(v))
     }
     fn word(&mut self, w: &[u8]) -> Option<()> {
         if self.s[self.i..].starts_with(w) {
