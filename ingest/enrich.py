@@ -47,6 +47,7 @@ class Enricher:
         self._groups = config.cache_groups
         self.site_vo = {name: sc.vo for name, sc in config.sites.items()}
         self._classify = classifier.classify
+        self._path_tier = classifier.path_tier
         self._paths: dict[str, tuple[str, int, str, str]] = {}
         self._hinted: dict[str, dict[str, tuple[str, int, str, str]]] = {}
         self._group_of: dict[str, dict[str, str]] = {}
@@ -65,8 +66,8 @@ class Enricher:
     def resolve_path(self, path: str) -> tuple[str, int, str, str]:
         """(normalised path, file_id, tier, VO) of a record's path without a VO hint (uncached:
         for a compiled enricher that keeps its own cache)."""
-        info = self._classify(path, None, None)
-        return info.path, file_id_of(info.path), info.tier, info.vo
+        norm, tier, vo = self._path_tier(path)
+        return norm, file_id_of(norm), tier, vo
 
     def group_for(self, site: str, server: str) -> str:
         group = self._groups.group_for(site, server)
