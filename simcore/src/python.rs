@@ -352,6 +352,9 @@ fn simulate_file<'py>(py: Python<'py>, path: &str, specs: Vec<SpecIn>, format: &
     Ok(d)
 }
 
+/// Codes and the distinct values, as `pandas.factorize` gives them.
+type Factorized<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyList>);
+
 /// `pandas.factorize` of an object array whose elements are all exact `str`: codes (int64) in
 /// order of first appearance and the first object of each value; None when an element is
 /// anything else (pandas then decides). Equal objects are found by address before their text:
@@ -360,7 +363,7 @@ fn simulate_file<'py>(py: Python<'py>, path: &str, specs: Vec<SpecIn>, format: &
 fn factorize_str<'py>(
     py: Python<'py>,
     values: PyReadonlyArray1<'py, Py<PyAny>>,
-) -> PyResult<Option<(Bound<'py, PyArray1<i64>>, Bound<'py, PyList>)>> {
+) -> PyResult<Option<Factorized<'py>>> {
     let Ok(items) = values.as_slice() else { return Ok(None) };
     let uniques = PyList::empty(py);
     let mut by_ptr: rustc_hash::FxHashMap<usize, i64> = Default::default();
