@@ -45,8 +45,9 @@ class Enricher:
         self.site = site or config.site
         self.site_override = site_override and bool(site)
         self._groups = config.cache_groups
-        self._site_vo = {name: sc.vo for name, sc in config.sites.items()}
+        self.site_vo = {name: sc.vo for name, sc in config.sites.items()}
         self._classify = classifier.classify
+        self._path_tier = classifier.path_tier
         self._paths: dict[str, tuple[str, int, str, str]] = {}
         self._hinted: dict[str, dict[str, tuple[str, int, str, str]]] = {}
         self._group_of: dict[str, dict[str, str]] = {}
@@ -62,7 +63,13 @@ class Enricher:
         cache[path] = resolved
         return resolved
 
-    def _group(self, site: str, server: str) -> str:
+    def resolve_path(self, path: str) -> tuple[str, int, str, str]:
+        """(normalised path, file_id, tier, VO) of a record's path without a VO hint (uncached:
+        for a compiled enricher that keeps its own cache)."""
+        norm, tier, vo = self._path_tier(path)
+        return norm, file_id_of(norm), tier, vo
+
+    def group_for(self, site: str, server: str) -> str:
         group = self._groups.group_for(site, server)
         by_server = self._group_of.setdefault(site, {})
         if len(by_server) < 100_000:
@@ -85,12 +92,12 @@ class Enricher:
             tier = a.tier
         site = self.site if self.site_override or not a.site else a.site
         if not vo:
-            vo = self._site_vo.get(site, "")
+            vo = self.site_vo.get(site, "")
         server = a.server
         by_server = self._group_of.get(site)
         group = by_server.get(server) if by_server is not None else None
         if group is None:
-            group = self._group(site, server)
+            group = self.group_for(site, server)
         size = a.file_size
         nbytes = a.bytes_read
         if nbytes > size:

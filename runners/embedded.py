@@ -147,9 +147,9 @@ def replay(
     batches = chunks(merged(streams), batch_events)
     try:
         for cols in batches:
-            names, first = np.unique(cols.cache_group, return_index=True)
-            for group in names[np.argsort(first)].tolist():  # groups in order of appearance
-                mine = cols.take(np.flatnonzero(cols.cache_group == group)) if len(names) > 1 else cols
+            codes, names = pd.factorize(cols.cache_group)  # groups in order of appearance (hashed, not sorted)
+            for code, group in enumerate(names.tolist()):
+                mine = cols.take(np.flatnonzero(codes == code)) if len(names) > 1 else cols
                 for shard, part in split(mine, pipeline.shards):
                     st = groups.get((group, shard))
                     if st is None:

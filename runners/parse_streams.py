@@ -29,6 +29,7 @@ import numpy as np
 from cachescope.config import CachescopeConfig
 from cachescope.core.columns import EventColumns
 from cachescope.errors import InputError, UserError
+from cachescope.events import CLICKHOUSE_TYPES
 from ingest.pipeline import LineParser, ParseStats, RejectRecord, file_origin, open_lines
 
 #: events per batch a child process sends (larger batches: fewer messages, same order)
@@ -82,8 +83,7 @@ class InlineStream(Stream):
 
     def _run(self) -> Iterator[EventColumns]:
         try:
-            for batch in self.parser.batches(open_lines(self.name)):
-                yield EventColumns.from_events(batch)
+            yield from self.parser.column_batches(open_lines(self.name), batch_size=4096)
         except InputError as exc:  # damaged input: the other files go on
             self.error = str(exc)
 
@@ -93,8 +93,43 @@ class InlineStream(Stream):
 
 
 def _parser(name: str, fmt: str, config: CachescopeConfig, site: str, on_reject) -> LineParser:
+    # skipped lines (headers, door requests ...) are counted by reason only: the replay drops them
     return LineParser(fmt, config=config, site=site, source_name=name, seq_start=config.ingest.seq_start,
-                      on_reject=lambda rec: None if rec.skipped else on_reject(name, rec))
+                      on_reject=lambda rec: None if rec.skipped else on_reject(name, rec), record_skipped=False)
+
+
+try:
+    from cachescope._simcore import factorize_str as _factorize_str
+except ImportError:  # an engine built before it
+    _factorize_str = None
+
+
+_LOW_CARDINALITY = {n for n, t in CLICKHOUSE_TYPES.items() if t.startswith("LowCardinality(")}
+
+
+def _pack(columns: dict[str, np.ndarray]) -> dict:
+    """A batch's columns for the pipe: text columns of few values as (codes, values), so neither
+    side pickles an object per event; the rest as they are."""
+    out: dict = {}
+    for name, col in columns.items():
+        few = _factorize_str is not None and col.dtype == object and len(col) and name in _LOW_CARDINALITY
+        got = _factorize_str(col) if few else None
+        if got is not None and len(got[1]) * 4 <= len(col):
+            out[name] = (got[0].astype(np.int32), got[1])
+        else:
+            out[name] = col
+    return out
+
+
+def _unpack(packed: dict) -> dict[str, np.ndarray]:
+    out = {}
+    for name, col in packed.items():
+        if type(col) is tuple:
+            values = np.empty(len(col[1]), dtype=object)
+            values[:] = col[1]
+            col = values[col[0]]
+        out[name] = col
+    return out
 
 
 def _child(conn, name: str, fmt: str, config: CachescopeConfig, site: str) -> None:
@@ -106,9 +141,8 @@ def _child(conn, name: str, fmt: str, config: CachescopeConfig, site: str) -> No
         parser = _parser(name, fmt, config, site, lambda source, rec: rejects.append(rec))
         error = None
         try:
-            for batch in parser.batches(open_lines(name), batch_size=CHILD_BATCH):
-                cols = EventColumns.from_events(batch)
-                conn.send(("events", cols.columns(), rejects, parser.stats))
+            for cols in parser.column_batches(open_lines(name), batch_size=CHILD_BATCH):
+                conn.send(("events", _pack(cols.columns()), rejects, parser.stats))
                 rejects = []
         except InputError as exc:
             error = str(exc)
@@ -181,7 +215,7 @@ class ChildStream(Stream):
                     self._on_reject(self.name, rec)
                 if kind == "end":
                     return
-                yield EventColumns(**columns)
+                yield EventColumns(**_unpack(columns))
         finally:
             self.close()
 

@@ -90,6 +90,11 @@ class AlertEvaluator:
         self.state: dict[str, list] = {b.rule.name: [None, None] for b in self.bound}
         self._pending: dict[int, list] = {}  # closed windows' inputs not yet evaluated
         self._memo: dict[tuple[int, int], tuple] = {}
+        #: window start → running sums of `recent` through that window; the last of them
+        self._cum: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}
+        self._cum_last: tuple[np.ndarray, np.ndarray, int] | None = None
+        #: (cache column, first hour, hours, days) → a drop rule's baseline counters and days
+        self._baselines: dict[tuple[int, int, int, int], tuple[np.ndarray, int]] = {}
 
     def __bool__(self) -> bool:
         return bool(self.bound)
@@ -101,7 +106,9 @@ class AlertEvaluator:
         """Inputs of a closed window (counters: caches × fields summed over tiers, first 4 fields)."""
         if not self.bound:
             return
-        slot = self._pending.setdefault(start, [np.zeros((self.n_caches, _C), np.int64), np.zeros(3, np.int64), 0])
+        slot = self._pending.get(start)
+        if slot is None:
+            slot = self._pending[start] = [np.zeros((self.n_caches, _C), np.int64), np.zeros(3, np.int64), 0]
         if counters is not None:
             slot[0] += counters[self.columns]
         if observed is not None:
@@ -136,9 +143,17 @@ class AlertEvaluator:
 
     def _remember(self, start: int, slot: list) -> None:
         self.recent[start] = (slot[0], slot[1], int(slot[2]))
+        # running sums over the windows remembered, in order: a period's sum is a difference of
+        # two of them (int64 wraps alike both ways, so the difference is exact)
+        last = self._cum_last
+        self._cum_last = (slot[0].copy(), slot[1].copy(), int(slot[2])) if last is None else (
+            last[0] + slot[0], last[1] + slot[1], last[2] + int(slot[2]))
+        self._cum[start] = self._cum_last
         horizon = start - (self.keep_windows - 1) * self.window_us
-        for s in [s for s in self.recent if s < horizon]:
-            del self.recent[s]
+        if len(self.recent) > self.keep_windows or next(iter(self.recent)) < horizon:
+            for s in [s for s in self.recent if s < horizon]:
+                del self.recent[s]
+                self._cum.pop(s, None)
         if self.has_drop:
             h = start - start % HOUR_US
             acc = self.hourly.get(h)
@@ -157,14 +172,23 @@ class AlertEvaluator:
         if got is not None:
             return got
         first = end - windows * self.window_us
-        c = np.zeros((self.n_caches, _C), np.int64)
-        o = np.zeros(3, np.int64)
-        late = 0
-        for s, (cs, obs, lt) in self.recent.items():
-            if s >= first:
-                c += cs
-                o += obs
-                late += lt
+        at = self.recent.get(first)
+        if at is not None and self._cum_last is not None and first in self._cum:
+            # the windows from `first` on, all of them remembered (consecutive: advance() walks
+            # every window): the running sum now less the one before `first`
+            (c1, o1, l1), (c0, o0, l0) = self._cum_last, self._cum[first]
+            c = c1 - (c0 - at[0])
+            o = o1 - (o0 - at[1])
+            late = l1 - (l0 - at[2])
+        else:
+            c = np.zeros((self.n_caches, _C), np.int64)
+            o = np.zeros(3, np.int64)
+            late = 0
+            for s, (cs, obs, lt) in self.recent.items():
+                if s >= first:
+                    c += cs
+                    o += obs
+                    late += lt
         self._memo = {(end, windows): (c, o, late)} if len(self._memo) > 8 else {**self._memo, (end, windows): (c, o, late)}
         return c, o, late
 
@@ -176,7 +200,6 @@ class AlertEvaluator:
         c, o, late = self._sum(end, b.over_windows)
         reads = int(c[0, 0]) if self.n_caches else 0  # every cache sees every read
         col = (1, 0) if r.metric == "hit" else (3, 2)
-        real_total = int(o.sum())
         if r.kind == "stalled":
             return float(reads), float(r.min_events), reads, ""
         if r.kind == "late":
@@ -184,6 +207,7 @@ class AlertEvaluator:
             if total == 0:
                 return None
             return late / total, r.max_rate, total, ""
+        real_total = int(o.sum()) if r.kind == "real_below_shadow" or r.source == "observed" else 0
         if r.kind == "below" and r.source == "observed":
             if real_total == 0 or reads < r.min_requests:
                 return None
@@ -201,18 +225,28 @@ class AlertEvaluator:
         # drop: the same clock hours of the previous days, summed
         over_us = b.over_windows * self.window_us
         first_h = (end - over_us) - (end - over_us) % HOUR_US
-        base = np.zeros(_C, np.int64)
-        days = 0
-        for d in range(1, r.baseline_days + 1):
-            got = False
-            h = first_h - d * DAY_US
-            while h < end - d * DAY_US:
-                acc = self.hourly.get(h)
-                if acc is not None:
-                    base += acc[self.column_of[b.cache]]
-                    got = got or acc[self.column_of[b.cache]][0] > 0
-                h += HOUR_US
-            days += got
+        # the hours it reads are a day old or more, complete (with windows of at most an hour):
+        # the windows of one hour share the baseline
+        key = (self.column_of[b.cache], first_h, -(-(end - first_h) // HOUR_US), r.baseline_days)
+        got_base = self._baselines.get(key) if self.window_us <= HOUR_US else None
+        if got_base is not None:
+            base, days = got_base
+        else:
+            base = np.zeros(_C, np.int64)
+            days = 0
+            for d in range(1, r.baseline_days + 1):
+                got = False
+                h = first_h - d * DAY_US
+                while h < end - d * DAY_US:
+                    acc = self.hourly.get(h)
+                    if acc is not None:
+                        base += acc[self.column_of[b.cache]]
+                        got = got or acc[self.column_of[b.cache]][0] > 0
+                    h += HOUR_US
+                days += got
+            if len(self._baselines) > 64:
+                self._baselines.clear()
+            self._baselines[key] = (base, days)
         if days < r.min_baseline_days or base[0] < r.min_requests:
             return None
         return value, _eff(base[col[0]], base[col[1]]), int(cache[0]), f"{days}"
@@ -330,6 +364,13 @@ class AlertEvaluator:
         self.next_window = data["next"]
         self.first_window = data.get("first")
         self.recent = {s: (arr(c), np.asarray(o, np.int64), lt) for s, c, o, lt in data["recent"]}
+        self._baselines = {}
+        self._cum, self._cum_last = {}, None
+        for s in sorted(self.recent):
+            c, o, lt = self.recent[s]
+            last = self._cum_last
+            self._cum_last = (c.copy(), o.copy(), lt) if last is None else (last[0] + c, last[1] + o, last[2] + lt)
+            self._cum[s] = self._cum_last
         self.hourly = {s: arr(c) for s, c in data["hourly"]}
         self._pending = {s: [arr(c), np.asarray(o, np.int64), lt] for s, c, o, lt in data["pending"]}
         for name, st in data["state"].items():

@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
+try:  # pandas.factorize of str columns in compiled code (simcore/src/python.rs)
+    from cachescope._simcore import factorize_str as _factorize_str
+except ImportError:  # an engine built before it
+    _factorize_str = None
+
 OTHER = "OTHER"
 
 
@@ -18,7 +23,18 @@ class TierCodes:
         """uint8 codes; a tier seen for the first time gets the next code, or OTHER when full."""
         if len(tiers) == 0:
             return np.zeros(0, dtype=np.uint8)
-        uniq, inverse = np.unique(tiers.astype(str), return_inverse=True)
+        got = _factorize_str(tiers) if _factorize_str is not None and tiers.dtype == object else None
+        if got is not None and not any(u.endswith("\x00") for u in got[1]):
+            # the distinct names in np.unique's order (code points; `astype(str)` would only differ
+            # for trailing NULs), without converting and sorting every element
+            first, names = got
+            rank = sorted(range(len(names)), key=names.__getitem__)
+            uniq = [names[i] for i in rank]
+            inverse = np.empty(len(names), dtype=np.int64)
+            inverse[rank] = np.arange(len(names))
+            inverse = inverse[first]
+        else:
+            uniq, inverse = np.unique(tiers.astype(str), return_inverse=True)
         codes = np.empty(len(uniq), dtype=np.uint8)
         for i, name in enumerate(uniq):
             name = str(name) or "UNKNOWN"

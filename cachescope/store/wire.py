@@ -23,6 +23,21 @@ import pyarrow as pa
 
 from cachescope.store.params import render
 
+try:  # pd.factorize for columns of str objects, by address first (simcore/src/python.rs)
+    from cachescope._simcore import factorize_str as _factorize_str
+except ImportError:  # an engine built before it
+    _factorize_str = None
+
+
+def _factorize(values: np.ndarray) -> tuple[np.ndarray, list]:
+    """pd.factorize(values, use_na_sentinel=True) of an object column: codes and uniques."""
+    got = _factorize_str(values) if _factorize_str is not None else None
+    if got is None:
+        codes, uniques = pd.factorize(values, use_na_sentinel=True)
+        return codes, list(uniques)
+    return got
+
+
 #: beyond this many distinct values a low-cardinality column goes over the wire as strings
 MAX_DICTIONARY = 20_000
 
@@ -221,9 +236,9 @@ def _column(wire: Wire, i: int, name: str, ct: ColumnType, v: Any, rows: int) ->
     base = ct.base
     if base == "String":
         if x.codes is None and ct.low_cardinality and x.values.dtype == object:
-            codes, uniques = pd.factorize(x.values, use_na_sentinel=True)
+            codes, uniques = _factorize(x.values)
             if len(uniques) <= MAX_DICTIONARY:
-                x.codes, x.categories = codes, list(uniques)
+                x.codes, x.categories = codes, uniques
         if x.codes is not None and len(x.categories) <= MAX_DICTIONARY:
             # codes + 1: arrayElement is 1-based and gives '' for 0 (a NULL slot)
             wire.add(w, "UInt32", (x.codes + 1).astype(np.uint32))

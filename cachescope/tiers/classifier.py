@@ -346,6 +346,17 @@ class TierClassifier:
             return TierInfo(UNKNOWN, "", path, UNKNOWN, False, False, "")
         return self._apply(chosen, path)
 
+    def path_tier(self, raw_path: str, fallback_vo: str | None = None) -> tuple[str, str, str]:
+        """(normalised path, tier, VO) as classify(raw_path, None, fallback_vo) gives them, without
+        the base tier and the MC and pile-up flags (what enrichment reads, once per new path)."""
+        path = clean_path(raw_path)
+        chosen = self._detect(path)
+        if chosen is None and fallback_vo:
+            chosen = self._by_name.get(fallback_vo)
+        if chosen is None:
+            return path, UNKNOWN, ""
+        return self._apply(chosen, path, full=False)
+
     def _detect(self, path: str) -> _VO | None:
         for vo in self._vos:
             for rx in vo.detect:
@@ -400,7 +411,7 @@ class TierClassifier:
                     path = vo.rucio[1].format(scope_path=scope_path, h1=h[:2], h2=h[2:], name=did_name)
         return path, scope, hash_ok
 
-    def _apply(self, vo: _VO, path: str) -> TierInfo:
+    def _apply(self, vo: _VO, path: str, full: bool = True) -> Any:
         norm, scope, hash_ok = self._normalise(vo, path)
         name = _name_of(norm)
         tier = vo.default
@@ -430,6 +441,8 @@ class TierClassifier:
                 tier = rule.tier
             rule_name = rule.name
             break
+        if not full:
+            return norm, tier, vo.name
         base = self._base_cache.get((vo.name, tier))
         if base is None:
             base = tier

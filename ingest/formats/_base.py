@@ -116,6 +116,9 @@ class Format:
     # optional: results of a whole list of lines at once (None: use raw line by line), each what
     # parse() gives for the line (None for blank lines), in order; see LineParser.batches
     block: Callable[[list[str], ParseContext], list | None] | None = None
+    # optional: a compiled parser + enricher that builds event columns itself, made per stream
+    # from (ctx, enricher), or None when it cannot serve this stream; see LineParser.column_batches
+    columns: Callable[[ParseContext, Any], Any] | None = None
 
     def parse(self, line: str, ctx: ParseContext) -> Result:
         """Parse one line; never raises."""

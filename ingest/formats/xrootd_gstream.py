@@ -186,4 +186,22 @@ def _parse(line: str, ctx: ParseContext) -> Access | Reject:
     return skip(f"g-stream event {text(event, 'event')[:40]!r} (not a file close)")
 
 
-FORMAT = Format(NAME, _parse, __doc__ or "")
+# The same parse and the Enricher, compiled (simcore/src/gstream.rs), over lists of lines straight
+# into event columns: it takes the file closes and headers it can decide exactly as _parse and the
+# Enricher do and declines the rest (Python then parses and enriches that line and pushes its event);
+# tests/python/test_gstream_fast.py compares both paths.
+try:
+    from cachescope._simcore import GstreamColumns as _GstreamColumns
+except ImportError:  # an engine built before it: the Python path does everything
+    _GstreamColumns = None
+
+
+def _columns(ctx: ParseContext, enrich: Any) -> Any:
+    """A compiled column builder for this stream (None: the Python path)."""
+    if _GstreamColumns is None or enrich.source != NAME:
+        return None
+    return _GstreamColumns(enrich.source, enrich.origin, enrich.site, enrich.site_override, ctx.server,
+                           enrich.site_vo, enrich.resolve_path, enrich.group_for)
+
+
+FORMAT = Format(NAME, _parse, __doc__ or "", columns=_columns)

@@ -7,6 +7,7 @@
 //! - `trace`: the simulator's CSV trace parser; `reader`: trace files (plain/zstd/gzip, CSV or
 //!   oracleGeneral) streamed as column batches from a reader thread.
 //! - `billing`: the dCache billing fast path (ingest's `_fast`, compiled).
+//! - `gstream`: the XRootD g-stream parser and enrichment, compiled, straight into event columns.
 //! - `windowed`: a bank's per-window counters as the sparse cells a batch touched.
 //! - `python`: the PyO3 bindings (`cachescope._simcore`), behind the `python` feature.
 
@@ -24,5 +25,7 @@ pub mod windowed;
 
 #[cfg(feature = "python")]
 mod billing;
+#[cfg(feature = "python")]
+mod gstream;
 #[cfg(feature = "python")]
 mod python;

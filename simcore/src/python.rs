@@ -11,7 +11,7 @@ use numpy::ndarray::Array1;
 use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use std::collections::BTreeMap;
 
 fn err(e: String) -> PyErr {
@@ -352,16 +352,71 @@ fn simulate_file<'py>(py: Python<'py>, path: &str, specs: Vec<SpecIn>, format: &
     Ok(d)
 }
 
+/// Codes and the distinct values, as `pandas.factorize` gives them.
+type Factorized<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyList>);
+
+/// `pandas.factorize` of an object array whose elements are all exact `str`: codes (int64) in
+/// order of first appearance and the first object of each value; None when an element is
+/// anything else (pandas then decides). Equal objects are found by address before their text:
+/// the store's low-cardinality columns repeat a few shared objects.
+#[pyfunction]
+fn factorize_str<'py>(
+    py: Python<'py>,
+    values: PyReadonlyArray1<'py, Py<PyAny>>,
+) -> PyResult<Option<Factorized<'py>>> {
+    let Ok(items) = values.as_slice() else { return Ok(None) };
+    let uniques = PyList::empty(py);
+    let mut by_ptr: rustc_hash::FxHashMap<usize, i64> = Default::default();
+    let mut by_text: rustc_hash::FxHashMap<&str, i64> = Default::default();
+    let mut codes = Vec::with_capacity(items.len());
+    let (mut last_ptr, mut last_code) = (0usize, 0i64);
+    for obj in items {
+        let ptr = obj.as_ptr() as usize;
+        if ptr == last_ptr {
+            codes.push(last_code);
+            continue;
+        }
+        let code = match by_ptr.get(&ptr) {
+            Some(&c) => c,
+            None => {
+                let b = obj.bind(py);
+                if !b.is_exact_instance_of::<PyString>() {
+                    return Ok(None);
+                }
+                let Ok(text) = b.cast::<PyString>().expect("checked").to_str() else { return Ok(None) };
+                let c = match by_text.get(text) {
+                    Some(&c) => c,
+                    None => {
+                        let c = uniques.len() as i64;
+                        uniques.append(b)?;
+                        by_text.insert(text, c);
+                        c
+                    }
+                };
+                if by_ptr.len() < 4096 {
+                    by_ptr.insert(ptr, c); // distinct objects of one text: by text alone
+                }
+                c
+            }
+        };
+        (last_ptr, last_code) = (ptr, code);
+        codes.push(code);
+    }
+    Ok(Some((PyArray1::from_vec(py, codes), uniques)))
+}
+
 #[pymodule]
 fn _simcore(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyBank>()?;
     m.add_class::<PyMrc>()?;
     m.add_class::<crate::billing::BillingFast>()?;
+    m.add_class::<crate::gstream::GstreamColumns>()?;
     m.add_function(wrap_pyfunction!(next_access_times, m)?)?;
     m.add_function(wrap_pyfunction!(partition_of, m)?)?;
     m.add_function(wrap_pyfunction!(read_csv_trace, m)?)?;
     m.add_function(wrap_pyfunction!(read_trace, m)?)?;
     m.add_function(wrap_pyfunction!(simulate_file, m)?)?;
+    m.add_function(wrap_pyfunction!(factorize_str, m)?)?;
     m.add("POLICIES", POLICY_NAMES.to_vec())?;
     m.add("FIELDS", FIELDS.to_vec())?;
     m.add("SNAPSHOT_VERSION", bank::SNAPSHOT_VERSION)?;

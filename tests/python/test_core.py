@@ -121,3 +121,26 @@ def test_state_of_another_shard_is_refused():
     p = GroupProcessor("g", sharded, shard=1)
     with pytest.raises(ValueError, match="other shadow caches"):
         GroupProcessor.restore("g", sharded, p.snapshot(), shard=0)
+
+
+def test_tier_codes_by_factorize_equal_np_unique(monkeypatch):
+    """TierCodes.encode numbers new names in np.unique's order whether the names come from the
+    compiled factorize or from np.unique over `astype(str)` (its old and fallback path)."""
+    import random
+
+    from cachescope.core import tier_codes as tc
+
+    assert tc._factorize_str is not None, "cachescope._simcore lacks factorize_str: rebuild the engine"
+    rng = random.Random(1)
+    names = ["AOD", "DAOD_PHYS", "", "HITS", "é", "Z", "a", "MINIAODSIM", "USER", "x\x00", "ÿ", "\U0001F600"]
+    compiled = tc._factorize_str
+    for _ in range(300):
+        n_tiers = rng.randint(2, 8)
+        a, b = tc.TierCodes(n_tiers), tc.TierCodes(n_tiers)
+        for _ in range(3):
+            batch = np.array([rng.choice(names) for _ in range(rng.randint(0, 40))], dtype=object)
+            got = a.encode(batch)
+            monkeypatch.setattr(tc, "_factorize_str", None)
+            want = b.encode(batch)
+            monkeypatch.setattr(tc, "_factorize_str", compiled)
+            assert np.array_equal(got, want) and got.dtype == want.dtype and a.names == b.names

@@ -93,3 +93,27 @@ def test_a_stop_ends_the_child_processes_and_counts_the_lines_they_read(tmp_path
     assert summary.interrupted and summary.events == 65_536
     assert summary.lines >= summary.events + summary.skipped > summary.events  # g-stream headers are skipped
     assert multiprocessing.active_children() == []
+
+
+def test_gstream_compiled_columns_store_what_the_python_path_stores(tmp_path, monkeypatch):
+    """The g-stream replay through the compiled parser and enricher (inline and in a child
+    process, whose columns cross the pipe packed) stores the rows the Python path stores."""
+    from ingest.formats import xrootd_gstream
+
+    w = make_workload(6_000, days=2, sites=2, servers=3, seed=9)
+    files = write("xrootd-gstream", w, tmp_path / "gs", single_file=True)
+    cfg = tmp_path / "site.yaml"
+    cfg.write_text("pipeline:\n  shadow:\n    policies: [lru]\n    sizes: [5TB]\n  curve: {points: 4}\n")
+    runs = {}
+    for how in ("python", "compiled", "child"):
+        if how == "python":
+            monkeypatch.setattr(xrootd_gstream, "_GstreamColumns", None)
+        else:
+            monkeypatch.undo()
+        summary = replay(files, "xrootd-gstream", config=load_config(cfg), store=open_store(store_dir=tmp_path / how),
+                         parse_processes=how == "child")
+        runs[how] = ((summary.events, summary.lines, summary.rejected, summary.skipped, summary.skipped_by_reason),
+                     _dump(tmp_path / how))
+    assert runs["python"][0][0] > 4000 and runs["python"][0][3] > 0  # events, and skipped headers
+    assert runs["compiled"] == runs["python"]
+    assert runs["child"] == runs["python"]

@@ -167,3 +167,27 @@ def test_backends_agree(server_store, tmp_path):
         a = emb.query(sql)
     b = server_store.query(sql)
     assert a.rows == b.rows and a.names == b.names
+
+
+def test_compiled_factorize_equals_pandas():
+    """The store's factorize of str columns (simcore, by object address first) gives pandas'
+    codes and uniques — shared and distinct objects of one text, unicode, views — and declines
+    columns with anything but str (None, numbers, str subclasses), which pandas then handles."""
+    import pandas as pd
+
+    from cachescope._simcore import factorize_str
+
+    class Sub(str):
+        pass
+
+    rng = np.random.default_rng(3)
+    words = ["MWT2", "", "é", "x" * 300, "a\x00b", "MWT2"[:2] + "T2"]
+    shared = np.array(words, dtype=object)[rng.integers(0, len(words), 50_000)]
+    distinct = np.array([("w%d" % (i % 9000)) for i in range(20_000)], dtype=object)  # new objects, 9000 texts
+    for col in (shared, distinct, np.concatenate([distinct, shared]), np.zeros(0, dtype=object)):
+        codes, uniques = factorize_str(col)
+        want_codes, want_uniques = pd.factorize(col, use_na_sentinel=True)
+        assert np.array_equal(codes, want_codes) and uniques == list(want_uniques)
+    for col in (np.array(["a", None], dtype=object), np.array(["a", 1], dtype=object),
+                np.array([Sub("a")], dtype=object), shared[::2]):
+        assert factorize_str(col) is None

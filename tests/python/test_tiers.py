@@ -183,3 +183,22 @@ def test_tier_fast_path_matches_the_typer_command(tmp_path):
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
     missing = subprocess.run([exe, "tier", "--rules", str(tmp_path / "none.yaml"), "x"], capture_output=True, text=True)
     assert missing.returncode == 2 and missing.stderr.startswith("cachescope tier: ")
+
+
+def test_path_tier_is_classify_without_the_flags(classifier):
+    """`path_tier` (what enrichment calls once per new path) gives classify()'s path, tier and VO:
+    naming vectors, generated ATLAS/CMS names, URLs, DIDs, unknown paths, with and without a VO hint."""
+    from ingest.generate import make_workload, render
+
+    w = make_workload(3000, days=1, sites=2, servers=2, seed=3)
+    import orjson
+
+    paths = [v[5] for v in VECTORS]
+    paths += [orjson.loads(line)["lfn"] for _, _, _, line in render("xrootd-gstream", w) if '"lfn"' in line]
+    paths += ["root://h.cern.ch:1094//store/mc/A/B/AODSIM/x/f.root?svcClass=x", "mc16_13TeV:AOD.1._000001.pool.root.1",
+              "/no/vo/here.txt", "", "user.jdoe:user.jdoe.DAOD_PHYS.1._000001.root", "/atlas/rucio/mc16_13TeV/00/00/HITS.1._1.root"]
+    assert len(paths) > 1000
+    for p in paths:
+        for hint in (None, "atlas", "cms", "nosuchvo"):
+            info = classifier.classify(p, None, hint)
+            assert classifier.path_tier(p, hint) == (info.path, info.tier, info.vo), (p, hint)

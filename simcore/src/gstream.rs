@@ -1,0 +1,744 @@
+//! XRootD g-stream fast path in compiled code: `ingest/formats/xrootd_gstream.py`'s `_parse` and
+//! `ingest/enrich.py`'s `Enricher` over a block of lines, straight into the event columns
+//! (`EventColumns`), without a Python object per record. It takes the lines whose outcome it can
+//! decide exactly as the Python path does: a JSON object (no backslash, no fraction or exponent,
+//! integers within 20 digits, nesting within 32) that is a `file_close` with plain non-negative
+//! integer counters and times, or a packet header. Anything else (damaged JSON, other events,
+//! fields Python converts or rejects, values out of the contract's range) is declined: `scan`
+//! stops there, before any effect of that line, Python parses and enriches it (then `push`es its
+//! event here), and the scan resumes. The data tier, normalised path and file id of a path come
+//! from Python's classifier (`resolve`, once per distinct path, cached here), the cache group from
+//! the configuration (`group`, once per site and server). tests/python/test_gstream_fast.py
+//! compares both paths on samples, generated logs, mutated and Hypothesis lines.
+
+use numpy::PyArray1;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use rustc_hash::FxHashMap;
+
+/// Distinct paths kept before the cache starts over (the Enricher's `_PATH_CACHE_LIMIT`).
+const PATH_CACHE_LIMIT: usize = 500_000;
+const MAX_DEPTH: usize = 32;
+const SECONDS_BELOW: u64 = 100_000_000_000; // 1e11: epoch seconds (epoch_us's rule)
+
+/// A JSON value as far as the fast path reads it.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Val<'a> {
+    Str(&'a str),
+    /// a non-negative integer literal that fits in u64
+    Int(u64),
+    Null,
+    /// an object: its byte range, braces included
+    Obj(usize, usize),
+    /// any other valid value (negative or huge integer, true/false, array)
+    Other,
+}
+
+/// The keys `_Record` decodes; the rest are validated and skipped.
+#[derive(Default)]
+struct Rec<'a> {
+    event: Option<Val<'a>>,
+    lfn: Option<Val<'a>>,
+    size: Option<Val<'a>>,
+    b_hit: Option<Val<'a>>,
+    b_miss: Option<Val<'a>>,
+    b_bypass: Option<Val<'a>>,
+    attach_t: Option<Val<'a>>,
+    detach_t: Option<Val<'a>>,
+    host: Option<Val<'a>>,
+    site: Option<Val<'a>>,
+    code: Option<Val<'a>>,
+    src: Option<Val<'a>>,
+    host_id: Option<Val<'a>>,
+    site_id: Option<Val<'a>>,
+}
+
+impl<'a> Rec<'a> {
+    fn slot(&mut self, key: &str) -> Option<&mut Option<Val<'a>>> {
+        Some(match key {
+            "event" => &mut self.event,
+            "lfn" => &mut self.lfn,
+            "size" => &mut self.size,
+            "b_hit" => &mut self.b_hit,
+            "b_miss" => &mut self.b_miss,
+            "b_bypass" => &mut self.b_bypass,
+            "attach_t" => &mut self.attach_t,
+            "detach_t" => &mut self.detach_t,
+            "host" => &mut self.host,
+            "site" => &mut self.site,
+            "code" => &mut self.code,
+            "src" => &mut self.src,
+            "hostID" => &mut self.host_id,
+            "siteID" => &mut self.site_id,
+            _ => return None,
+        })
+    }
+}
+
+/// A strict JSON reader over a line without backslashes: None for anything it does not accept.
+struct Json<'a> {
+    text: &'a str,
+    s: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Json<'a> {
+    fn ws(&mut self) {
+        while self.i < self.s.len() && matches!(self.s[self.i], b' ' | b'\t' | b'\n' | b'\r') {
+            self.i += 1;
+        }
+    }
+    fn byte(&mut self, b: u8) -> Option<()> {
+        (self.s.get(self.i) == Some(&b)).then(|| self.i += 1)
+    }
+    /// A string's content (no escapes: the line has no backslash; no control characters).
+    fn string(&mut self) -> Option<&'a str> {
+        self.byte(b'"')?;
+        let a = self.i;
+        loop {
+            let b = *self.s.get(self.i)?;
+            if b == b'"' {
+                break;
+            }
+            if b < 0x20 {
+                return None;
+            }
+            self.i += 1;
+        }
+        self.i += 1;
+        self.text.get(a..self.i - 1)
+    }
+    /// An integer literal (`-?(0|[1-9][0-9]*)`, at most 20 digits); fractions and exponents are
+    /// declined (their range checks differ between decoders).
+    fn number(&mut self) -> Option<Val<'a>> {
+        let neg = self.byte(b'-').is_some();
+        let a = self.i;
+        while self.i < self.s.len() && self.s[self.i].is_ascii_digit() {
+            self.i += 1;
+        }
+        let digits = &self.s[a..self.i];
+        if digits.is_empty() || digits.len() > 20 || (digits.len() > 1 && digits[0] == b'0') {
+            return None;
+        }
+        if matches!(self.s.get(self.i), Some(b'.' | b'e' | b'E')) {
+            return None;
+        }
+        if neg {
+            return Some(Val::Other);
+        }
+        let mut v: u64 = 0;
+        for &d in digits {
+            let Some(next) = v.checked_mul(10).and_then(|x| x.checked_add((d - b'0') as u64)) else {
+                return Some(Val::Other); // beyond u64
+            };
+            v = next;
+        }
+        Some(Val::Int(v))
+    }
+    fn word(&mut self, w: &[u8]) -> Option<()> {
+        if self.s[self.i..].starts_with(w) {
+            self.i += w.len();
+            return Some(());
+        }
+        None
+    }
+    fn value(&mut self, depth: usize) -> Option<Val<'a>> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        match *self.s.get(self.i)? {
+            b'"' => self.string().map(Val::Str),
+            b'{' => {
+                let a = self.i;
+                self.object(depth + 1, |_, _| Some(()))?;
+                Some(Val::Obj(a, self.i))
+            }
+            b'[' => {
+                self.i += 1;
+                self.ws();
+                if self.byte(b']').is_none() {
+                    loop {
+                        self.ws();
+                        self.value(depth + 1)?;
+                        self.ws();
+                        if self.byte(b',').is_none() {
+                            self.byte(b']')?;
+                            break;
+                        }
+                    }
+                }
+                Some(Val::Other)
+            }
+            b't' => self.word(b"true").map(|_| Val::Other),
+            b'f' => self.word(b"false").map(|_| Val::Other),
+            b'n' => self.word(b"null").map(|_| Val::Null),
+            _ => self.number(),
+        }
+    }
+    /// An object at `self.i`; `field(key, value)` sees each member in order.
+    fn object(&mut self, depth: usize, mut field: impl FnMut(&'a str, Val<'a>) -> Option<()>) -> Option<()> {
+        self.byte(b'{')?;
+        self.ws();
+        if self.byte(b'}').is_some() {
+            return Some(());
+        }
+        loop {
+            self.ws();
+            let key = self.string()?;
+            self.ws();
+            self.byte(b':')?;
+            self.ws();
+            let v = self.value(depth)?;
+            field(key, v)?;
+            self.ws();
+            if self.byte(b',').is_none() {
+                return self.byte(b'}');
+            }
+        }
+    }
+}
+
+/// The record's keys, or None (not a JSON object the fast path reads, or a key given twice).
+fn record(line: &str) -> Option<Rec<'_>> {
+    if !line.starts_with('{') || memchr::memchr(b'\\', line.as_bytes()).is_some() {
+        return None;
+    }
+    let mut j = Json { text: line, s: line.as_bytes(), i: 0 };
+    let mut rec = Rec::default();
+    j.object(1, |k, v| match rec.slot(k) {
+        Some(slot) if slot.is_some() => None,
+        Some(slot) => {
+            *slot = Some(v);
+            Some(())
+        }
+        None => Some(()),
+    })?;
+    (j.i == line.len()).then_some(rec)
+}
+
+/// `host` and `site` of a header's `src` object (`""` when not strings), None on a repeated key.
+fn src_fields<'a>(line: &'a str, a: usize, b: usize) -> Option<(&'a str, &'a str)> {
+    let part = &line[a..b];
+    let mut j = Json { text: part, s: part.as_bytes(), i: 0 };
+    let (mut host, mut site): (Option<Val>, Option<Val>) = (None, None);
+    j.object(1, |k, v| {
+        let slot = match k {
+            "host" => &mut host,
+            "site" => &mut site,
+            _ => return Some(()),
+        };
+        if slot.is_some() {
+            return None;
+        }
+        *slot = Some(v);
+        Some(())
+    })?;
+    let text = |v: Option<Val<'a>>| match v {
+        Some(Val::Str(s)) => s,
+        _ => "",
+    };
+    Some((text(host), text(site)))
+}
+
+/// `epoch_us` for a JSON integer; None where it raises.
+fn epoch_us(v: u64) -> Option<u64> {
+    let v = v as u128;
+    let us = if v == 0 {
+        return None;
+    } else if v < 100_000_000_000 {
+        v * 1_000_000
+    } else if v < 100_000_000_000_000 {
+        v * 1_000
+    } else if v < 100_000_000_000_000_000 {
+        v
+    } else if v < 100_000_000_000_000_000_000 {
+        v / 1_000
+    } else {
+        return None;
+    };
+    // the contract's bound (enrich: 0 <= ts < 2**63), else Python rejects the line
+    (us < (1u128 << 63)).then_some(us as u64)
+}
+
+/// One file close, as `_close` and the Enricher make it (before the stream-dependent parts).
+struct Close<'a> {
+    ts: u64,
+    path: &'a str,
+    size: u64,
+    served: u128,
+    hit: u64,
+    miss: u64,
+    bypass: u64,
+    host: &'a str,
+    site: &'a str,
+}
+
+enum Outcome<'a> {
+    Close(Close<'a>),
+    Header(&'a str, &'a str),
+    ZeroBytes,
+}
+
+fn counter(v: Option<Val>) -> Option<u64> {
+    match v {
+        None => Some(0),
+        Some(Val::Int(x)) => Some(x),
+        _ => None,
+    }
+}
+
+/// `_parse` of a line, or None where the fast path declines it.
+fn outcome(line: &str) -> Option<Outcome<'_>> {
+    let r = record(line)?;
+    let unset_or_null = matches!(r.event, None | Some(Val::Null));
+    let is_close = r.event == Some(Val::Str("file_close")) || (unset_or_null && r.lfn.is_some() && r.b_hit.is_some());
+    if !is_close {
+        if r.code == Some(Val::Str("g")) || r.host_id.is_some() {
+            let (host, site) = match r.src {
+                Some(Val::Obj(a, b)) => src_fields(line, a, b)?,
+                _ => match r.host_id {
+                    Some(Val::Str(h)) => (
+                        h.rsplit_once(':').map_or(h, |(head, _)| head),
+                        match r.site_id {
+                            Some(Val::Str(s)) => s,
+                            _ => "",
+                        },
+                    ),
+                    _ => ("", ""),
+                },
+            };
+            return Some(Outcome::Header(host, site));
+        }
+        return None; // BadRecord or another event's skip: Python words it
+    }
+    let Some(Val::Str(path)) = r.lfn else { return None };
+    if path.is_empty() {
+        return None;
+    }
+    let Some(Val::Int(size)) = r.size else { return None };
+    if r.b_hit.is_none() && r.b_miss.is_none() {
+        return None;
+    }
+    let (hit, miss, bypass) = (counter(r.b_hit)?, counter(r.b_miss)?, counter(r.b_bypass)?);
+    let served = hit as u128 + miss as u128 + bypass as u128;
+    if served == 0 {
+        return Some(Outcome::ZeroBytes);
+    }
+    let ts = match r.attach_t {
+        Some(Val::Int(w)) if w > 0 && w < SECONDS_BELOW => epoch_us(w)?,
+        None | Some(Val::Null) | Some(Val::Int(0)) => match r.detach_t {
+            Some(Val::Int(d)) => epoch_us(d)?,
+            _ => return None,
+        },
+        Some(Val::Int(w)) => epoch_us(w)?,
+        _ => return None,
+    };
+    // the observed_* columns are int64 (from_events raises beyond it: Python's path decides)
+    if hit > i64::MAX as u64 || miss > i64::MAX as u64 || bypass > i64::MAX as u64 {
+        return None;
+    }
+    fn text<'a>(v: Option<Val<'a>>) -> &'a str {
+        match v {
+            Some(Val::Str(s)) => s,
+            _ => "",
+        }
+    }
+    Some(Outcome::Close(Close { ts, path, size, served, hit, miss, bypass, host: text(r.host), site: text(r.site) }))
+}
+
+/// What the Enricher knows of a path: normalised path, file id, tier, VO ("" when none).
+struct PathInfo {
+    path: Py<PyAny>,
+    file_id: u64,
+    tier: Py<PyAny>,
+    vo: Option<Py<PyAny>>,
+}
+
+#[derive(Default)]
+struct Columns {
+    ts: Vec<i64>,
+    site: Vec<Py<PyAny>>,
+    source: Vec<Py<PyAny>>,
+    server: Vec<Py<PyAny>>,
+    client: Vec<Py<PyAny>>,
+    vo: Vec<Py<PyAny>>,
+    path: Vec<Py<PyAny>>,
+    file_id: Vec<u64>,
+    file_size: Vec<u64>,
+    bytes_read: Vec<u64>,
+    op: Vec<u8>,
+    tier: Vec<Py<PyAny>>,
+    cache_group: Vec<Py<PyAny>>,
+    hit: Vec<i64>,
+    miss: Vec<i64>,
+    bypass: Vec<i64>,
+    origin: Vec<Py<PyAny>>,
+    seq: Vec<u64>,
+}
+
+/// The objects of the last record's site and server.
+struct Last {
+    site: String,
+    server: String,
+    site_obj: Py<PyAny>,
+    server_obj: Py<PyAny>,
+    site_vo: Py<PyAny>,
+    group: Py<PyAny>,
+}
+
+/// Parser and Enricher of one g-stream input, building its event columns.
+#[pyclass]
+pub struct GstreamColumns {
+    source: Py<PyAny>,
+    origin: Py<PyAny>,
+    empty: Py<PyAny>,
+    /// the Enricher's `site` and `site_override`
+    site: String,
+    site_override: bool,
+    /// `ctx.server`: the server of records before any header
+    default_server: String,
+    site_vo: Py<PyDict>,
+    resolve: Py<PyAny>,
+    group: Py<PyAny>,
+    paths: FxHashMap<Box<str>, PathInfo>,
+    strings: FxHashMap<Box<str>, Py<PyAny>>,
+    groups: FxHashMap<(Box<str>, Box<str>), Py<PyAny>>,
+    vo_of_site: FxHashMap<Box<str>, Py<PyAny>>,
+    last: Option<Last>,
+    cols: Columns,
+    /// the next event's seq (the Enricher's counter while this one runs)
+    #[pyo3(get, set)]
+    seq: u64,
+    /// events whose bytes were clamped to the file size
+    #[pyo3(get)]
+    clamped: u64,
+}
+
+impl GstreamColumns {
+    fn string(&mut self, py: Python<'_>, s: &str) -> Py<PyAny> {
+        if let Some(o) = self.strings.get(s) {
+            return o.clone_ref(py);
+        }
+        let o = PyString::new(py, s).into_any().unbind();
+        if self.strings.len() >= 100_000 {
+            self.strings.clear();
+        }
+        self.strings.insert(s.into(), o.clone_ref(py));
+        o
+    }
+
+    /// The path's info (from the cache, else `resolve`); None when `resolve` raises.
+    fn path_info(&mut self, py: Python<'_>, path: &str) -> Option<&PathInfo> {
+        if !self.paths.contains_key(path) {
+            let got = self.resolve.bind(py).call1((path,)).ok()?;
+            let t = got.cast::<PyTuple>().ok()?;
+            let vo = t.get_item(3).ok()?;
+            let info = PathInfo {
+                path: t.get_item(0).ok()?.unbind(),
+                file_id: t.get_item(1).ok()?.extract::<u64>().ok()?,
+                tier: t.get_item(2).ok()?.unbind(),
+                vo: if vo.is_truthy().ok()? { Some(vo.unbind()) } else { None },
+            };
+            if self.paths.len() >= PATH_CACHE_LIMIT {
+                self.paths.clear();
+            }
+            self.paths.insert(path.into(), info);
+        }
+        self.paths.get(path)
+    }
+
+    fn group_of(&mut self, py: Python<'_>, site: &str, server: &str) -> Option<Py<PyAny>> {
+        let key = (Box::<str>::from(site), Box::<str>::from(server));
+        if let Some(g) = self.groups.get(&key) {
+            return Some(g.clone_ref(py));
+        }
+        let g = self.group.bind(py).call1((site, server)).ok()?.unbind();
+        if self.groups.len() < 100_000 {
+            self.groups.insert(key, g.clone_ref(py));
+        }
+        Some(g)
+    }
+
+    fn site_vo_of(&mut self, py: Python<'_>, site: &str) -> PyResult<Py<PyAny>> {
+        if let Some(v) = self.vo_of_site.get(site) {
+            return Ok(v.clone_ref(py));
+        }
+        let v = match self.site_vo.bind(py).get_item(site)? {
+            Some(v) => v.unbind(),
+            None => self.empty.clone_ref(py),
+        };
+        self.vo_of_site.insert(site.into(), v.clone_ref(py));
+        Ok(v)
+    }
+
+    /// Enrich and append one close; false when it declines (nothing appended).
+    fn add(&mut self, py: Python<'_>, c: &Close, state_host: &str, state_site: &str) -> PyResult<bool> {
+        let fallback: String;
+        let server: &str = if !c.host.is_empty() {
+            c.host
+        } else if !state_host.is_empty() {
+            state_host
+        } else {
+            fallback = self.default_server.clone();
+            &fallback
+        };
+        let rec_site = if !c.site.is_empty() { c.site } else { state_site };
+        let own_site: String;
+        let site: &str = if self.site_override || rec_site.is_empty() {
+            own_site = self.site.clone();
+            &own_site
+        } else {
+            rec_site
+        };
+        let Some(info) = self.path_info(py, c.path) else { return Ok(false) };
+        let (path, file_id, tier) = (info.path.clone_ref(py), info.file_id, info.tier.clone_ref(py));
+        let vo = info.vo.as_ref().map(|v| v.clone_ref(py));
+        // consecutive records mostly share their site and server: their objects are kept
+        let same = self.last.as_ref().is_some_and(|l| l.site == site && l.server == server);
+        if !same {
+            let Some(group) = self.group_of(py, site, server) else { return Ok(false) };
+            let last = Last {
+                site: site.to_owned(),
+                server: server.to_owned(),
+                site_obj: self.string(py, site),
+                server_obj: self.string(py, server),
+                site_vo: self.site_vo_of(py, site)?,
+                group,
+            };
+            self.last = Some(last);
+        }
+        let last = self.last.as_ref().expect("set above");
+        let vo = vo.unwrap_or_else(|| last.site_vo.clone_ref(py));
+        let (site_obj, server_obj, group) =
+            (last.site_obj.clone_ref(py), last.server_obj.clone_ref(py), last.group.clone_ref(py));
+        let mut nbytes = c.served;
+        if nbytes > c.size as u128 {
+            nbytes = c.size as u128;
+            self.clamped += 1;
+        }
+        let k = &mut self.cols;
+        k.ts.push(c.ts as i64);
+        k.site.push(site_obj);
+        k.source.push(self.source.clone_ref(py));
+        k.server.push(server_obj);
+        k.client.push(self.empty.clone_ref(py));
+        k.vo.push(vo);
+        k.path.push(path);
+        k.file_id.push(file_id);
+        k.file_size.push(c.size);
+        k.bytes_read.push(nbytes as u64);
+        k.op.push(0);
+        k.tier.push(tier);
+        k.cache_group.push(group);
+        k.hit.push(c.hit as i64);
+        k.miss.push(c.miss as i64);
+        k.bypass.push(c.bypass as i64);
+        k.origin.push(self.origin.clone_ref(py));
+        k.seq.push(self.seq);
+        self.seq += 1;
+        Ok(true)
+    }
+}
+
+fn state_text(state: &Bound<'_, PyDict>, key: &str) -> PyResult<Option<String>> {
+    match state.get_item(key)? {
+        None => Ok(Some(String::new())),
+        Some(v) if v.is_none() => Ok(Some(String::new())),
+        Some(v) => Ok(v.extract::<String>().ok()),
+    }
+}
+
+#[pymethods]
+impl GstreamColumns {
+    #[new]
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (source, origin, site, site_override, default_server, site_vo, resolve, group))]
+    fn new(
+        py: Python<'_>,
+        source: Py<PyAny>,
+        origin: Py<PyAny>,
+        site: String,
+        site_override: bool,
+        default_server: String,
+        site_vo: Py<PyDict>,
+        resolve: Py<PyAny>,
+        group: Py<PyAny>,
+    ) -> Self {
+        Self {
+            source,
+            origin,
+            empty: PyString::new(py, "").into_any().unbind(),
+            site,
+            site_override,
+            default_server,
+            site_vo,
+            resolve,
+            group,
+            paths: FxHashMap::default(),
+            strings: FxHashMap::default(),
+            groups: FxHashMap::default(),
+            vo_of_site: FxHashMap::default(),
+            last: None,
+            cols: Columns::default(),
+            seq: 0,
+            clamped: 0,
+        }
+    }
+
+    /// Take lines[start..] until one it declines: events go into the columns, skipped lines into
+    /// `skips` as (index, reason), header state into `state` (the ParseContext's). Returns the
+    /// declined line's index (len(lines) when none).
+    fn scan<'py>(
+        &mut self,
+        py: Python<'py>,
+        lines: &Bound<'py, PyList>,
+        start: usize,
+        state: &Bound<'py, PyDict>,
+        skips: &Bound<'py, PyList>,
+    ) -> PyResult<usize> {
+        let n = lines.len();
+        let (Some(mut host), Some(mut site)) = (state_text(state, "gstream_host")?, state_text(state, "gstream_site")?)
+        else {
+            return Ok(start);
+        };
+        let mut header_seen = false;
+        let mut i = start;
+        while i < n {
+            let item = lines.get_item(i)?;
+            let Ok(s) = item.cast::<PyString>() else { break };
+            let Ok(text) = s.to_str() else { break };
+            let line = text.trim_end_matches(['\r', '\n']);
+            match outcome(line) {
+                None => break,
+                Some(Outcome::ZeroBytes) => skips.append((i, "cache access that served 0 bytes"))?,
+                Some(Outcome::Header(h, st)) => {
+                    host = h.to_owned();
+                    site = st.to_owned();
+                    header_seen = true;
+                    let shown = if h.is_empty() { "?" } else { h };
+                    skips.append((i, format!("g-stream packet header (server {shown})")))?;
+                }
+                Some(Outcome::Close(c)) => {
+                    if !self.add(py, &c, &host, &site)? {
+                        break;
+                    }
+                }
+            }
+            i += 1;
+        }
+        if header_seen {
+            state.set_item("gstream_host", host)?;
+            state.set_item("gstream_site", site)?;
+        }
+        Ok(i)
+    }
+
+    /// Append an event made by the Python path (an AccessEvent), in input order.
+    fn push(&mut self, py: Python<'_>, ev: &Bound<'_, PyAny>) -> PyResult<()> {
+        let text = |name: &str| -> PyResult<Py<PyAny>> {
+            let v = ev.getattr(name)?;
+            Ok(if v.is_truthy()? { v.unbind() } else { self.empty.clone_ref(py) })
+        };
+        let observed = |name: &str| -> PyResult<i64> {
+            let v = ev.getattr(name)?;
+            if v.is_none() {
+                Ok(-1)
+            } else {
+                v.extract::<i64>()
+            }
+        };
+        let op = match ev.getattr("op")?.extract::<String>()?.as_str() {
+            "read" => 0u8,
+            "write" => 1,
+            "delete" => 2,
+            other => return Err(pyo3::exceptions::PyValueError::new_err(format!("op {other:?} is not one of read, write, delete"))),
+        };
+        let row = (
+            ev.getattr("ts")?.extract::<i64>()?,
+            [text("site")?, text("source")?, text("server")?, text("client")?, text("vo")?, text("path")?],
+            [ev.getattr("file_id")?.extract::<u64>()?, ev.getattr("file_size")?.extract::<u64>()?,
+             ev.getattr("bytes_read")?.extract::<u64>()?],
+            [text("tier")?, text("cache_group")?],
+            [observed("observed_hit_bytes")?, observed("observed_miss_bytes")?, observed("observed_bypass_bytes")?],
+            text("origin")?,
+            ev.getattr("seq")?.extract::<u64>()?,
+        );
+        let (ts, [site, source, server, client, vo, path], [file_id, size, nbytes], [tier, group], [h, m, b], origin, seq) = row;
+        let k = &mut self.cols;
+        k.ts.push(ts);
+        k.site.push(site);
+        k.source.push(source);
+        k.server.push(server);
+        k.client.push(client);
+        k.vo.push(vo);
+        k.path.push(path);
+        k.file_id.push(file_id);
+        k.file_size.push(size);
+        k.bytes_read.push(nbytes);
+        k.op.push(op);
+        k.tier.push(tier);
+        k.cache_group.push(group);
+        k.hit.push(h);
+        k.miss.push(m);
+        k.bypass.push(b);
+        k.origin.push(origin);
+        k.seq.push(seq);
+        Ok(())
+    }
+
+    fn __len__(&self) -> usize {
+        self.cols.ts.len()
+    }
+
+    /// The columns so far (EventColumns' fields), emptied here.
+    fn take<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let k = std::mem::take(&mut self.cols);
+        let d = PyDict::new(py);
+        d.set_item("ts", PyArray1::from_vec(py, k.ts))?;
+        d.set_item("site", PyArray1::from_vec(py, k.site))?;
+        d.set_item("source", PyArray1::from_vec(py, k.source))?;
+        d.set_item("server", PyArray1::from_vec(py, k.server))?;
+        d.set_item("client", PyArray1::from_vec(py, k.client))?;
+        d.set_item("vo", PyArray1::from_vec(py, k.vo))?;
+        d.set_item("path", PyArray1::from_vec(py, k.path))?;
+        d.set_item("file_id", PyArray1::from_vec(py, k.file_id))?;
+        d.set_item("file_size", PyArray1::from_vec(py, k.file_size))?;
+        d.set_item("bytes_read", PyArray1::from_vec(py, k.bytes_read))?;
+        d.set_item("op", PyArray1::from_vec(py, k.op))?;
+        d.set_item("tier", PyArray1::from_vec(py, k.tier))?;
+        d.set_item("cache_group", PyArray1::from_vec(py, k.cache_group))?;
+        d.set_item("observed_hit_bytes", PyArray1::from_vec(py, k.hit))?;
+        d.set_item("observed_miss_bytes", PyArray1::from_vec(py, k.miss))?;
+        d.set_item("observed_bypass_bytes", PyArray1::from_vec(py, k.bypass))?;
+        d.set_item("origin", PyArray1::from_vec(py, k.origin))?;
+        d.set_item("seq", PyArray1::from_vec(py, k.seq))?;
+        Ok(d)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_close_and_declines_what_python_must_word() {
+        let line = r#"{"event":"file_close","lfn":"/a/b","size":10,"b_hit":3,"b_miss":4,"attach_t":1704067232,"remotes":["x:1"],"n":{"a":[1,2]}}"#;
+        let Some(Outcome::Close(c)) = outcome(line) else { panic!("not taken") };
+        assert_eq!((c.ts, c.path, c.size, c.served), (1_704_067_232_000_000, "/a/b", 10, 7));
+        for bad in [
+            r#"{"event":"file_close","lfn":"/a","size":1.5,"b_hit":3,"attach_t":1}"#,
+            r#"{"event":"file_close","lfn":"/a","size":1,"b_hit":3,"attach_t":-1}"#,
+            r#"{"event":"file_close","lfn":"/a","lfn":"/b","size":1,"b_hit":3,"attach_t":1}"#,
+            r#"{"event":"file_close","lfn":"/a\n","size":1,"b_hit":3,"attach_t":1}"#,
+            r#"{"event":"file_close","lfn":"/a","size":01,"b_hit":3,"attach_t":1}"#,
+            r#"{"event":"file_close","lfn":"/a","size":1,"b_hit":3,"attach_t":1} "#,
+            r#"{"event":"open","lfn":"/a"}"#,
+        ] {
+            assert!(outcome(bad).is_none(), "{bad}");
+        }
+        let Some(Outcome::Header(h, s)) = outcome(r#"{"code":"g","src":{"site":"S","host":"h1","port":1}}"#) else {
+            panic!()
+        };
+        assert_eq!((h, s), ("h1", "S"));
+    }
+}
