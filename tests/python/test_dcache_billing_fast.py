@@ -6,7 +6,6 @@ generated logs, mutated lines and edge lines built to hit each branch."""
 from __future__ import annotations
 
 import random
-import string
 
 import pytest
 from hypothesis import given, settings
@@ -16,6 +15,7 @@ from conftest import fixture_lines
 from ingest.formats import BadRecord, ParseContext, Reject
 from ingest.formats import dcache_billing as billing
 from ingest.generate import make_workload, render
+from mutations import mutate
 
 
 def _ctx() -> ParseContext:
@@ -104,25 +104,11 @@ DELIMS = ['"', "{", "}", "[", "]", ":", ",", "@", "-", " ", "  ", "\t", "é", "]
           "true", "false", "0", "-1", "x", "A", "request", "remove", "transfer", "١", "²"]
 
 
-def _mutate(rng: random.Random, line: str) -> str:
-    for _ in range(rng.randint(1, 3)):
-        i = rng.randrange(len(line) + 1)
-        kind = rng.randrange(4)
-        if kind == 0 and line:
-            line = line[:i] + rng.choice(string.printable) + line[i + 1:]
-        elif kind == 1:
-            line = line[:i] + line[i + rng.randint(1, 12):]
-        elif kind == 2:
-            line = line[:i] + rng.choice(DELIMS) + line[i:]
-        else:
-            line = line[:i] + line[i:i + rng.randint(1, 30)] + line[i:]
-    return line
-
 
 def test_mutated_lines_agree(generated):
     rng = random.Random("billing-fast")
     seeds = fixture_lines("dcache_billing.txt") + generated
-    _compare([_mutate(rng, rng.choice(seeds)) for _ in range(40_000)])
+    _compare([mutate(rng, rng.choice(seeds), DELIMS) for _ in range(40_000)])
 
 
 @settings(max_examples=300, deadline=None)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
-import string
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +23,7 @@ from conftest import fixture_lines
 from ingest.enrich import Enricher
 from ingest.formats import xrootd_gstream as gs
 from ingest.generate import make_workload, render
+from mutations import mutate
 from ingest.pipeline import LineParser
 
 SAMPLES = Path("/work/shared/samples")
@@ -167,25 +167,11 @@ DELIMS = ['"', "{", "}", "[", "]", ":", ",", " ", "\t", "\\", "é", "-", "0", "1
           '"file_close"', '"event":', '"lfn":', '"b_hit":', '"code":"g",', "\u2028", "\x00"]
 
 
-def _mutate(rng: random.Random, line: str) -> str:
-    for _ in range(rng.randint(1, 3)):
-        i = rng.randrange(len(line) + 1)
-        kind = rng.randrange(4)
-        if kind == 0 and line:
-            line = line[:i] + rng.choice(string.printable) + line[i + 1:]
-        elif kind == 1:
-            line = line[:i] + line[i + rng.randint(1, 12):]
-        elif kind == 2:
-            line = line[:i] + rng.choice(DELIMS) + line[i:]
-        else:
-            line = line[:i] + line[i:i + rng.randint(1, 30)] + line[i:]
-    return line
-
 
 def test_mutated_lines_agree(generated):
     rng = random.Random("gstream-fast")
     seeds = fixture_lines("xrootd_gstream.jsonl") + generated
-    _compare([_mutate(rng, rng.choice(seeds)) for _ in range(20_000)])
+    _compare([mutate(rng, rng.choice(seeds), DELIMS) for _ in range(20_000)])
 
 
 _VALUE = st.one_of(st.integers(-3, 2**65), st.sampled_from([0, 1, 10**11, 10**14, 10**17, 10**20, 2**63, 2**64]),
