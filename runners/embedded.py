@@ -119,10 +119,16 @@ def replay(
     windows stay open (`summary.interrupted`). `parse_processes`: parse each file in a child
     process (None: when the input is large enough to gain from the second core)."""
     t0 = time.perf_counter()
-    migrations.migrate(store, events_ttl_days=0)  # idempotent; old logs must not expire on insert
+    # the parse processes start first: they read while this process prepares the store
+    streams = open_streams(list(files), fmt, config, site, on_reject, parse_processes)
+    try:
+        migrations.migrate(store, events_ttl_days=0)  # idempotent; old logs must not expire on insert
+    except BaseException:
+        for s in streams:
+            s.close()
+        raise
     pipeline = config.pipeline
     summary = ReplaySummary(files=len(files))
-    streams = open_streams(list(files), fmt, config, site, on_reject, parse_processes)
     groups: dict[tuple[str, int], GroupState] = {}
     hook = config.alerts.webhook
     webhook = None
