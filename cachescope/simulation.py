@@ -158,6 +158,13 @@ class Trace:
         return exact_sum(self.file_size[first])
 
 
+def sum_by_key(key: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of `values` (n, fields; uint64) summed by `key` (n,; int64): the index of each distinct
+    key's first row, in ascending key order, and the sums (wrapping past 2⁶⁴ as numpy's adds)."""
+    return _simcore.sum_by_key(np.ascontiguousarray(key, dtype=np.int64),
+                               np.ascontiguousarray(values, dtype=np.uint64))
+
+
 def exact_sum(values: np.ndarray) -> int:
     """Sum of u64 values as an exact int (a numpy u64 sum wraps past 2^64): high and low
     32-bit halves summed apart, each exact below 2^32 values."""

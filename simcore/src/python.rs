@@ -8,7 +8,7 @@ use crate::shadow::CacheSpec;
 use crate::stats::FIELDS;
 use crate::util::hash;
 use numpy::ndarray::Array1;
-use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray1};
+use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray1, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
@@ -355,6 +355,26 @@ fn simulate_file<'py>(py: Python<'py>, path: &str, specs: Vec<SpecIn>, format: &
 /// Codes and the distinct values, as `pandas.factorize` gives them.
 type Factorized<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyList>);
 
+/// Rows of `values` (n, fields) summed by `key` (n,): (index of each distinct key's first row, in
+/// ascending key order; the sums, wrapping as numpy's uint64 adds).
+#[pyfunction]
+fn sum_by_key<'py>(
+    py: Python<'py>,
+    key: PyReadonlyArray1<'py, i64>,
+    values: numpy::PyReadonlyArray2<'py, u64>,
+) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, numpy::PyArray2<u64>>)> {
+    let (n, width) = (values.shape()[0], values.shape()[1]);
+    let key = key.as_slice().map_err(|e| PyValueError::new_err(format!("key: {e}")))?;
+    if key.len() != n {
+        return Err(PyValueError::new_err(format!("key has {} values, values has {n} rows", key.len())));
+    }
+    let flat = values.as_slice().map_err(|e| PyValueError::new_err(format!("values: {e}")))?;
+    let (first, sums) = py.detach(|| crate::windowed::sum_by_key(key, flat, width));
+    let m = first.len();
+    let sums = numpy::ndarray::Array2::from_shape_vec((m, width), sums).expect("m rows of width");
+    Ok((first.into_pyarray(py), sums.into_pyarray(py)))
+}
+
 /// `pandas.factorize` of an object array whose elements are all exact `str`: codes (int64) in
 /// order of first appearance and the first object of each value; None when an element is
 /// anything else (pandas then decides). Equal objects are found by address before their text:
@@ -416,6 +436,7 @@ fn _simcore(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_csv_trace, m)?)?;
     m.add_function(wrap_pyfunction!(read_trace, m)?)?;
     m.add_function(wrap_pyfunction!(simulate_file, m)?)?;
+    m.add_function(wrap_pyfunction!(sum_by_key, m)?)?;
     m.add_function(wrap_pyfunction!(factorize_str, m)?)?;
     m.add("POLICIES", POLICY_NAMES.to_vec())?;
     m.add("FIELDS", FIELDS.to_vec())?;

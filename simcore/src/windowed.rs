@@ -171,6 +171,32 @@ fn emit(shadow: &mut Shadow, cache: u32, w: u32, t: usize, c: &Exact, out: &mut 
     }
 }
 
+/// Sum rows of `values` (`width` u64 each, flat) that share a key: (for each distinct key, in
+/// ascending key order, the index of its first row; the rows' wrapping sums, flat). The
+/// processing core's open windows are cells keyed by (window, cache, tier); a sort of (key, row)
+/// pairs and one pass, instead of numpy's argsort, masks and `add.at`.
+pub fn sum_by_key(key: &[i64], values: &[u64], width: usize) -> (Vec<i64>, Vec<u64>) {
+    let mut pairs: Vec<(i64, u32)> = key.iter().enumerate().map(|(i, &k)| (k, i as u32)).collect();
+    pairs.sort_unstable();
+    let mut first = Vec::new();
+    let mut sums: Vec<u64> = Vec::new();
+    let mut last = None;
+    for (k, i) in pairs {
+        let row = &values[i as usize * width..(i as usize + 1) * width];
+        if last == Some(k) {
+            let n = sums.len() - width;
+            for (a, &b) in sums[n..].iter_mut().zip(row) {
+                *a = a.wrapping_add(b);
+            }
+        } else {
+            first.push(i as i64);
+            sums.extend_from_slice(row);
+            last = Some(k);
+        }
+    }
+    (first, sums)
+}
+
 /// Feed one batch (each event's window number in `ev.window`); returns the touched cells.
 /// `tiers_used`: every tier code fed so far is below it (the caller numbers tiers from 0 as it
 /// meets them), so evicted files' tiers are too; None: any of n_tiers.
@@ -224,6 +250,16 @@ pub fn feed_cells(bank: &mut Bank, ev: &Events, tiers_used: Option<usize>) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sum_by_key_sums_rows_of_a_key_in_key_order_from_their_first_row() {
+        let key = [5i64, -1, 5, 3, -1, 5];
+        let values = [1u64, 10, 2, 20, 3, 30, 4, 40, u64::MAX, 1, 6, 60];
+        let (first, sums) = sum_by_key(&key, &values, 2);
+        assert_eq!(first, vec![1, 3, 0]);
+        assert_eq!(sums, vec![2u64.wrapping_add(u64::MAX), 21, 4, 40, 1 + 3 + 6, 10 + 30 + 60]);
+        assert_eq!(sum_by_key(&[], &[], 3), (vec![], vec![]));
+    }
     use crate::shadow::CacheSpec;
 
     /// The cells summed per (window, cache, tier) equal the dense counters of `Bank::feed`,

@@ -144,3 +144,21 @@ def test_tier_codes_by_factorize_equal_np_unique(monkeypatch):
             want = b.encode(batch)
             monkeypatch.setattr(tc, "_factorize_str", compiled)
             assert np.array_equal(got, want) and got.dtype == want.dtype and a.names == b.names
+
+
+def test_cells_summed_in_compiled_code_equal_a_sort_by_their_three_columns():
+    from cachescope.core.processor import _Cells
+
+    rng = np.random.default_rng(7)
+    n, minute = 50_000, 60_000_000
+    start = (1_700_000_000 // 60 + rng.integers(0, 90, n)) * minute
+    cache, tier = rng.integers(0, 24, n), rng.integers(0, 9, n)
+    values = rng.integers(0, 2**64, (n, 10), dtype=np.uint64, endpoint=False)  # sums wrap past 2^64
+    got = _Cells(start, cache, tier, values).summed(minute)
+    order = np.lexsort((tier, cache, start))
+    s, c, t = start[order], cache[order], tier[order]
+    first = np.ones(n, dtype=bool)
+    first[1:] = (s[1:] != s[:-1]) | (c[1:] != c[:-1]) | (t[1:] != t[:-1])
+    assert (got.start == s[first]).all() and (got.cache == c[first]).all() and (got.tier == t[first]).all()
+    assert (got.values == np.add.reduceat(values[order], np.flatnonzero(first), axis=0)).all()
+    assert 0 < got.n < n
