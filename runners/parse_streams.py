@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cachescope._simcore import factorize_str as _factorize_str
 from cachescope.config import CachescopeConfig
 from cachescope.core.columns import EventColumns
 from cachescope.errors import InputError, UserError
@@ -98,12 +99,6 @@ def _parser(name: str, fmt: str, config: CachescopeConfig, site: str, on_reject)
                       on_reject=lambda rec: None if rec.skipped else on_reject(name, rec), record_skipped=False)
 
 
-try:
-    from cachescope._simcore import factorize_str as _factorize_str
-except ImportError:  # an engine built before it
-    _factorize_str = None
-
-
 _LOW_CARDINALITY = {n for n, t in CLICKHOUSE_TYPES.items() if t.startswith("LowCardinality(")}
 
 
@@ -112,7 +107,7 @@ def _pack(columns: dict[str, np.ndarray]) -> dict:
     side pickles an object per event; the rest as they are."""
     out: dict = {}
     for name, col in columns.items():
-        few = _factorize_str is not None and col.dtype == object and len(col) and name in _LOW_CARDINALITY
+        few = col.dtype == object and len(col) and name in _LOW_CARDINALITY
         got = _factorize_str(col) if few else None
         if got is not None and len(got[1]) * 4 <= len(col):
             out[name] = (got[0].astype(np.int32), got[1])

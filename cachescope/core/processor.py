@@ -470,27 +470,18 @@ class _Cells:
         w = (self.start - low) // length
         n_c, n_t = int(self.cache.max()) + 1, int(self.tier.max()) + 1
         if (int(w.max()) + 1) * n_c * n_t < 2**62:
-            # one integer key, summed in compiled code (numpy's argsort, masks and add.at were
-            # a fifth of the replay's main thread)
-            at, values = sum_by_key((w * n_c + self.cache) * n_t + self.tier, self.values)
-            return _Cells(self.start[at], self.cache[at], self.tier[at], values)
-        # windows too far apart for one integer key: a sort by the three columns
-        order = np.lexsort((self.tier, self.cache, self.start))
-        s_, c_, t_ = self.start[order], self.cache[order], self.tier[order]
-        first = np.ones(len(s_), dtype=bool)
-        first[1:] = (s_[1:] != s_[:-1]) | (c_[1:] != c_[:-1]) | (t_[1:] != t_[:-1])
-        at = order[first]
-        s, c, t = self.start[at], self.cache[at], self.tier[at]
-        dup = np.flatnonzero(~first)
-        if len(dup) * 8 < self.n:
-            # few cells repeat (a batch's cells are distinct but for the open windows it continues):
-            # the first of each and the repeats added to it (2-D reduceat costs ~80 ns a row)
-            values = self.values[at]
-            if len(dup):
-                np.add.at(values, np.cumsum(first)[dup] - 1, self.values[order[dup]])  # wraps past 2^64 alike
-        else:
-            values = np.add.reduceat(self.values[order], np.flatnonzero(first), axis=0)  # wraps past 2^64 as the old `+=` did
-        return _Cells(s, c, t, values)
+            key = (w * n_c + self.cache) * n_t + self.tier
+        else:  # windows too far apart for one integer key: each cell's rank by (start, cache, tier)
+            order = np.lexsort((self.tier, self.cache, self.start))
+            s_, c_, t_ = self.start[order], self.cache[order], self.tier[order]
+            first = np.ones(len(s_), dtype=bool)
+            first[1:] = (s_[1:] != s_[:-1]) | (c_[1:] != c_[:-1]) | (t_[1:] != t_[:-1])
+            key = np.empty(self.n, dtype=np.int64)
+            key[order] = np.cumsum(first) - 1
+        # summed in compiled code (numpy's argsort, masks and add.at were a fifth of the replay's
+        # main thread); sums wrap past 2^64 as numpy's adds
+        at, values = sum_by_key(key, self.values)
+        return _Cells(self.start[at], self.cache[at], self.tier[at], values)
 
     def split(self, closed_before: int | None, length: int) -> tuple["_Cells", "_Cells"]:
         """(cells of windows closed before `closed_before` (None: all), the others)."""

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-try:  # pandas.factorize of str columns in compiled code (simcore/src/python.rs)
-    from cachescope._simcore import factorize_str as _factorize_str
-except ImportError:  # an engine built before it
-    _factorize_str = None
+# pandas.factorize of str columns, compiled; None selects np.unique (the tests' reference)
+from cachescope._simcore import factorize_str as _factorize_str
 
 OTHER = "OTHER"
 

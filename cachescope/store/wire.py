@@ -23,15 +23,12 @@ import pyarrow as pa
 
 from cachescope.store.params import render
 
-try:  # pd.factorize for columns of str objects, by address first (simcore/src/python.rs)
-    from cachescope._simcore import factorize_str as _factorize_str
-except ImportError:  # an engine built before it
-    _factorize_str = None
+from cachescope._simcore import factorize_str as _factorize_str  # by object address first
 
 
 def _factorize(values: np.ndarray) -> tuple[np.ndarray, list]:
     """pd.factorize(values, use_na_sentinel=True) of an object column: codes and uniques."""
-    got = _factorize_str(values) if _factorize_str is not None else None
+    got = _factorize_str(values)  # None: not all exact str
     if got is None:
         codes, uniques = pd.factorize(values, use_na_sentinel=True)
         return codes, list(uniques)

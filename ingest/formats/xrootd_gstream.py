@@ -23,6 +23,7 @@ from typing import Any
 import msgspec
 import orjson
 
+from cachescope._simcore import GstreamColumns as _GstreamColumns
 from ingest.formats._base import (
     U64_MAX,
     Access,
@@ -190,15 +191,11 @@ def _parse(line: str, ctx: ParseContext) -> Access | Reject:
 # into event columns: it takes the file closes and headers it can decide exactly as _parse and the
 # Enricher do and declines the rest (Python then parses and enriches that line and pushes its event);
 # tests/python/test_gstream_fast.py compares both paths.
-try:
-    from cachescope._simcore import GstreamColumns as _GstreamColumns
-except ImportError:  # an engine built before it: the Python path does everything
-    _GstreamColumns = None
 
 
 def _columns(ctx: ParseContext, enrich: Any) -> Any:
     """A compiled column builder for this stream (None: the Python path)."""
-    if _GstreamColumns is None or enrich.source != NAME:
+    if _GstreamColumns is None or enrich.source != NAME:  # None: the Python path (the tests' reference)
         return None
     return _GstreamColumns(enrich.source, enrich.origin, enrich.site, enrich.site_override, ctx.server,
                            enrich.site_vo, enrich.resolve_path, enrich.group_for)

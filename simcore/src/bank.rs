@@ -192,9 +192,9 @@ impl Bank {
         self.shadows.iter().any(|s| needs_future(&s.spec.policy))
     }
 
-    /// Run one batch through every cache; adds it to the totals and returns each cache's exact
-    /// counters of this batch, shaped (windows, tiers).
-    fn run(&mut self, ev: &Events) -> Result<(usize, Vec<Vec<Exact>>), String> {
+    /// A batch as this bank can take it (`Events::validate`, plus the columns its caches need);
+    /// returns the batch's number of windows.
+    pub(crate) fn check(&self, ev: &Events) -> Result<usize, String> {
         let n_windows = ev.validate(self.n_tiers)?;
         if self.needs_future() && ev.next_access.is_none() {
             return Err("policy belady needs next-access times (offline replays only)".into());
@@ -202,6 +202,13 @@ impl Bank {
         if ev.key.is_none() && self.shadows.iter().any(|s| s.keyed()) {
             return Err("this bank takes dense file keys: every batch needs its key column".into());
         }
+        Ok(n_windows)
+    }
+
+    /// Run one batch through every cache; adds it to the totals and returns each cache's exact
+    /// counters of this batch, shaped (windows, tiers).
+    fn run(&mut self, ev: &Events) -> Result<(usize, Vec<Vec<Exact>>), String> {
+        let n_windows = self.check(ev)?;
         let per_cache = self.n_tiers;
         let n_caches = self.shadows.len();
         // Caches are independent: run them on all cores (RAYON_NUM_THREADS limits it) when the

@@ -8,7 +8,7 @@
 //! over sorted by (window, tier). The caller sums the cells of a window over batches.
 
 use crate::bank::{Bank, Events, OP_READ};
-use crate::policy::{needs_future, Evictions};
+use crate::policy::Evictions;
 use crate::shadow::{invalidate, read, Ages, Server, Shadow, Visitor};
 use crate::stats::*;
 
@@ -203,18 +203,12 @@ pub fn sum_by_key(key: &[i64], values: &[u64], width: usize) -> (Vec<i64>, Vec<u
 /// The caches and totals take the whole batch even when a cell's counter overflows u64 (then
 /// an error names it, as `Bank::feed` does).
 pub fn feed_cells(bank: &mut Bank, ev: &Events, tiers_used: Option<usize>) -> Result<Cells, String> {
-    let n_windows = ev.validate(bank.n_tiers)?;
+    let n_windows = bank.check(ev)?;
     let used = tiers_used.unwrap_or(bank.n_tiers).clamp(1, bank.n_tiers);
     if let Some(i) = ev.tier.iter().position(|&t| t as usize >= used) {
         return Err(format!("event {i}: tier {} is not below tiers_used={used}", ev.tier[i]));
     }
     let flat = (n_windows * used <= FLAT_MAX_CELLS).then_some((n_windows, used));
-    if bank.shadows.iter().any(|s| needs_future(&s.spec.policy)) && ev.next_access.is_none() {
-        return Err("policy belady needs next-access times (offline replays only)".into());
-    }
-    if ev.key.is_none() && bank.shadows.iter().any(|s| s.keyed()) {
-        return Err("this bank takes dense file keys: every batch needs its key column".into());
-    }
     let n_tiers = bank.n_tiers;
     let n_caches = bank.shadows.len();
     let parts: Vec<(Cells, Option<String>)> = if n_caches > 1 && ev.len() * n_caches >= 20_000 {
