@@ -48,8 +48,16 @@ ALERT_COLUMNS = ("ts", "rule", "cache_group", "state", "severity", "kind", "metr
 
 # ---------------------------------------------------------------------------------------------
 
-def _eff(num: float, den: float) -> float:
-    return num / den if den > 0 else math.nan
+#: windows evaluated together (bounded memory however long a gap in event time)
+_BLOCK = 4096
+
+
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """num / den, NaN where den is not positive (no efficiency without requests)."""
+    out = np.full(len(num), np.nan)
+    ok = den > 0
+    np.divide(num, den, out=out, where=ok)
+    return out
 
 
 class _Bound:
@@ -80,7 +88,8 @@ class AlertEvaluator:
         self.keep_windows = max([b.over_windows for b in self.bound] or [1])
         self.keep_hours = max([b.rule.baseline_days for b in self.bound if b.rule.kind == "drop"] or [0]) * 24 + 25
         self.has_drop = any(b.rule.kind == "drop" for b in self.bound)
-        #: window start → counters (caches × 4), observed (hit, miss, bypass), late events
+        #: window start → counters (caches × 4), observed (hit, miss, bypass), late events: the
+        #: last windows evaluated, as many as the longest period needs
         self.recent: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}
         #: hour start → counters (caches × 4), for drop baselines
         self.hourly: dict[int, np.ndarray] = {}
@@ -89,12 +98,6 @@ class AlertEvaluator:
         #: rule name → [pending since (µs) or None, firing since (µs) or None]
         self.state: dict[str, list] = {b.rule.name: [None, None] for b in self.bound}
         self._pending: dict[int, list] = {}  # closed windows' inputs not yet evaluated
-        self._memo: dict[tuple[int, int], tuple] = {}
-        #: window start → running sums of `recent` through that window; the last of them
-        self._cum: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}
-        self._cum_last: tuple[np.ndarray, np.ndarray, int] | None = None
-        #: (cache column, first hour, hours, days) → a drop rule's baseline counters and days
-        self._baselines: dict[tuple[int, int, int, int], tuple[np.ndarray, int]] = {}
 
     def __bool__(self) -> bool:
         return bool(self.bound)
@@ -131,158 +134,173 @@ class AlertEvaluator:
             self.first_window = self.next_window
         rows: list[tuple] = []
         w = self.window_us
-        while self.next_window + w <= closed_before:
-            start = self.next_window
-            slot = self._pending.pop(start, None)
-            if slot is None:  # a window without events: still a window (a stall shows here)
-                slot = [np.zeros((self.n_caches, _C), np.int64), np.zeros(3, np.int64), 0]
-            self._remember(start, slot)
-            self._evaluate(start + w, rows)
-            self.next_window = start + w
+        while self.next_window + w <= closed_before:  # in blocks: a gap of years is many windows
+            n = min(_BLOCK, (closed_before - self.next_window) // w)
+            self._evaluate_block(self.next_window + w * np.arange(n, dtype=np.int64), rows)
+            self.next_window += n * w
         return self._rows(rows) if rows else None
-
-    def _remember(self, start: int, slot: list) -> None:
-        self.recent[start] = (slot[0], slot[1], int(slot[2]))
-        # running sums over the windows remembered, in order: a period's sum is a difference of
-        # two of them (int64 wraps alike both ways, so the difference is exact)
-        last = self._cum_last
-        self._cum_last = (slot[0].copy(), slot[1].copy(), int(slot[2])) if last is None else (
-            last[0] + slot[0], last[1] + slot[1], last[2] + int(slot[2]))
-        self._cum[start] = self._cum_last
-        horizon = start - (self.keep_windows - 1) * self.window_us
-        if len(self.recent) > self.keep_windows or next(iter(self.recent)) < horizon:
-            for s in [s for s in self.recent if s < horizon]:
-                del self.recent[s]
-                self._cum.pop(s, None)
-        if self.has_drop:
-            h = start - start % HOUR_US
-            acc = self.hourly.get(h)
-            if acc is None:
-                self.hourly[h] = slot[0].copy()
-            else:
-                acc += slot[0]
-            old = h - self.keep_hours * HOUR_US
-            for s in [s for s in self.hourly if s < old]:
-                del self.hourly[s]
 
     # -- evaluation ---------------------------------------------------------------------------
 
-    def _sum(self, end: int, windows: int) -> tuple[np.ndarray, np.ndarray, int]:
-        got = self._memo.get((end, windows))  # rules of one period share the sums
-        if got is not None:
-            return got
-        first = end - windows * self.window_us
-        at = self.recent.get(first)
-        if at is not None and self._cum_last is not None and first in self._cum:
-            # the windows from `first` on, all of them remembered (consecutive: advance() walks
-            # every window): the running sum now less the one before `first`
-            (c1, o1, l1), (c0, o0, l0) = self._cum_last, self._cum[first]
-            c = c1 - (c0 - at[0])
-            o = o1 - (o0 - at[1])
-            late = l1 - (l0 - at[2])
-        else:
-            c = np.zeros((self.n_caches, _C), np.int64)
-            o = np.zeros(3, np.int64)
-            late = 0
-            for s, (cs, obs, lt) in self.recent.items():
-                if s >= first:
-                    c += cs
-                    o += obs
-                    late += lt
-        self._memo = {(end, windows): (c, o, late)} if len(self._memo) > 8 else {**self._memo, (end, windows): (c, o, late)}
-        return c, o, late
+    def _evaluate_block(self, starts: np.ndarray, rows: list) -> None:
+        """Consecutive windows, evaluated together: every rule's value at every window end from
+        running sums (numpy), then each rule's pending/firing state walked through the windows
+        where it can change."""
+        w, n = self.window_us, len(starts)
+        first = int(starts[0])
+        # inputs: the remembered windows before the block (periods reach back into them), then the block's
+        hist = sorted(s for s in self.recent if s < first)
+        k = len(hist)
+        c = np.zeros((k + n, self.n_caches, _C), np.int64)
+        o = np.zeros((k + n, 3), np.int64)
+        late = np.zeros(k + n, np.int64)
+        for i, s in enumerate(hist):
+            c[i], o[i], late[i] = self.recent[s]
+        for s in [s for s in self._pending if first <= s < first + n * w]:
+            i = k + (s - first) // w
+            c[i], o[i], late[i] = self._pending.pop(s)
+        if self.has_drop:  # the block's hours first: a baseline reads only hours a day old or more
+            self._add_hours(starts, c[k:])
+        # running sums with a zero in front: a period's sum is a difference of two (int64 wraps
+        # alike both ways, so it is exact); the windows of the stream before the first count 0
+        cc = np.concatenate([np.zeros((1, self.n_caches, _C), np.int64), np.cumsum(c, axis=0)])
+        co = np.concatenate([np.zeros((1, 3), np.int64), np.cumsum(o, axis=0)])
+        cl = np.concatenate([[0], np.cumsum(late)])
+        at = np.arange(k + 1, k + n + 1)
+        ends = starts + w
+        block: list[tuple] = []  # (end, rule, row): rows in window order, then rule order
+        for i, b in enumerate(self.bound):
+            lo = np.maximum(at - b.over_windows, 0)
+            value, ref, count, verdict, extra = self._values(b, ends, cc[at] - cc[lo], co[at] - co[lo], cl[at] - cl[lo])
+            block += [(row[0], i, row) for row in self._walk(b, ends, value, ref, count, verdict, extra)]
+        rows += [row for _, _, row in sorted(block, key=lambda x: x[:2])]
+        keep = max(self.keep_windows - 1, 0)  # the windows the next block's periods reach back into
+        window_of = hist + starts.tolist()
+        self.recent = {window_of[i]: (c[i], o[i], int(late[i])) for i in range(max(k + n - keep - 1, 0), k + n)}
+        if self.has_drop:
+            old = int(starts[-1]) - int(starts[-1]) % HOUR_US - self.keep_hours * HOUR_US
+            for s in [s for s in self.hourly if s < old]:
+                del self.hourly[s]
 
-    def _value(self, b: _Bound, end: int) -> tuple[float, float, int, str] | None:
-        """(value, reference, requests, text) of a rule at a window end, None when no verdict."""
+    def _add_hours(self, starts: np.ndarray, c: np.ndarray) -> None:
+        hours = starts - starts % HOUR_US
+        at = np.flatnonzero(np.r_[True, hours[1:] != hours[:-1]])
+        for h, sums in zip(hours[at].tolist(), np.add.reduceat(c, at, axis=0)):
+            acc = self.hourly.get(h)
+            if acc is None:
+                self.hourly[h] = sums
+            else:
+                acc += sums
+
+    def _values(self, b: _Bound, ends: np.ndarray, c: np.ndarray, o: np.ndarray, late: np.ndarray):
+        """A rule at each window end, from its period's sums: (value, reference, accesses, has a
+        verdict, extra text per window or None)."""
         r = b.rule
-        if self.first_window is not None and end - self.first_window < b.warmup_us and r.kind != "stalled":
-            return None
-        c, o, late = self._sum(end, b.over_windows)
-        reads = int(c[0, 0]) if self.n_caches else 0  # every cache sees every read
-        col = (1, 0) if r.metric == "hit" else (3, 2)
+        n = len(ends)
+        reads = c[:, 0, 0] if self.n_caches else np.zeros(n, np.int64)  # every cache sees every read
+        extra = None
         if r.kind == "stalled":
-            return float(reads), float(r.min_events), reads, ""
+            return reads.astype(np.float64), np.full(n, float(r.min_events)), reads, np.ones(n, bool), extra
+        warm = ends - self.first_window >= b.warmup_us if self.first_window is not None else np.ones(n, bool)
         if r.kind == "late":
             total = reads + late
-            if total == 0:
-                return None
-            return late / total, r.max_rate, total, ""
-        real_total = int(o.sum()) if r.kind == "real_below_shadow" or r.source == "observed" else 0
+            with np.errstate(divide="ignore", invalid="ignore"):
+                value = late / total
+            return value, np.full(n, r.max_rate), total, warm & (total != 0), extra
+        real_total = o.sum(axis=1)
+        real = _ratio(o[:, 0], real_total)
         if r.kind == "below" and r.source == "observed":
-            if real_total == 0 or reads < r.min_requests:
-                return None
-            return o[0] / real_total, r.threshold, reads, ""
-        cache = c[self.column_of[b.cache]]
-        if cache[0] < r.min_requests:
-            return None
-        value = _eff(cache[col[0]], cache[col[1]])
+            return real, np.full(n, r.threshold), reads, warm & (real_total != 0) & (reads >= r.min_requests), extra
+        cache = c[:, self.column_of[b.cache]]
+        col = (1, 0) if r.metric == "hit" else (3, 2)
+        value = _ratio(cache[:, col[0]], cache[:, col[1]])
+        enough = warm & (cache[:, 0] >= r.min_requests)
         if r.kind == "below":
-            return value, r.threshold, int(cache[0]), ""
+            return value, np.full(n, r.threshold), cache[:, 0], enough, extra
         if r.kind == "real_below_shadow":
-            if real_total == 0:
-                return None
-            return o[0] / real_total, value, int(cache[0]), ""
-        # drop: the same clock hours of the previous days, summed
+            return real, value, cache[:, 0], enough & (real_total != 0), extra
+        # drop: the same clock hours of the previous days, summed (the windows of an hour share them)
         over_us = b.over_windows * self.window_us
-        first_h = (end - over_us) - (end - over_us) % HOUR_US
-        # the hours it reads are a day old or more, complete (with windows of at most an hour):
-        # the windows of one hour share the baseline
-        key = (self.column_of[b.cache], first_h, -(-(end - first_h) // HOUR_US), r.baseline_days)
-        got_base = self._baselines.get(key) if self.window_us <= HOUR_US else None
-        if got_base is not None:
-            base, days = got_base
-        else:
-            base = np.zeros(_C, np.int64)
-            days = 0
+        first_h = (ends - over_us) - (ends - over_us) % HOUR_US
+        n_hours = -(-(ends - first_h) // HOUR_US)
+        col_c = self.column_of[b.cache]
+        base = np.zeros((n, _C), np.int64)
+        days = np.zeros(n, np.int64)
+        keys = np.stack([first_h, n_hours], axis=1)
+        uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+        for u, (fh, nh) in enumerate(uniq.tolist()):
+            sums, got_days = np.zeros(_C, np.int64), 0
             for d in range(1, r.baseline_days + 1):
                 got = False
-                h = first_h - d * DAY_US
-                while h < end - d * DAY_US:
+                for h in range(fh - d * DAY_US, fh - d * DAY_US + nh * HOUR_US, HOUR_US):
                     acc = self.hourly.get(h)
                     if acc is not None:
-                        base += acc[self.column_of[b.cache]]
-                        got = got or acc[self.column_of[b.cache]][0] > 0
-                    h += HOUR_US
-                days += got
-            if len(self._baselines) > 64:
-                self._baselines.clear()
-            self._baselines[key] = (base, days)
-        if days < r.min_baseline_days or base[0] < r.min_requests:
-            return None
-        return value, _eff(base[col[0]], base[col[1]]), int(cache[0]), f"{days}"
+                        sums += acc[col_c]
+                        got = got or acc[col_c][0] > 0
+                got_days += got
+            m = inverse.reshape(-1) == u
+            base[m], days[m] = sums, got_days
+        ref = _ratio(base[:, col[0]], base[:, col[1]])
+        enough &= (days >= r.min_baseline_days) & (base[:, 0] >= r.min_requests)
+        return value, ref, cache[:, 0], enough, days
 
-    def _breached(self, b: _Bound, v: tuple[float, float, int, str]) -> bool:
-        r, (value, ref) = b.rule, v[:2]
-        if math.isnan(value) or math.isnan(ref):
-            return False
-        if r.kind == "below":
-            return value < r.threshold
-        if r.kind == "drop":
-            return value < ref * (1 - r.drop)
-        if r.kind == "real_below_shadow":
-            return ref - value > r.margin
-        if r.kind == "stalled":
-            return value < r.min_events
-        return value > r.max_rate  # late
+    def _breached(self, b: _Bound, value: np.ndarray, ref: np.ndarray) -> np.ndarray:
+        r = b.rule
+        with np.errstate(invalid="ignore"):
+            if r.kind == "below":
+                hit = value < r.threshold
+            elif r.kind == "drop":
+                hit = value < ref * (1 - r.drop)
+            elif r.kind == "real_below_shadow":
+                hit = ref - value > r.margin
+            elif r.kind == "stalled":
+                hit = value < r.min_events
+            else:
+                hit = value > r.max_rate  # late
+        return hit & ~np.isnan(value) & ~np.isnan(ref)
 
-    def _evaluate(self, end: int, rows: list) -> None:
-        for b in self.bound:
-            st = self.state[b.rule.name]
-            v = self._value(b, end)
-            breached = v is not None and self._breached(b, v)
-            if breached:
+    def _walk(self, b: _Bound, ends: np.ndarray, value: np.ndarray, ref: np.ndarray, count: np.ndarray,
+              verdict: np.ndarray, extra: np.ndarray | None) -> list[tuple]:
+        """A rule's state through the windows: a condition pending from the first window it holds,
+        firing once it held `for`; a window without a verdict (too few accesses) keeps a firing
+        alert firing: it resolves only on evidence. With nothing pending or firing, only windows
+        where the condition holds can change anything: the walk jumps to them."""
+        st = self.state[b.rule.name]
+        breached = verdict & self._breached(b, value, ref)
+        hold = np.flatnonzero(breached).tolist()
+        rows: list[tuple] = []
+        if not hold and st[0] is None and st[1] is None:
+            return rows
+        w = self.window_us
+        end_of = ends.tolist()
+        br, vd = breached.tolist(), verdict.tolist()
+
+        def v(j: int) -> tuple[float, float, int, str]:
+            return float(value[j]), float(ref[j]), int(count[j]), "" if extra is None else f"{int(extra[j])}"
+
+        j, n, h = 0, len(end_of), 0
+        while j < n:
+            if st[0] is None and st[1] is None:  # idle: on to the next window where it holds
+                while h < len(hold) and hold[h] < j:
+                    h += 1
+                if h == len(hold):
+                    return rows
+                j = hold[h]
+            end = end_of[j]
+            if br[j]:
                 if st[0] is None:
-                    st[0] = end - self.window_us  # the condition holds from this window on
+                    st[0] = end - w  # the condition holds from this window on
                 if st[1] is None and end - st[0] >= b.for_us:
                     st[1] = st[0]
-                    rows.append(self._row(b, end, "firing", v, st[1]))
+                    rows.append(self._row(b, end, "firing", v(j), st[1]))
             else:
-                # no verdict (too few accesses) keeps a firing alert firing: resolved only on evidence
-                if st[1] is not None and v is not None:
-                    rows.append(self._row(b, end, "resolved", v, st[1]))
+                if st[1] is not None and vd[j]:
+                    rows.append(self._row(b, end, "resolved", v(j), st[1]))
                     st[1] = None
-                if v is not None or st[1] is None:
+                if st[1] is None:  # (a firing alert stays pending from where it started)
                     st[0] = None
+            j += 1
+        return rows
 
     def _row(self, b: _Bound, end: int, state: str, v: tuple[float, float, int, str], starts_at: int) -> tuple:
         r = b.rule
@@ -364,13 +382,6 @@ class AlertEvaluator:
         self.next_window = data["next"]
         self.first_window = data.get("first")
         self.recent = {s: (arr(c), np.asarray(o, np.int64), lt) for s, c, o, lt in data["recent"]}
-        self._baselines = {}
-        self._cum, self._cum_last = {}, None
-        for s in sorted(self.recent):
-            c, o, lt = self.recent[s]
-            last = self._cum_last
-            self._cum_last = (c.copy(), o.copy(), lt) if last is None else (last[0] + c, last[1] + o, last[2] + lt)
-            self._cum[s] = self._cum_last
         self.hourly = {s: arr(c) for s, c in data["hourly"]}
         self._pending = {s: [arr(c), np.asarray(o, np.int64), lt] for s, c, o, lt in data["pending"]}
         for name, st in data["state"].items():

@@ -254,19 +254,15 @@ class GroupProcessor:
             obs, self.open_observed = self.open_observed.split(closed_before, self.window_us)
         if self.alerts:
             if done:  # requests, hits, bytes_requested, bytes_hit per cache, all tiers
-                # summed by (window, cache): the cells come sorted by window, cache, tier (summed()),
-                # so each pair is one run (np.add.at and a dict per cell cost more than the rest)
+                # summed by (window, cache) in compiled code (np.add.at and a dict per cell cost
+                # more than the rest)
                 n_c = len(self.specs)
                 flat = np.searchsorted(np.asarray(done, dtype=np.int64), eff.start) * n_c + eff.cache
-                vals = eff.values[:, :4].astype(np.int64)
-                counters = np.zeros((len(done) * n_c, 4), dtype=np.int64)
+                counters = np.zeros((len(done) * n_c, 4), dtype=np.uint64)
                 if len(flat):
-                    if (flat[1:] < flat[:-1]).any():
-                        order = np.argsort(flat, kind="stable")
-                        flat, vals = flat[order], vals[order]
-                    at = np.flatnonzero(np.r_[True, flat[1:] != flat[:-1]])
-                    counters[flat[at]] = np.add.reduceat(vals, at, axis=0)
-                counters = counters.reshape(len(done), n_c, 4)
+                    at, sums = sum_by_key(flat, eff.values[:, :4])
+                    counters[flat[at]] = sums
+                counters = counters.reshape(len(done), n_c, 4).view(np.int64)  # wraps as int64 adds do
                 for i, start in enumerate(done):
                     self.alerts.add_window(start, counters=counters[i])
             if obs is not None and obs.n:  # rows come sorted by window: summed per window first
@@ -303,11 +299,9 @@ class GroupProcessor:
         keep = np.flatnonzero((cells.values[:, 0] > 0) | (cells.values[:, evictions] > 0))
         start, c, t, values = cells.start[keep], cells.cache[keep], cells.tier[keep], cells.values[keep]
         if totals and len(keep):  # (counters of the other (cache, tier) cells are 0: no request, no eviction)
-            order = np.argsort(c.astype(np.uint16), kind="stable")  # a radix sort (np.add.at is slow)
-            cs = c[order]
-            at = np.flatnonzero(np.r_[True, cs[1:] != cs[:-1]])
-            self.emitted_totals[cs[at]] += np.add.reduceat(values[order], at, axis=0)
-            self.emitted_any[cs[at]] = True
+            at, sums = sum_by_key(c, values)
+            self.emitted_totals[c[at]] += sums
+            self.emitted_any[c[at]] = True
         if not len(keep):
             return None
         rows = {

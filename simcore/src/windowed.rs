@@ -173,9 +173,46 @@ fn emit(shadow: &mut Shadow, cache: u32, w: u32, t: usize, c: &Exact, out: &mut 
 
 /// Sum rows of `values` (`width` u64 each, flat) that share a key: (for each distinct key, in
 /// ascending key order, the index of its first row; the rows' wrapping sums, flat). The
-/// processing core's open windows are cells keyed by (window, cache, tier); a sort of (key, row)
-/// pairs and one pass, instead of numpy's argsort, masks and `add.at`.
+/// processing core's open windows are cells keyed by (window, cache, tier): their keys are dense
+/// (windows × caches × tiers seen), so a table over the key range orders them in linear time; a
+/// sparse key set falls back to a sort of (key, row) pairs.
 pub fn sum_by_key(key: &[i64], values: &[u64], width: usize) -> (Vec<i64>, Vec<u64>) {
+    let (Some(&lo), Some(&hi)) = (key.iter().min(), key.iter().max()) else { return (vec![], vec![]) };
+    let range = (hi as i128 - lo as i128 + 1) as u128;
+    if range <= (2 * key.len() + 4096) as u128 && key.len() < u32::MAX as usize {
+        sum_dense(key, values, width, lo, range as usize)
+    } else {
+        sum_sorted(key, values, width)
+    }
+}
+
+/// `sum_by_key` over a key range at most a few times the rows: each key's slot holds its first
+/// row, then its rank among the keys present, which is where its sums go.
+fn sum_dense(key: &[i64], values: &[u64], width: usize, lo: i64, range: usize) -> (Vec<i64>, Vec<u64>) {
+    const NONE: u32 = u32::MAX;
+    let mut slot = vec![NONE; range];
+    for (i, &k) in key.iter().enumerate() {
+        let s = &mut slot[(k - lo) as usize];
+        if *s == NONE {
+            *s = i as u32;
+        }
+    }
+    let mut first = Vec::new();
+    for s in slot.iter_mut().filter(|s| **s != NONE) {
+        first.push(*s as i64);
+        *s = (first.len() - 1) as u32;
+    }
+    let mut sums = vec![0u64; first.len() * width];
+    for (row, &k) in values.chunks_exact(width.max(1)).zip(key) {
+        let at = slot[(k - lo) as usize] as usize * width;
+        for (a, &b) in sums[at..at + width].iter_mut().zip(row) {
+            *a = a.wrapping_add(b);
+        }
+    }
+    (first, sums)
+}
+
+fn sum_sorted(key: &[i64], values: &[u64], width: usize) -> (Vec<i64>, Vec<u64>) {
     let mut pairs: Vec<(i64, u32)> = key.iter().enumerate().map(|(i, &k)| (k, i as u32)).collect();
     pairs.sort_unstable();
     let mut first = Vec::new();
@@ -253,6 +290,33 @@ mod tests {
         assert_eq!(first, vec![1, 3, 0]);
         assert_eq!(sums, vec![2u64.wrapping_add(u64::MAX), 21, 4, 40, 1 + 3 + 6, 10 + 30 + 60]);
         assert_eq!(sum_by_key(&[], &[], 3), (vec![], vec![]));
+        // the same rows through the sort (keys spread far apart) and through the dense table
+        let far: Vec<i64> = key.iter().map(|&k| k * 1_000_000_007).collect();
+        assert_eq!(sum_sorted(&far, &values, 2), sum_by_key(&far, &values, 2));
+        assert_eq!(sum_dense(&key, &values, 2, -1, 7), sum_sorted(&key, &values, 2));
+    }
+
+    /// On random keys, dense and sparse, with extreme values: the dense table and the sort agree.
+    #[test]
+    fn sum_by_key_dense_table_and_sort_agree() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for (n, spread) in [(1usize, 1u64), (50, 3), (5_000, 100), (5_000, 20_000), (300, 1 << 40)] {
+            let key: Vec<i64> = (0..n).map(|_| (next() % spread) as i64 - (spread / 2) as i64).collect();
+            let values: Vec<u64> = (0..n * 3).map(|i| if i % 7 == 0 { u64::MAX - (next() % 3) } else { next() % 1000 }).collect();
+            let sorted = sum_sorted(&key, &values, 3);
+            assert_eq!(sum_by_key(&key, &values, 3), sorted, "n={n} spread={spread}");
+            let lo = *key.iter().min().unwrap();
+            let range = (*key.iter().max().unwrap() - lo + 1) as usize;
+            if range < 1 << 24 {
+                assert_eq!(sum_dense(&key, &values, 3, lo, range), sorted, "n={n} spread={spread}");
+            }
+        }
     }
     use crate::shadow::CacheSpec;
 
