@@ -100,7 +100,7 @@ class ShadowBank:
                    tiers_used: int | None = None, ts=None) -> dict[str, np.ndarray]:
         """Feed a batch (`window`: each event's window number, < 2^32); returns only the counter
         cells it touched: dict(window, cache, tier, values (cells, fields) u64), sorted by
-        (cache, window, tier). `tiers_used`: every tier code fed so far (this batch's and the
+        (window, cache, tier). `tiers_used`: every tier code fed so far (this batch's and the
         evicted files') is below it, which lets the engine count in a small flat block. `ts`
         (event times, µs) makes the caches count residence ages, as `feed`."""
         file_id, file_size, bytes_read, tier, op, next_access = _columns(file_id, file_size, bytes_read, tier, op,

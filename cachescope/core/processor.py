@@ -184,11 +184,11 @@ class GroupProcessor:
                 _Cells.of(self.bank.feed_cells(ev.file_id[keep], ev.file_size[keep], ev.bytes_read[keep], tier[keep],
                                                ev.op[keep], index[keep], tiers_used=len(self.tiers.names),
                                                ts=ev.ts[keep])),
-                self._bypassed(index[out], tier[out], ev.bytes_read[out], ev.file_id[out])])
+                self._bypassed(index[out], tier[out], ev.bytes_read[out], ev.file_id[out])]).summed(1)
         cells.start = cells.start * self.window_us + low if starts is None else starts[cells.start]
-        # summed per batch: the open windows' cells stay one per (window, cache, tier), however
-        # many batches a window spans (a live stream feeds each minute in hundreds of messages)
-        self.open_eff = _Cells.concat([self.open_eff, cells]).summed(self.window_us)
+        # the open windows' cells stay one per (window, cache, tier), however many batches a window
+        # spans (a live stream feeds each minute in hundreds of messages)
+        self.open_eff = self.open_eff.plus(cells, self.window_us)
         if self.curve is not None:
             cwin = win - win % self.curve_window_us
             cstarts, cindex = np.unique(cwin, return_inverse=True)
@@ -296,13 +296,15 @@ class GroupProcessor:
     def _efficiency_rows(self, cells: "_Cells", length_us: int, totals: bool = False) -> dict[str, np.ndarray] | None:
         """Rows of summed cells (sorted by window, cache, tier): those with requests or evictions."""
         evictions = FIELDS.index("evictions")
-        keep = np.flatnonzero((cells.values[:, 0] > 0) | (cells.values[:, evictions] > 0))
-        start, c, t, values = cells.start[keep], cells.cache[keep], cells.tier[keep], cells.values[keep]
-        if totals and len(keep):  # (counters of the other (cache, tier) cells are 0: no request, no eviction)
+        keep = (cells.values[:, 0] > 0) | (cells.values[:, evictions] > 0)
+        if not keep.all():
+            cells = cells.take(np.flatnonzero(keep))
+        start, c, t, values = cells.start, cells.cache, cells.tier, cells.values
+        if totals and cells.n:  # (counters of the other (cache, tier) cells are 0: no request, no eviction)
             at, sums = sum_by_key(c, values)
             self.emitted_totals[c[at]] += sums
             self.emitted_any[c[at]] = True
-        if not len(keep):
+        if not cells.n:
             return None
         rows = {
             "window_start": _us_to_datetime(start),
@@ -314,8 +316,7 @@ class GroupProcessor:
             "sample_rate": np.array([s.sample_rate for s in self.specs], dtype=np.float64)[c],
             "partitions": np.array([s.partitions for s in self.specs], dtype=np.uint32)[c],
         }
-        for f, name in enumerate(FIELDS):
-            rows[name] = np.ascontiguousarray(values[:, f])
+        rows.update(zip(FIELDS, _columns(values)))
         rows["shard"] = np.full(len(c), self.shard, dtype=np.uint16)
         rows["run"] = np.full(len(c), self.run, dtype=np.uint64)
         return rows
@@ -427,7 +428,8 @@ F_REQUESTS, F_BYTES_REQUESTED = FIELDS.index("requests"), FIELDS.index("bytes_re
 
 class _Cells:
     """Counter cells: window start (µs), cache, tier and the FIELDS (u64), one row per cell.
-    Cells of equal (start, cache, tier) add up; `summed` leaves one each, sorted."""
+    Cells of equal (start, cache, tier) add up; `summed` leaves one each, sorted (the form the
+    engine hands them over in, and the open windows are kept in)."""
 
     __slots__ = ("start", "cache", "tier", "values")
 
@@ -477,16 +479,29 @@ class _Cells:
         at, values = sum_by_key(key, self.values)
         return _Cells(self.start[at], self.cache[at], self.tier[at], values)
 
+    def plus(self, other: "_Cells", length: int) -> "_Cells":
+        """Both summed: their sum, summed. Only the cells of `other` in windows up to this one's
+        last are added up; those of later windows follow as they are (a replay's batch reaches
+        into the last few open windows and adds hundreds of new ones)."""
+        if not self.n or not other.n:
+            return other if not self.n else self
+        i = int(np.searchsorted(other.start, self.start[-1], side="right"))
+        head = _Cells.concat([self, other[:i]]).summed(length) if i else self
+        return _Cells.concat([head, other[i:]])
+
+    def __getitem__(self, rows: slice) -> "_Cells":
+        return _Cells(self.start[rows], self.cache[rows], self.tier[rows], self.values[rows])
+
+    def take(self, rows: np.ndarray) -> "_Cells":
+        return _Cells(self.start[rows], self.cache[rows], self.tier[rows], self.values[rows])
+
     def split(self, closed_before: int | None, length: int) -> tuple["_Cells", "_Cells"]:
-        """(cells of windows closed before `closed_before` (None: all), the others)."""
+        """Summed cells (sorted by window): (those of windows closed before `closed_before`
+        (None: all), the others), as views."""
         if closed_before is None:
             return self, _Cells.empty(self.values.shape[1])
-        m = self.start + length <= closed_before
-        if m.all():
-            return self, _Cells.empty(self.values.shape[1])
-        keep = ~m
-        return (_Cells(self.start[m], self.cache[m], self.tier[m], self.values[m]),
-                _Cells(self.start[keep], self.cache[keep], self.tier[keep], self.values[keep]))
+        i = int(np.searchsorted(self.start, closed_before - length, side="right"))
+        return self[:i], self[i:]
 
     def dense(self, starts: set[int], shape: tuple[int, int, int], length: int) -> list[tuple[int, bytes]]:
         """The snapshot form: (start, dense (caches, tiers, fields) u64 bytes) per open window."""
@@ -507,6 +522,15 @@ class _Cells:
             c, t = np.nonzero(block.any(axis=2))
             parts.append(cls(np.full(len(c), s, dtype=np.int64), c.astype(np.int64), t.astype(np.int64), block[c, t].copy()))
         return cls.concat(parts), {s for s, _ in windows}
+
+
+def _columns(values: np.ndarray, block: int = 4096) -> np.ndarray:
+    """The columns of a (rows, fields) array, each contiguous: transposed a block of rows at a
+    time (one field at a time reads every cache line of the array once per field)."""
+    out = np.empty(values.shape[::-1], dtype=values.dtype)
+    for a in range(0, len(values), block):
+        out[:, a:a + block] = values[a:a + block].T
+    return out
 
 
 def _constant(n: int, value: str) -> np.ndarray:

@@ -12,7 +12,8 @@ use crate::policy::Evictions;
 use crate::shadow::{invalidate, read, Ages, Server, Shadow, Visitor};
 use crate::stats::*;
 
-/// Touched cells of a batch, in cache order, then (window, tier) order.
+/// Touched cells of a batch, in (window, cache, tier) order (`feed_cells`; each cache's own in
+/// (window, tier) order).
 #[derive(Default)]
 pub struct Cells {
     pub window: Vec<u32>,
@@ -262,16 +263,25 @@ pub fn feed_cells(bank: &mut Bank, ev: &Events, tiers_used: Option<usize>) -> Re
         tier: Vec::with_capacity(n),
         values: Vec::with_capacity(n * N_FIELDS),
     };
-    let mut overflow = None;
-    for (p, o) in parts {
-        out.window.extend_from_slice(&p.window);
-        out.cache.extend_from_slice(&p.cache);
-        out.tier.extend_from_slice(&p.tier);
-        out.values.extend_from_slice(&p.values);
-        if overflow.is_none() {
-            overflow = o;
+    // each cache's cells come in (window, tier) order: merged window by window into (window,
+    // cache, tier) order, the order the caller keeps its open windows in (it then sums only the
+    // windows it already held, and closes windows by slicing)
+    let mut at = vec![0usize; parts.len()];
+    loop {
+        let next = parts.iter().zip(&at).filter_map(|((p, _), &i)| p.window.get(i)).min().copied();
+        let Some(w) = next else { break };
+        for ((p, _), i) in parts.iter().zip(at.iter_mut()) {
+            let from = *i;
+            while *i < p.window.len() && p.window[*i] == w {
+                *i += 1;
+            }
+            out.window.extend_from_slice(&p.window[from..*i]);
+            out.cache.extend_from_slice(&p.cache[from..*i]);
+            out.tier.extend_from_slice(&p.tier[from..*i]);
+            out.values.extend_from_slice(&p.values[from * N_FIELDS..*i * N_FIELDS]);
         }
     }
+    let overflow = parts.into_iter().find_map(|(_, o)| o);
     match overflow {
         Some(e) => Err(e),
         None => Ok(out),
@@ -386,5 +396,8 @@ mod tests {
             }
         }
         assert_eq!(summed, dense);
+        // one cell per (window, cache, tier), in that order
+        let keys: Vec<(u32, u32, u8)> = (0..cells.window.len()).map(|k| (cells.window[k], cells.cache[k], cells.tier[k])).collect();
+        assert!(keys.windows(2).all(|p| p[0] < p[1]), "cells out of (window, cache, tier) order");
     }
 }

@@ -40,7 +40,7 @@ def test_cells_are_the_dense_counters(seed, windows, n):
         dense = dense_bank.feed(fid, size, read, tier, op, window=window)
         cells = cell_bank.feed_cells(fid, size, read, tier, op, window, tiers_used=tiers)
         assert (cells["values"].any(axis=1)).all()  # only touched cells come out
-        key = (cells["cache"].astype(np.int64) * 2**40 + cells["window"].astype(np.int64) * 2**8 + cells["tier"])
-        assert (np.diff(key) > 0).all()  # sorted by (cache, window, tier), each once
+        key = (cells["window"].astype(np.int64) * 2**24 + cells["cache"].astype(np.int64) * 2**8 + cells["tier"])
+        assert (np.diff(key) > 0).all()  # sorted by (window, cache, tier), each once
         assert np.array_equal(densify(cells, len(dense)), dense)
         assert np.array_equal(cell_bank.totals(), dense_bank.totals())
