@@ -88,9 +88,9 @@ class AlertEvaluator:
         self.keep_windows = max([b.over_windows for b in self.bound] or [1])
         self.keep_hours = max([b.rule.baseline_days for b in self.bound if b.rule.kind == "drop"] or [0]) * 24 + 25
         self.has_drop = any(b.rule.kind == "drop" for b in self.bound)
-        #: window start → counters (caches × 4), observed (hit, miss, bypass), late events: the
-        #: last windows evaluated, as many as the longest period needs
-        self.recent: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}
+        #: the last windows evaluated, as many as the longest period needs: their starts, counters
+        #: (windows × caches × 4), observed bytes (windows × hit, miss, bypass), late events
+        self._recent = _Windows.empty(self.n_caches)
         #: hour start → counters (caches × 4), for drop baselines
         self.hourly: dict[int, np.ndarray] = {}
         self.next_window: int | None = None  # the first window not evaluated yet
@@ -148,17 +148,16 @@ class AlertEvaluator:
         where it can change."""
         w, n = self.window_us, len(starts)
         first = int(starts[0])
-        # inputs: the remembered windows before the block (periods reach back into them), then the block's
-        hist = sorted(s for s in self.recent if s < first)
-        k = len(hist)
-        c = np.zeros((k + n, self.n_caches, _C), np.int64)
-        o = np.zeros((k + n, 3), np.int64)
-        late = np.zeros(k + n, np.int64)
-        for i, s in enumerate(hist):
-            c[i], o[i], late[i] = self.recent[s]
+        block = _Windows(starts, np.zeros((n, self.n_caches, _C), np.int64), np.zeros((n, 3), np.int64),
+                         np.zeros(n, np.int64))
         for s in [s for s in self._pending if first <= s < first + n * w]:
-            i = k + (s - first) // w
-            c[i], o[i], late[i] = self._pending.pop(s)
+            i = (s - first) // w
+            block.c[i], block.o[i], block.late[i] = self._pending.pop(s)
+        # the remembered windows before the block first: periods reach back into them
+        hist = self._recent.before(first)
+        k = len(hist.start)
+        x = _Windows.concat(hist, block)
+        c, o, late = x.c, x.o, x.late
         if self.has_drop:  # the block's hours first: a baseline reads only hours a day old or more
             self._add_hours(starts, c[k:])
         # running sums with a zero in front: a period's sum is a difference of two (int64 wraps
@@ -168,15 +167,13 @@ class AlertEvaluator:
         cl = np.concatenate([[0], np.cumsum(late)])
         at = np.arange(k + 1, k + n + 1)
         ends = starts + w
-        block: list[tuple] = []  # (end, rule, row): rows in window order, then rule order
+        fired: list[tuple] = []  # (end, rule, row): rows in window order, then rule order
         for i, b in enumerate(self.bound):
             lo = np.maximum(at - b.over_windows, 0)
             value, ref, count, verdict, extra = self._values(b, ends, cc[at] - cc[lo], co[at] - co[lo], cl[at] - cl[lo])
-            block += [(row[0], i, row) for row in self._walk(b, ends, value, ref, count, verdict, extra)]
-        rows += [row for _, _, row in sorted(block, key=lambda x: x[:2])]
-        keep = max(self.keep_windows - 1, 0)  # the windows the next block's periods reach back into
-        window_of = hist + starts.tolist()
-        self.recent = {window_of[i]: (c[i], o[i], int(late[i])) for i in range(max(k + n - keep - 1, 0), k + n)}
+            fired += [(row[0], i, row) for row in self._walk(b, ends, value, ref, count, verdict, extra)]
+        rows += [row for _, _, row in sorted(fired, key=lambda x: x[:2])]
+        self._recent = x.last(self.keep_windows)
         if self.has_drop:
             old = int(starts[-1]) - int(starts[-1]) % HOUR_US - self.keep_hours * HOUR_US
             for s in [s for s in self.hourly if s < old]:
@@ -226,9 +223,9 @@ class AlertEvaluator:
         col_c = self.column_of[b.cache]
         base = np.zeros((n, _C), np.int64)
         days = np.zeros(n, np.int64)
-        keys = np.stack([first_h, n_hours], axis=1)
-        uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
-        for u, (fh, nh) in enumerate(uniq.tolist()):
+        # consecutive windows: the (first hour, hours) pairs come in runs
+        runs = np.flatnonzero(np.r_[True, (first_h[1:] != first_h[:-1]) | (n_hours[1:] != n_hours[:-1])])
+        for a, z, fh, nh in zip(runs.tolist(), np.r_[runs[1:], n].tolist(), first_h[runs].tolist(), n_hours[runs].tolist()):
             sums, got_days = np.zeros(_C, np.int64), 0
             for d in range(1, r.baseline_days + 1):
                 got = False
@@ -238,8 +235,7 @@ class AlertEvaluator:
                         sums += acc[col_c]
                         got = got or acc[col_c][0] > 0
                 got_days += got
-            m = inverse.reshape(-1) == u
-            base[m], days[m] = sums, got_days
+            base[a:z], days[a:z] = sums, got_days
         ref = _ratio(base[:, col[0]], base[:, col[1]])
         enough &= (days >= r.min_baseline_days) & (base[:, 0] >= r.min_requests)
         return value, ref, cache[:, 0], enough, days
@@ -365,7 +361,8 @@ class AlertEvaluator:
             "columns": self.columns,
             "next": self.next_window,
             "first": self.first_window,
-            "recent": [(s, c.tobytes(), o.tolist(), lt) for s, (c, o, lt) in sorted(self.recent.items())],
+            "recent": [(s, c.tobytes(), o, lt) for s, c, o, lt in
+                       zip(self._recent.start.tolist(), self._recent.c, self._recent.o.tolist(), self._recent.late.tolist())],
             "hourly": [(s, c.tobytes()) for s, c in sorted(self.hourly.items())],
             "pending": [(s, v[0].tobytes(), v[1].tolist(), int(v[2])) for s, v in sorted(self._pending.items())],
             "state": self.state,
@@ -381,12 +378,46 @@ class AlertEvaluator:
 
         self.next_window = data["next"]
         self.first_window = data.get("first")
-        self.recent = {s: (arr(c), np.asarray(o, np.int64), lt) for s, c, o, lt in data["recent"]}
+        rec = sorted(data["recent"], key=lambda r: r[0])
+        self._recent = _Windows(np.array([r[0] for r in rec], np.int64),
+                                np.array([arr(r[1]) for r in rec], np.int64).reshape(-1, *shape),
+                                np.array([r[2] for r in rec], np.int64).reshape(-1, 3),
+                                np.array([r[3] for r in rec], np.int64))
         self.hourly = {s: arr(c) for s, c in data["hourly"]}
         self._pending = {s: [arr(c), np.asarray(o, np.int64), lt] for s, c, o, lt in data["pending"]}
         for name, st in data["state"].items():
             if name in self.state:
                 self.state[name] = list(st)
+
+
+class _Windows:
+    """Consecutive closed windows as arrays: starts, counters (windows × caches × 4), observed
+    bytes (windows × 3), late events."""
+
+    __slots__ = ("start", "c", "o", "late")
+
+    def __init__(self, start: np.ndarray, c: np.ndarray, o: np.ndarray, late: np.ndarray):
+        self.start, self.c, self.o, self.late = start, c, o, late
+
+    @classmethod
+    def empty(cls, n_caches: int) -> "_Windows":
+        return cls(np.zeros(0, np.int64), np.zeros((0, n_caches, _C), np.int64), np.zeros((0, 3), np.int64),
+                   np.zeros(0, np.int64))
+
+    @classmethod
+    def concat(cls, a: "_Windows", b: "_Windows") -> "_Windows":
+        if not len(a.start):
+            return b
+        return cls(*(np.concatenate([getattr(a, k), getattr(b, k)]) for k in cls.__slots__))
+
+    def before(self, start: int) -> "_Windows":
+        return self._rows(slice(0, int(np.searchsorted(self.start, start))))
+
+    def last(self, n: int) -> "_Windows":
+        return self._rows(slice(max(len(self.start) - n, 0), None))
+
+    def _rows(self, rows: slice) -> "_Windows":
+        return _Windows(self.start[rows], self.c[rows], self.o[rows], self.late[rows])
 
 
 def _size_text(n: int) -> str:

@@ -17,7 +17,11 @@ def _eff(num: float, den: float) -> float:
 
 
 class ReferenceEvaluator(AlertEvaluator):
-    """Same inputs, snapshot and row format as AlertEvaluator; evaluation by the definition."""
+    """Same inputs and row format as AlertEvaluator; evaluation by the definition."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.recent: dict[int, tuple] = {}  # window start → counters, observed, late
 
     def advance(self, closed_before):
         if not self.bound:
