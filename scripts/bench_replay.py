@@ -205,6 +205,8 @@ def main() -> int:
                   f"{res['events_per_s']:,.0f} events/s, {res['cpu_us_per_event']:.1f} µs CPU/event "
                   f"({res['cpu']:.1f} s CPU: main process {res['main_us']:.1f} µs/event, parse processes "
                   f"{res['parse_us']:.1f}), peak RSS {res['rss_mib']:,.0f} MiB", flush=True)
+    if not args.repeat:
+        return 0
     print("best per code version (wall: events/s; CPU: µs per event):")
     base = None
     for c in codes:

@@ -25,6 +25,7 @@ from cachescope.core.alerts import AlertEvaluator
 from cachescope.core.columns import NO_OBSERVATION, EventColumns
 from cachescope.config.pipeline import PipelineConfig
 from cachescope.core.tier_codes import TierCodes
+from cachescope._simcore import factorize_str
 from cachescope.simulation import FIELDS, LruCurve, ShadowBank, sum_by_key
 
 STATE_VERSION = 2  # 2: hour and day windows in the state
@@ -533,6 +534,19 @@ def _columns(values: np.ndarray, block: int = 4096) -> np.ndarray:
     return out
 
 
+def _sorted_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """pd.factorize(values, sort=True) of a text column: codes in the values' sorted order and
+    the sorted values. The few distinct values are found in compiled code (by object first)."""
+    got = factorize_str(values)
+    if got is None:  # not all str
+        return pd.factorize(values, sort=True)
+    codes, uniques = got
+    order = sorted(range(len(uniques)), key=uniques.__getitem__)
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return rank[codes], np.asarray([uniques[i] for i in order], dtype=object)
+
+
 def _constant(n: int, value: str) -> np.ndarray:
     """An object column of one value: the same object n times (np.full makes n new strings, ten
     times slower, and the store's factorize then meets n objects instead of one)."""
@@ -569,8 +583,8 @@ class _Observed:
         """One row per (start, server, tier), in that order (strings by code point, as sorted())."""
         if self.n == 0:
             return self
-        s_codes, s_names = pd.factorize(self.server, sort=True)
-        t_codes, t_names = pd.factorize(self.tier, sort=True)
+        s_codes, s_names = _sorted_codes(self.server)
+        t_codes, t_names = _sorted_codes(self.tier)
         order = np.lexsort((t_codes, s_codes, self.start))
         w, sc, tc = self.start[order], s_codes[order], t_codes[order]
         first = np.ones(len(w), dtype=bool)

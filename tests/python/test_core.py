@@ -162,3 +162,21 @@ def test_cells_summed_in_compiled_code_equal_a_sort_by_their_three_columns():
     assert (got.start == s[first]).all() and (got.cache == c[first]).all() and (got.tier == t[first]).all()
     assert (got.values == np.add.reduceat(values[order], np.flatnonzero(first), axis=0)).all()
     assert 0 < got.n < n
+
+
+def test_text_codes_in_sorted_order_equal_pandas_factorize():
+    """The real cache's rows are grouped by server and tier in string order: the compiled
+    factorisation (by object, then by text) ranked by Python's sort gives pandas' sorted codes,
+    for equal strings that are distinct objects, non-ASCII and empty names too."""
+    from cachescope.core.processor import _sorted_codes
+
+    rng = np.random.default_rng(11)
+    names = ["srv-10", "srv-9", "", "Zed", "äx", "srv-1", "x" * 300]
+    pool = np.array([n + "" if i % 2 else "".join(list(n)) for i, n in enumerate(names * 3)], dtype=object)
+    for n in (1, 7, 5_000):
+        values = pool[rng.integers(0, len(pool), n)]
+        codes, uniques = _sorted_codes(values)
+        want_codes, want_uniques = pd.factorize(values, sort=True)
+        assert np.array_equal(codes, want_codes) and list(uniques) == list(want_uniques)
+    mixed = np.array(["b", None, "a"], dtype=object)  # not all text: pandas decides
+    assert np.array_equal(_sorted_codes(mixed)[0], pd.factorize(mixed, sort=True)[0])
