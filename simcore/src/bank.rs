@@ -106,6 +106,10 @@ pub struct Bank {
     pub shadows: Vec<Shadow>,
     /// Events fed so far (all ops), for resumption checks.
     pub events_seen: u64,
+    /// Every tier code fed so far is below it, so every cached file's is (None after a restore:
+    /// not known). Lets a windowed batch count in a block of that many tiers, not all of them.
+    #[serde(skip)]
+    pub tiers_fed: Option<usize>,
 }
 
 /// Events between a prefetch hint and the read it is for.
@@ -175,7 +179,7 @@ impl Bank {
             return Err(format!("n_tiers {n_tiers} must be in 1..=256"));
         }
         let shadows = specs.into_iter().map(|s| Shadow::new(s, n_tiers)).collect::<Result<Vec<_>, _>>()?;
-        Ok(Bank { n_tiers, shadows, events_seen: 0 })
+        Ok(Bank { n_tiers, shadows, events_seen: 0, tiers_fed: Some(0) })
     }
 
     /// Whole-trace simulations: the caches that can take dense file keys (`Events::key`) do
@@ -205,10 +209,17 @@ impl Bank {
         Ok(n_windows)
     }
 
+    /// A checked batch is about to be fed: its tier codes join `tiers_fed`.
+    pub(crate) fn note_tiers(&mut self, ev: &Events) {
+        let batch = ev.tier.iter().max().map_or(0, |&t| t as usize + 1);
+        self.tiers_fed = self.tiers_fed.map(|b| b.max(batch));
+    }
+
     /// Run one batch through every cache; adds it to the totals and returns each cache's exact
     /// counters of this batch, shaped (windows, tiers).
     fn run(&mut self, ev: &Events) -> Result<(usize, Vec<Vec<Exact>>), String> {
         let n_windows = self.check(ev)?;
+        self.note_tiers(ev);
         let per_cache = self.n_tiers;
         let n_caches = self.shadows.len();
         // Caches are independent: run them on all cores (RAYON_NUM_THREADS limits it) when the

@@ -70,10 +70,10 @@ impl<F: FnMut(usize, usize, &Exact)> Visitor for EachRead<'_, '_, F> {
     }
 }
 
-fn run_cache(shadow: &mut Shadow, cache: u32, ev: &Events, n_tiers: usize, flat: Option<(usize, usize)>) -> (Cells, Option<String>) {
-    if let Some((n_windows, used)) = flat {
-        if n_windows * n_tiers <= FLAT_MAX_CELLS {
-            return run_cache_direct(shadow, cache, ev, n_tiers, n_windows);
+fn run_cache(shadow: &mut Shadow, cache: u32, ev: &Events, n_tiers: usize, flat: Option<(usize, usize, usize)>) -> (Cells, Option<String>) {
+    if let Some((n_windows, used, stride)) = flat {
+        if n_windows * stride <= FLAT_MAX_CELLS {
+            return run_cache_direct(shadow, cache, ev, stride, n_windows);
         }
         return run_cache_flat(shadow, cache, ev, n_tiers, n_windows, used);
     }
@@ -138,8 +138,9 @@ fn run_cache_flat(
 }
 
 /// Few windows (a live stream's batch, or a replay's of a few hundred minutes): the caches count
-/// straight into a (windows, all tiers) block, as `Bank::feed` does, and the touched cells are
-/// read off it.
+/// straight into a (windows, tiers) block, as `Bank::feed` does, and the touched cells are read
+/// off it. `n_tiers`: every tier a read or an evicted file can have is below it (the bank's
+/// `tiers_fed`: a block of the tiers in use, not of all, is less to zero and scan).
 fn run_cache_direct(shadow: &mut Shadow, cache: u32, ev: &Events, n_tiers: usize, n_windows: usize) -> (Cells, Option<String>) {
     let mut block = vec![[0u128; N_FIELDS]; n_windows * n_tiers];
     crate::bank::feed_block(shadow, ev, &mut block, n_tiers, false);
@@ -246,7 +247,10 @@ pub fn feed_cells(bank: &mut Bank, ev: &Events, tiers_used: Option<usize>) -> Re
     if let Some(i) = ev.tier.iter().position(|&t| t as usize >= used) {
         return Err(format!("event {i}: tier {} is not below tiers_used={used}", ev.tier[i]));
     }
-    let flat = (n_windows * used <= FLAT_MAX_CELLS).then_some((n_windows, used));
+    bank.note_tiers(ev);
+    // the tiers a cell can have: of this batch's reads and of any cached file (evictions)
+    let stride = bank.tiers_fed.map_or(bank.n_tiers, |fed| fed.max(used)).clamp(1, bank.n_tiers);
+    let flat = (n_windows * used <= FLAT_MAX_CELLS).then_some((n_windows, used, stride));
     let n_tiers = bank.n_tiers;
     let n_caches = bank.shadows.len();
     let parts: Vec<(Cells, Option<String>)> = if n_caches > 1 && ev.len() * n_caches >= 20_000 {
@@ -354,18 +358,24 @@ mod tests {
         let (_, dense_later) = dense_bank.feed(&later).unwrap();
         let cells_later = feed_cells(&mut cell_bank, &later, Some(3)).unwrap();
         check(&cells_later, n_windows, &dense_later);
-        // the flat path over the tiers in use (too many windows × all tiers for the direct block)
+        // 9,501 windows: too many for a block of all 8 tiers, not for one of the 5 tiers fed
         let mut used_bank = Bank::new(specs_again(), 8).unwrap();
-        let mid: Vec<u32> = window.iter().map(|&w| w * 500).collect();  // 9,501 windows × 8 tiers
+        let mid: Vec<u32> = window.iter().map(|&w| w * 500).collect();
         let ev_mid = Events { window: Some(&mid), ..ev };
         let got = feed_cells(&mut used_bank, &ev_mid, Some(5)).unwrap();
         let unmid = Cells { window: got.window.iter().map(|w| w / 500).collect(), ..got };
         check(&unmid, n_windows, &dense);
+        // a restored bank does not know the tiers fed: the flat path over the 3 tiers announced,
+        // the files of tiers 3 and 4 it evicts counted apart; the same cells as the direct block
+        let mut restored = Bank::restore(&used_bank.snapshot()).unwrap();
+        assert_eq!(restored.tiers_fed, None);
         let mid_later = Events { window: Some(&mid), ..later };
-        let got = feed_cells(&mut used_bank, &mid_later, Some(3)).unwrap();
-        let unmid = Cells { window: got.window.iter().map(|w| w / 500).collect(), ..got };
-        check(&unmid, n_windows, &dense_later);
-        assert_eq!(dense_bank.totals(), used_bank.totals());
+        for bank in [&mut used_bank, &mut restored] {
+            let got = feed_cells(bank, &mid_later, Some(3)).unwrap();
+            let unmid = Cells { window: got.window.iter().map(|w| w / 500).collect(), ..got };
+            check(&unmid, n_windows, &dense_later);
+            assert_eq!(dense_bank.totals(), bank.totals());
+        }
         // the hash-map path (too many cells for a flat block) gives the same cells
         let mut hashed_bank = Bank::new(specs_again(), 8).unwrap();
         let wide: Vec<u32> = window.iter().map(|&w| w * 10_000).collect();
