@@ -121,6 +121,20 @@ class AlertEvaluator:
     def advance(self, closed_before: int | None) -> dict[str, np.ndarray] | None:
         """Evaluate every window that ends at or before `closed_before` (None: through the last
         window with inputs), in order, empty ones included. Returns alert rows or None."""
+        closed_before = self._closed_until(closed_before)
+        if closed_before is None:
+            return None
+        rows: list[tuple] = []
+        w = self.window_us
+        while self.next_window + w <= closed_before:  # in blocks: a gap of years is many windows
+            n = min(_BLOCK, (closed_before - self.next_window) // w)
+            self._evaluate_block(self.next_window + w * np.arange(n, dtype=np.int64), rows)
+            self.next_window += n * w
+        return self._rows(rows) if rows else None
+
+    def _closed_until(self, closed_before: int | None) -> int | None:
+        """Where the windows to evaluate now end (None: nothing to evaluate); the stream starts at
+        the first window with inputs."""
         if not self.bound:
             return None
         if closed_before is None:
@@ -130,15 +144,8 @@ class AlertEvaluator:
         if self.next_window is None:
             if not self._pending:
                 return None
-            self.next_window = min(self._pending)
-            self.first_window = self.next_window
-        rows: list[tuple] = []
-        w = self.window_us
-        while self.next_window + w <= closed_before:  # in blocks: a gap of years is many windows
-            n = min(_BLOCK, (closed_before - self.next_window) // w)
-            self._evaluate_block(self.next_window + w * np.arange(n, dtype=np.int64), rows)
-            self.next_window += n * w
-        return self._rows(rows) if rows else None
+            self.next_window = self.first_window = min(self._pending)
+        return closed_before
 
     # -- evaluation ---------------------------------------------------------------------------
 

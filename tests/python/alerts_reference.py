@@ -24,16 +24,9 @@ class ReferenceEvaluator(AlertEvaluator):
         self.recent: dict[int, tuple] = {}  # window start → counters, observed, late
 
     def advance(self, closed_before):
-        if not self.bound:
-            return None
+        closed_before = self._closed_until(closed_before)  # which windows are closed: shared
         if closed_before is None:
-            if not self._pending:
-                return None
-            closed_before = max(self._pending) + self.window_us
-        if self.next_window is None:
-            if not self._pending:
-                return None
-            self.next_window = self.first_window = min(self._pending)
+            return None
         rows: list = []
         w = self.window_us
         while self.next_window + w <= closed_before:
