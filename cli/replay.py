@@ -45,9 +45,6 @@ def replay(
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from cachescope.config import load_config
-    from runners.embedded import replay as run_replay
-    from cachescope.store import StoreError, open_store
-    from cachescope.store.migrations import MigrationError
     from ingest.formats import FORMATS
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -98,15 +95,29 @@ def replay(
 
     progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                         console=err, transient=True, disable=not err.is_terminal)
+    from runners.parse_streams import open_streams
+
+    # the parse processes start before this process imports the store and the core: they read
+    # the first batches while it does (a second of a million-line replay)
+    streams = None
     try:
-        with progress, open_store(store_dir=store, database=database) as st:
-            task = progress.add_task("replaying", total=None)
-            summary = run_replay(files, fmt, config=cfg, store=st, site=site, on_reject=on_reject, on_late=on_late,
-                                 on_progress=lambda n: progress.update(task, description=f"{n:,} events"),
-                                 stop=stop)
-    except (StoreError, MigrationError) as exc:
-        raise UserError(f"store {store}: {exc}") from None
+        streams = open_streams(list(files), fmt, cfg, site, on_reject)
+        from cachescope.store import StoreError, open_store
+        from cachescope.store.migrations import MigrationError
+        from runners.embedded import replay as run_replay
+
+        try:
+            with progress, open_store(store_dir=store, database=database) as st:
+                task = progress.add_task("replaying", total=None)
+                summary = run_replay(files, fmt, config=cfg, store=st, site=site, on_reject=on_reject,
+                                     on_late=on_late, stop=stop, streams=streams,
+                                     on_progress=lambda n: progress.update(task, description=f"{n:,} events"))
+                streams = None  # closed by the replay
+        except (StoreError, MigrationError) as exc:
+            raise UserError(f"store {store}: {exc}") from None
     finally:
+        for s in streams or []:
+            s.close()
         restore_signals()
         out.close()
 

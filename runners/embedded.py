@@ -25,7 +25,7 @@ from cachescope.core.shards import split
 from cachescope.core.writer import RowWriter
 from cachescope.simulation import FIELDS
 from cachescope.store import Store, migrations, tables
-from runners.parse_streams import chunks, merged, open_streams
+from runners.parse_streams import Stream, chunks, merged, open_streams
 from ingest.pipeline import RejectRecord
 
 SUMMARY_FIELDS = ("requests", "hits", "bytes_requested", "bytes_hit")
@@ -111,16 +111,20 @@ def replay(
     write_rows: int = 1_000_000,
     stop: threading.Event | None = None,
     parse_processes: bool | None = None,
+    streams: list[Stream] | None = None,
 ) -> ReplaySummary:
     """Replay `files` (one format) through the configured shadow caches into `store`.
 
     Lines skipped by design are counted by reason, not passed to `on_reject`. When `stop` is set
     (a signal), the replay ends at the next batch boundary: what was processed is written, open
     windows stay open (`summary.interrupted`). `parse_processes`: parse each file in a child
-    process (None: when the input is large enough to gain from the second core)."""
+    process (None: when the input is large enough to gain from the second core). `streams`: the
+    files already opened (`open_streams` of the same arguments; a caller starts them before its
+    own heavy imports), closed here."""
     t0 = time.perf_counter()
     # the parse processes start first: they read while this process prepares the store
-    streams = open_streams(list(files), fmt, config, site, on_reject, parse_processes)
+    if streams is None:
+        streams = open_streams(list(files), fmt, config, site, on_reject, parse_processes)
     try:
         migrations.migrate(store, events_ttl_days=0)  # idempotent; old logs must not expire on insert
     except BaseException:
