@@ -299,7 +299,7 @@ class GroupProcessor:
         evictions = FIELDS.index("evictions")
         keep = (cells.values[:, 0] > 0) | (cells.values[:, evictions] > 0)
         if not keep.all():
-            cells = cells.take(np.flatnonzero(keep))
+            cells = cells[np.flatnonzero(keep)]
         start, c, t, values = cells.start, cells.cache, cells.tier, cells.values
         if totals and cells.n:  # (counters of the other (cache, tier) cells are 0: no request, no eviction)
             at, sums = sum_by_key(c, values)
@@ -490,10 +490,7 @@ class _Cells:
         head = _Cells.concat([self, other[:i]]).summed(length) if i else self
         return _Cells.concat([head, other[i:]])
 
-    def __getitem__(self, rows: slice) -> "_Cells":
-        return _Cells(self.start[rows], self.cache[rows], self.tier[rows], self.values[rows])
-
-    def take(self, rows: np.ndarray) -> "_Cells":
+    def __getitem__(self, rows: slice | np.ndarray) -> "_Cells":
         return _Cells(self.start[rows], self.cache[rows], self.tier[rows], self.values[rows])
 
     def split(self, closed_before: int | None, length: int) -> tuple["_Cells", "_Cells"]:
