@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import platform
 import time
 from typing import Annotated
 
-import orjson
 import typer
 
 from cli.app import app
@@ -29,6 +27,10 @@ def engine(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Single-policy requests/s, bank (3 policies × 8 sizes) events/s, exact LRU curve (64 sizes) events/s."""
+    import platform
+
+    import orjson
+
     from cachescope.bench.engine import bank_grid, bank_rate, curve_rate, default_policies, policy_rates
     from cachescope.bench.workload import zipf_trace
     from cachescope.simulation import POLICIES, log_grid
@@ -83,6 +85,8 @@ def _peak_rss_mib() -> float:
 
 
 def _compare(trace, chosen, capacity, path, repeat, as_json, requests, files, alpha) -> None:
+    import orjson
+
     from cachescope.bench.engine import compare_policy_rates, load_engine
 
     try:
@@ -121,6 +125,8 @@ def accuracy(
 ) -> None:
     """Error of SHARDS sampling and hash partitions against full simulation, on TRACE."""
     from pathlib import Path
+
+    import orjson
 
     from cachescope.bench.accuracy import curve_errors, variant_errors
     from cachescope.errors import UsageError, UserError

@@ -17,15 +17,12 @@ import threading
 from pathlib import Path
 from typing import Optional
 
-import msgspec
-import orjson
 import typer
 
 from cli.app import app
 from cachescope.errors import EXIT_SIGINT, EXIT_SIGTERM, UsageError, UserError
 from cachescope.units import format_size
 
-_encode = msgspec.json.Encoder().encode
 
 
 @app.command()
@@ -43,6 +40,9 @@ def replay(
     """Replay storage or cache logs through the shadow caches into the embedded store."""
     from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    import msgspec
+    import orjson
 
     from cachescope.config import load_config
     from ingest.formats import FORMATS
@@ -83,8 +83,10 @@ def replay(
         raise UserError(f"cannot write the rejects file {rejects_path}: {exc.strerror} "
                         "(give a writable --rejects FILE)", 2 if rejects else 1) from None
 
+    encode = msgspec.json.Encoder().encode
+
     def on_reject(source, rec) -> None:  # malformed lines only: lines skipped by design are counted
-        out.write(orjson.dumps({"file": source, **orjson.loads(_encode(rec))}) + b"\n")
+        out.write(orjson.dumps({"file": source, **orjson.loads(encode(rec))}) + b"\n")
 
     def on_late(late) -> None:
         for i in range(len(late)):
@@ -159,6 +161,8 @@ def _check_store(store: Path) -> None:
 def _print_results(summary, as_json: bool) -> None:
     from rich.console import Console
     from rich.table import Table
+
+    import orjson
 
     df = summary.ratios()
     if as_json:

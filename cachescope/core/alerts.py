@@ -160,8 +160,8 @@ class AlertEvaluator:
         for s in [s for s in self._pending if first <= s < first + n * w]:
             i = (s - first) // w
             block.c[i], block.o[i], block.late[i] = self._pending.pop(s)
-        # the remembered windows before the block first: periods reach back into them
-        hist = self._recent.before(first)
+        # the remembered windows (all before the block) first: periods reach back into them
+        hist = self._recent
         k = len(hist.start)
         x = _Windows.concat(hist, block)
         c, o, late = x.c, x.o, x.late
@@ -416,9 +416,6 @@ class _Windows:
         if not len(a.start):
             return b
         return cls(*(np.concatenate([getattr(a, k), getattr(b, k)]) for k in cls.__slots__))
-
-    def before(self, start: int) -> "_Windows":
-        return self._rows(slice(0, int(np.searchsorted(self.start, start))))
 
     def last(self, n: int) -> "_Windows":
         return self._rows(slice(max(len(self.start) - n, 0), None))

@@ -196,9 +196,10 @@ impl Bank {
         self.shadows.iter().any(|s| needs_future(&s.spec.policy))
     }
 
-    /// A batch as this bank can take it (`Events::validate`, plus the columns its caches need);
-    /// returns the batch's number of windows.
-    pub(crate) fn check(&self, ev: &Events) -> Result<usize, String> {
+    /// Admit a batch about to be fed: it must be one this bank can take (`Events::validate`, plus
+    /// the columns its caches need), and its tier codes join `tiers_fed`. Returns the batch's
+    /// number of windows.
+    pub(crate) fn admit(&mut self, ev: &Events) -> Result<usize, String> {
         let n_windows = ev.validate(self.n_tiers)?;
         if self.needs_future() && ev.next_access.is_none() {
             return Err("policy belady needs next-access times (offline replays only)".into());
@@ -206,20 +207,15 @@ impl Bank {
         if ev.key.is_none() && self.shadows.iter().any(|s| s.keyed()) {
             return Err("this bank takes dense file keys: every batch needs its key column".into());
         }
-        Ok(n_windows)
-    }
-
-    /// A checked batch is about to be fed: its tier codes join `tiers_fed`.
-    pub(crate) fn note_tiers(&mut self, ev: &Events) {
         let batch = ev.tier.iter().max().map_or(0, |&t| t as usize + 1);
         self.tiers_fed = self.tiers_fed.map(|b| b.max(batch));
+        Ok(n_windows)
     }
 
     /// Run one batch through every cache; adds it to the totals and returns each cache's exact
     /// counters of this batch, shaped (windows, tiers).
     fn run(&mut self, ev: &Events) -> Result<(usize, Vec<Vec<Exact>>), String> {
-        let n_windows = self.check(ev)?;
-        self.note_tiers(ev);
+        let n_windows = self.admit(ev)?;
         let per_cache = self.n_tiers;
         let n_caches = self.shadows.len();
         // Caches are independent: run them on all cores (RAYON_NUM_THREADS limits it) when the

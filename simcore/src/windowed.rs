@@ -242,12 +242,11 @@ fn sum_sorted(key: &[i64], values: &[u64], width: usize) -> (Vec<i64>, Vec<u64>)
 /// The caches and totals take the whole batch even when a cell's counter overflows u64 (then
 /// an error names it, as `Bank::feed` does).
 pub fn feed_cells(bank: &mut Bank, ev: &Events, tiers_used: Option<usize>) -> Result<Cells, String> {
-    let n_windows = bank.check(ev)?;
+    let n_windows = bank.admit(ev)?;
     let used = tiers_used.unwrap_or(bank.n_tiers).clamp(1, bank.n_tiers);
     if let Some(i) = ev.tier.iter().position(|&t| t as usize >= used) {
         return Err(format!("event {i}: tier {} is not below tiers_used={used}", ev.tier[i]));
     }
-    bank.note_tiers(ev);
     // the tiers a cell can have: of this batch's reads and of any cached file (evictions)
     let stride = bank.tiers_fed.map_or(bank.n_tiers, |fed| fed.max(used)).clamp(1, bank.n_tiers);
     let flat = (n_windows * used <= FLAT_MAX_CELLS).then_some((n_windows, used, stride));
