@@ -10,6 +10,7 @@ reason in the summary. Exit 1 when an input is damaged (the lines before the dam
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -108,6 +109,8 @@ def replay(
         from cachescope.store.migrations import MigrationError
         from runners.embedded import replay as run_replay
 
+        # what exists now (modules, config) outlives the replay: full collections need not walk it
+        gc.freeze()
         try:
             with progress, open_store(store_dir=store, database=database) as st:
                 task = progress.add_task("replaying", total=None)
@@ -118,6 +121,7 @@ def replay(
         except (StoreError, MigrationError) as exc:
             raise UserError(f"store {store}: {exc}") from None
     finally:
+        gc.unfreeze()
         for s in streams or []:
             s.close()
         restore_signals()

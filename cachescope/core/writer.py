@@ -21,6 +21,11 @@ from cachescope.store import tables
 Written = Callable[[dict[str, dict[str, np.ndarray]]], None]
 _STOP = object()
 MAX_COALESCED = 64
+#: inserts after close(): the producer has stopped, so nothing else wants the cores; ClickHouse
+#: then squashes blocks of this many rows and writes them on two threads (the backlog of a replay
+#: drains ×1.5–1.7 faster). While the producer runs, both cores are busy and one large block per
+#: table costs less CPU.
+DRAIN_SETTINGS = {"min_insert_block_size_rows": 262_144, "max_insert_threads": 2}
 
 
 class RowWriter:
@@ -30,6 +35,7 @@ class RowWriter:
         self.store = store
         self.on_written = on_written
         self._error: BaseException | None = None
+        self._draining = False
         self._queue: queue.Queue | None = None
         self._thread: threading.Thread | None = None
         if background:
@@ -59,6 +65,7 @@ class RowWriter:
     def close(self) -> None:
         """Write what is queued and stop the thread."""
         if self._thread is not None:
+            self._draining = True
             self._queue.put(_STOP)
             self._thread.join()
             self._thread = None
@@ -70,8 +77,9 @@ class RowWriter:
     def _write_all(self, items: list[tuple[Batch, dict[str, np.ndarray] | None]]) -> None:
         """One insert per table for all the batches: fewer, larger parts for ClickHouse."""
         written = Batch.merge([b for b, _ in items]).columns()
+        settings = DRAIN_SETTINGS if self._draining else None
         for table, columns in written.items():
-            self.store.insert(table, columns)
+            self.store.insert(table, columns, settings)
         for b, _ in items:
             b.done = True
         health = [h for _, h in items if h is not None]

@@ -11,7 +11,7 @@ import pytest
 from cachescope.core.columns import EventColumns
 from cachescope.core.messages import encode_batch
 from cachescope.core.outbox import Outbox
-from cachescope.core.writer import RowWriter
+from cachescope.core.writer import DRAIN_SETTINGS, RowWriter
 from cachescope.store import StoreError, migrations, tables
 from test_messages import _event
 
@@ -25,12 +25,16 @@ class HeldStore:
         self.hold = threading.Event()
         self.hold.set()
         self.fail = False
+        self.entered = threading.Event()
+        self.settings: list[dict | None] = []
 
-    def insert(self, table, columns):
+    def insert(self, table, columns, settings=None):
+        self.entered.set()
+        self.settings.append(settings)
         self.hold.wait()
         if self.fail:
             raise StoreError("server went away")
-        return self.store.insert(table, columns)
+        return self.store.insert(table, columns, settings)
 
     def count(self, table: str) -> int:
         return self.store.query(f"SELECT count() FROM {table}").scalar()
@@ -108,3 +112,23 @@ def test_queued_batches_of_several_groups_go_in_one_insert_per_table(held):
     assert sum(c.get(tables.ACCESS_EVENTS, 0) for c in calls) == 20 and len(calls) < 4  # coalesced
     assert all(b.unconfirmed == 0 for b in boxes)
     assert store.count(tables.ACCESS_EVENTS) == 20
+
+
+def test_what_is_queued_when_the_writer_closes_drains_on_every_core_and_is_all_written(held):
+    store = held
+    store.hold.clear()
+    writer = RowWriter(store, background=True)
+    first, second = _outbox_with_events(5)[0], _outbox_with_events(7)[0]
+    writer.submit(first.take())
+    assert store.entered.wait(10)  # the first batch's insert is under way: written as the loop writes
+    writer.submit(second.take())
+    closing = threading.Thread(target=writer.close)
+    closing.start()
+    while not writer._draining:
+        closing.join(0.01)
+    store.hold.set()
+    closing.join()
+    assert store.settings[0] is None
+    assert store.settings[-1] == DRAIN_SETTINGS and DRAIN_SETTINGS in store.settings
+    assert (store.count(tables.ACCESS_EVENTS), store.count(tables.EFFICIENCY)) == (12, 6)
+    assert first.unconfirmed == second.unconfirmed == 0
