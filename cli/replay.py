@@ -107,10 +107,12 @@ def replay(
         streams = open_streams(list(files), fmt, cfg, site, on_reject)
         from cachescope.store import StoreError, open_store
         from cachescope.store.migrations import MigrationError
+        from runners.allocator import keep_freed_memory
         from runners.embedded import replay as run_replay
 
         # what exists now (modules, config) outlives the replay: full collections need not walk it
         gc.freeze()
+        keep_freed_memory()
         try:
             with progress, open_store(store_dir=store, database=database) as st:
                 task = progress.add_task("replaying", total=None)
