@@ -90,7 +90,9 @@ class GroupProcessor:
         # open windows: the counters of efficiency windows and their hours and days as sparse
         # cells (window start, cache, tier, fields), one per key, sorted; the starts of the windows
         # that saw events (a window of only writes or deletes closes too: alerts count it)
-        self.open_eff = _Cells.empty(len(FIELDS))
+        # (efficiency: window-disjoint pieces in window order, so a batch's cells are kept as the
+        # engine returned them instead of copied behind the earlier windows')
+        self.open_eff: list[_Cells] = []
         self.open_eff_starts: set[int] = set()
         self.open_rollup: dict[str, _Cells] = {name: _Cells.empty(len(FIELDS)) for name in ROLLUPS}
         self.open_rollup_starts: dict[str, set[int]] = {name: set() for name in ROLLUPS}
@@ -189,7 +191,7 @@ class GroupProcessor:
         cells.start = cells.start * self.window_us + low if starts is None else starts[cells.start]
         # the open windows' cells stay one per (window, cache, tier), however many batches a window
         # spans (a live stream feeds each minute in hundreds of messages)
-        self.open_eff = self.open_eff.plus(cells, self.window_us)
+        self.open_eff = _Cells.add_to_pieces(self.open_eff, cells, self.window_us)
         if self.curve is not None:
             cwin = win - win % self.curve_window_us
             cstarts, cindex = np.unique(cwin, return_inverse=True)
@@ -247,10 +249,11 @@ class GroupProcessor:
             return closed_before is None or start + length <= closed_before
 
         done = sorted(s for s in self.open_eff_starts if closed(s, self.window_us))
-        eff = obs = None
+        eff: list[_Cells] = []
+        obs = None
         if done:
             self.open_eff_starts.difference_update(done)
-            eff, self.open_eff = self.open_eff.split(closed_before, self.window_us)
+            eff, self.open_eff = _Cells.split_pieces(self.open_eff, closed_before, self.window_us)
         if self.open_observed.n:
             obs, self.open_observed = self.open_observed.split(closed_before, self.window_us)
         if self.alerts:
@@ -258,10 +261,10 @@ class GroupProcessor:
                 # summed by (window, cache) in compiled code (np.add.at and a dict per cell cost
                 # more than the rest)
                 n_c = len(self.specs)
-                flat = np.searchsorted(np.asarray(done, dtype=np.int64), eff.start) * n_c + eff.cache
                 counters = np.zeros((len(done) * n_c, 4), dtype=np.uint64)
-                if len(flat):
-                    at, sums = sum_by_key(flat, eff.values[:, :4])
+                for piece in eff:  # pieces hold disjoint windows
+                    flat = np.searchsorted(np.asarray(done, dtype=np.int64), piece.start) * n_c + piece.cache
+                    at, sums = sum_by_key(flat, piece.values[:, :4])
                     counters[flat[at]] = sums
                 counters = counters.reshape(len(done), n_c, 4).view(np.int64)  # wraps as int64 adds do
                 for i, start in enumerate(done):
@@ -272,11 +275,11 @@ class GroupProcessor:
                 for start, values in zip(obs.start[at].tolist(), sums):
                     self.alerts.add_window(start, observed=values)
         if done:
-            add = eff  # a closed window's counters join its hour, the hour's its day (summed on the way)
+            adds = eff  # a closed window's counters join its hour, the hour's its day (summed on the way)
             for name, length in ROLLUPS.items():
                 self.open_rollup_starts[name].update(s - s % length for s in done)
-                add = _Cells(add.start - add.start % length, add.cache, add.tier, add.values).summed(length)
-                self.open_rollup[name] = _Cells.concat([self.open_rollup[name], add]).summed(length)
+                adds = [_Cells(a.start - a.start % length, a.cache, a.tier, a.values).summed(length) for a in adds]
+                self.open_rollup[name] = _Cells.concat([self.open_rollup[name], *adds]).summed(length)
             out.efficiency = self._efficiency_rows(eff, self.window_us, totals=True)
         for name, length in ROLLUPS.items():
             starts = self.open_rollup_starts[name]
@@ -285,7 +288,7 @@ class GroupProcessor:
                 starts.difference_update(done_period)
                 rows, self.open_rollup[name] = self.open_rollup[name].split(closed_before, length)
                 if rows.n:
-                    out.rollups[name] = self._efficiency_rows(rows, length)
+                    out.rollups[name] = self._efficiency_rows([rows], length)
         done_curve = sorted(s for s in self.open_curve if closed(s, self.curve_window_us))
         if done_curve:
             out.mrc = self._curve_rows(done_curve)
@@ -294,19 +297,24 @@ class GroupProcessor:
         if self.alerts:
             out.alerts = self.alerts.advance(closed_before)
 
-    def _efficiency_rows(self, cells: "_Cells", length_us: int, totals: bool = False) -> dict[str, np.ndarray] | None:
-        """Rows of summed cells (sorted by window, cache, tier): those with requests or evictions."""
+    def _efficiency_rows(self, pieces: list["_Cells"], length_us: int, totals: bool = False) -> dict[str, np.ndarray] | None:
+        """Rows of summed cells (pieces in window order, each sorted by window, cache, tier): those
+        with requests or evictions."""
         evictions = FIELDS.index("evictions")
-        keep = (cells.values[:, 0] > 0) | (cells.values[:, evictions] > 0)
-        if not keep.all():
-            cells = cells[np.flatnonzero(keep)]
-        start, c, t, values = cells.start, cells.cache, cells.tier, cells.values
-        if totals and cells.n:  # (counters of the other (cache, tier) cells are 0: no request, no eviction)
-            at, sums = sum_by_key(c, values)
-            self.emitted_totals[c[at]] += sums
-            self.emitted_any[c[at]] = True
-        if not cells.n:
+        kept = []
+        for cells in pieces:
+            keep = (cells.values[:, 0] > 0) | (cells.values[:, evictions] > 0)
+            cells = cells if keep.all() else cells[np.flatnonzero(keep)]
+            if cells.n:
+                kept.append(cells)
+            if totals and cells.n:  # (counters of the other (cache, tier) cells are 0: no request, no eviction)
+                at, sums = sum_by_key(cells.cache, cells.values)
+                self.emitted_totals[cells.cache[at]] += sums
+                self.emitted_any[cells.cache[at]] = True
+        if not kept:
             return None
+        start, c, t = (np.concatenate([getattr(k, f) for k in kept]) if len(kept) > 1 else getattr(kept[0], f)
+                       for f in ("start", "cache", "tier"))
         rows = {
             "window_start": _us_to_datetime(start),
             "window_end": _us_to_datetime(start + length_us),
@@ -317,7 +325,7 @@ class GroupProcessor:
             "sample_rate": np.array([s.sample_rate for s in self.specs], dtype=np.float64)[c],
             "partitions": np.array([s.partitions for s in self.specs], dtype=np.uint32)[c],
         }
-        rows.update(zip(FIELDS, _columns(values)))
+        rows.update(zip(FIELDS, _columns([k.values for k in kept])))
         rows["shard"] = np.full(len(c), self.shard, dtype=np.uint16)
         rows["run"] = np.full(len(c), self.run, dtype=np.uint64)
         return rows
@@ -381,7 +389,8 @@ class GroupProcessor:
             "events_in": self.events_in,
             "late_total": self.late_total,
             "run": self.run,
-            "eff": self.open_eff.dense(self.open_eff_starts, self._shape, self.window_us),
+            "eff": _Cells.concat([_Cells.empty(len(FIELDS)), *self.open_eff]).dense(self.open_eff_starts, self._shape,
+                                                                                 self.window_us),
             "eff_shape": list(self._shape),
             "rollups": {name: w.dense(self.open_rollup_starts[name], self._shape, ROLLUPS[name])
                         for name, w in self.open_rollup.items()},
@@ -408,7 +417,7 @@ class GroupProcessor:
         p.run = state["run"]
         shape = tuple(state["eff_shape"])
         cells, p.open_eff_starts = _Cells.from_dense(state["eff"], shape)
-        p.open_eff = cells.summed(p.window_us)
+        p.open_eff = [cells.summed(p.window_us)] if cells.n else []
         for name, length in ROLLUPS.items():
             cells, p.open_rollup_starts[name] = _Cells.from_dense(state["rollups"][name], shape)
             p.open_rollup[name] = cells.summed(length)
@@ -480,15 +489,34 @@ class _Cells:
         at, values = sum_by_key(key, self.values)
         return _Cells(self.start[at], self.cache[at], self.tier[at], values)
 
-    def plus(self, other: "_Cells", length: int) -> "_Cells":
-        """Both summed: their sum, summed. Only the cells of `other` in windows up to this one's
-        last are added up; those of later windows follow as they are (a replay's batch reaches
-        into the last few open windows and adds hundreds of new ones)."""
-        if not self.n or not other.n:
-            return other if not self.n else self
-        i = int(np.searchsorted(other.start, self.start[-1], side="right"))
-        head = _Cells.concat([self, other[:i]]).summed(length) if i else self
-        return _Cells.concat([head, other[i:]])
+    @staticmethod
+    def add_to_pieces(pieces: list["_Cells"], other: "_Cells", length: int) -> list["_Cells"]:
+        """Summed pieces of disjoint windows in window order, plus summed `other`: the same. Only
+        the cells of `other` in windows up to the pieces' last are added up, into one piece with
+        the earlier pieces; those of later windows stay as they are, as the next piece (a replay's
+        batch reaches into the last few open windows and adds hundreds of new ones)."""
+        if not other.n:
+            return pieces
+        if not pieces:
+            return [other]
+        i = int(np.searchsorted(other.start, pieces[-1].start[-1], side="right"))
+        head = _Cells.concat([*pieces, other[:i]])
+        if i:
+            head = head.summed(length)
+        return [head, other[i:]] if i < other.n else [head]
+
+    @staticmethod
+    def split_pieces(pieces: list["_Cells"], closed_before: int | None,
+                     length: int) -> tuple[list["_Cells"], list["_Cells"]]:
+        """`split` of each piece: (the pieces' cells of closed windows, those of open ones), as views."""
+        closed, still_open = [], []
+        for piece in pieces:
+            c, o = piece.split(closed_before, length)
+            if c.n:
+                closed.append(c)
+            if o.n:
+                still_open.append(o)
+        return closed, still_open
 
     def __getitem__(self, rows: slice | np.ndarray) -> "_Cells":
         return _Cells(self.start[rows], self.cache[rows], self.tier[rows], self.values[rows])
@@ -522,12 +550,16 @@ class _Cells:
         return cls.concat(parts), {s for s, _ in windows}
 
 
-def _columns(values: np.ndarray, block: int = 4096) -> np.ndarray:
-    """The columns of a (rows, fields) array, each contiguous: transposed a block of rows at a
-    time (one field at a time reads every cache line of the array once per field)."""
-    out = np.empty(values.shape[::-1], dtype=values.dtype)
-    for a in range(0, len(values), block):
-        out[:, a:a + block] = values[a:a + block].T
+def _columns(parts: list[np.ndarray], block: int = 4096) -> np.ndarray:
+    """The columns of (rows, fields) arrays stacked, each contiguous: transposed a block of rows
+    at a time (one field at a time reads every cache line of the array once per field)."""
+    out = np.empty((parts[0].shape[1], sum(len(v) for v in parts)), dtype=parts[0].dtype)
+    at = 0
+    for values in parts:
+        for a in range(0, len(values), block):
+            b = values[a:a + block]
+            out[:, at:at + len(b)] = b.T
+            at += len(b)
     return out
 
 
