@@ -239,7 +239,7 @@ class GroupProcessor:
         values = np.stack([np.ones(len(idx), dtype=np.int64), ev.bytes_read[idx].astype(np.int64), hit, miss, bypass,
                            ((hit > 0) & (miss == 0) & (bypass == 0)).astype(np.int64)], axis=1)
         self.open_observed = _Observed.concat([self.open_observed,
-                                               _Observed(win[idx], ev.server[idx], ev.tier[idx], values)]).summed()
+                                               _Observed(win[idx], ev.server[idx], ev.tier[idx], values)]).summed(self.window_us)
 
     # ------------------------------------------------------------------ emission
 
@@ -428,7 +428,7 @@ class GroupProcessor:
                     np.frombuffer(r, dtype=np.float64).reshape(t, 2).copy())
                 for s, h, r in state["curve_open"]
             }
-        p.open_observed = _Observed.from_items(state["obs"]).summed()
+        p.open_observed = _Observed.from_items(state["obs"]).summed(p.window_us)
         p.alerts.restore(state.get("alerts"))
         return p
 
@@ -608,19 +608,26 @@ class _Observed:
             return parts[0]
         return cls(*(np.concatenate([getattr(p, k) for p in parts]) for k in cls.__slots__))
 
-    def summed(self) -> "_Observed":
-        """One row per (start, server, tier), in that order (strings by code point, as sorted())."""
+    def summed(self, length: int) -> "_Observed":
+        """One row per (start, server, tier), in that order (strings by code point, as sorted()).
+        `length`: the windows' length (µs); every start is a multiple of it."""
         if self.n == 0:
             return self
         s_codes, s_names = _sorted_codes(self.server)
         t_codes, t_names = _sorted_codes(self.tier)
+        s_names, t_names = np.asarray(s_names, dtype=object), np.asarray(t_names, dtype=object)
+        w = (self.start - int(self.start.min())) // length
+        if (int(w.max()) + 1) * len(s_names) * len(t_names) < 2**62:
+            # summed in compiled code, as _Cells; int64 sums wrap as uint64 ones do
+            at, values = sum_by_key((w * len(s_names) + s_codes) * len(t_names) + t_codes, self.values.view(np.uint64))
+            return _Observed(self.start[at], s_names[s_codes[at]], t_names[t_codes[at]], values.view(np.int64))
         order = np.lexsort((t_codes, s_codes, self.start))
         w, sc, tc = self.start[order], s_codes[order], t_codes[order]
         first = np.ones(len(w), dtype=bool)
         first[1:] = (w[1:] != w[:-1]) | (sc[1:] != sc[:-1]) | (tc[1:] != tc[:-1])
         at = np.flatnonzero(first)
         values = np.add.reduceat(self.values[order], at, axis=0)
-        return _Observed(w[at], np.asarray(s_names, dtype=object)[sc[at]], np.asarray(t_names, dtype=object)[tc[at]], values)
+        return _Observed(w[at], s_names[sc[at]], t_names[tc[at]], values)
 
     def split(self, closed_before: int | None, length: int) -> tuple["_Observed", "_Observed"]:
         if closed_before is None:

@@ -180,3 +180,28 @@ def test_text_codes_in_sorted_order_equal_pandas_factorize():
         assert np.array_equal(codes, want_codes) and list(uniques) == list(want_uniques)
     mixed = np.array(["b", None, "a"], dtype=object)  # not all text: pandas decides
     assert np.array_equal(_sorted_codes(mixed)[0], pd.factorize(mixed, sort=True)[0])
+
+
+@pytest.mark.parametrize("spread", ["minutes", "centuries"])
+def test_real_cache_rows_summed_in_compiled_code_equal_a_pandas_group_by(spread):
+    """One row per (window, server, tier), in that order (names as sorted() orders them), int64
+    sums wrapping as numpy's; windows too far apart for one integer key take the sort path."""
+    from cachescope.core.processor import _Observed
+
+    rng = np.random.default_rng(3)
+    n, minute = 20_000, 60_000_000
+    if spread == "minutes":
+        start, length = (1_700_000_000 // 60 + rng.integers(0, 90, n)) * minute, minute
+    else:  # 1-µs windows 2^62 apart
+        start, length = rng.choice(np.array([0, 5, 2**62], dtype=np.int64), n), 1
+    servers = np.array(["xcache02", "xcache10", "Xc", "ä", ""], dtype=object)[rng.integers(0, 5, n)]
+    tiers = np.array(["AOD", "NANOAOD", "USER"], dtype=object)[rng.integers(0, 3, n)]
+    values = rng.integers(-2**62, 2**62, (n, 6), dtype=np.int64) * 2  # sums wrap past 2^63
+    got = _Observed(start, servers, tiers, values).summed(length)
+    frame = pd.DataFrame({"w": start, "s": servers, "t": tiers})
+    groups = frame.groupby(["w", "s", "t"], sort=True).indices
+    keys = sorted(groups)
+    assert list(zip(got.start.tolist(), got.server.tolist(), got.tier.tolist())) == keys
+    with np.errstate(over="ignore"):
+        want = np.array([values[groups[k]].sum(axis=0) for k in keys])
+    assert (got.values == want).all() and got.values.dtype == np.int64
