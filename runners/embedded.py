@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from cachescope._simcore import factorize_str
 from cachescope.config import CachescopeConfig
 from cachescope.core.columns import EventColumns
 from cachescope.core.group_state import GroupState
@@ -157,8 +158,10 @@ def replay(
     batches = chunks(merged(streams), batch_events)
     try:
         for cols in batches:
-            codes, names = pd.factorize(cols.cache_group)  # groups in order of appearance (hashed, not sorted)
-            for code, group in enumerate(names.tolist()):
+            # groups in order of appearance; compiled, by object first (a batch repeats a few objects)
+            got = factorize_str(cols.cache_group)
+            codes, names = got if got is not None else pd.factorize(cols.cache_group)
+            for code, group in enumerate(list(names)):
                 mine = cols.take(np.flatnonzero(codes == code)) if len(names) > 1 else cols
                 for shard, part in split(mine, pipeline.shards):
                     st = groups.get((group, shard))
