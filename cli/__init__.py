@@ -63,8 +63,11 @@ def main() -> None:
     if code == 0 and module in _NO_TEARDOWN:
         # the store is closed and every file written by now; freeing a replay's gigabytes of
         # arrays and chdb's engine object by object would add ~0.5 s that nobody waits for
-        sys.stdout.flush()
-        sys.stderr.flush()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a reader that went away (`… | head`): nothing to lose
+                pass
         os._exit(0)
     sys.exit(code)
 

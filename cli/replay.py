@@ -130,7 +130,10 @@ def replay(
         out.close()
 
     if not summary.interrupted:
-        _print_results(summary, as_json)
+        try:
+            _print_results(summary, as_json)
+        except BrokenPipeError:  # `cachescope replay … | head`: the store is complete, the reader left
+            pass
     rate = summary.events / summary.seconds if summary.seconds else 0.0
     skipped = ", ".join(f"{reason} {n:,}" for reason, n in sorted(summary.skipped_by_reason.items(),
                                                                     key=lambda kv: -kv[1]))

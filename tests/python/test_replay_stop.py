@@ -126,3 +126,20 @@ def test_damaged_file_is_stored_up_to_the_damage_and_others_completely(logs, tmp
     with open_store(store_dir=tmp_path / "store") as st:
         sources = Counter(dict(st.query("SELECT source, count() FROM access_events FINAL GROUP BY source").rows))
     assert sum(sources.values()) == summary.events
+
+
+def test_the_command_ends_without_teardown_and_leaves_the_whole_store_also_when_its_reader_leaves(
+        logs, uninterrupted, tmp_path):
+    """`cachescope replay` exits without Python's teardown once it succeeded: the store must be
+    complete. A reader that closes the pipe early (`… --json | head -1`) is not an error."""
+    store = tmp_path / "store"
+    cmd = [CLI, "replay", "-f", "xrootd-collector", "--config", str(logs["config"]), "--store", str(store), "--json",
+           str(logs["collector"])]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    proc.stdout.close()  # the reader goes away after one line
+    err = proc.stderr.read().decode()
+    assert proc.wait() == 0, err
+    assert orjson.loads(first)["cache_group"] and "Traceback" not in err
+    assert any("events/s" in line for line in err.splitlines())  # the summary still goes to stderr
+    assert dump(store) == uninterrupted
