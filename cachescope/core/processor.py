@@ -91,7 +91,7 @@ class GroupProcessor:
         # cells (window start, cache, tier, fields), one per key, sorted; the starts of the windows
         # that saw events (a window of only writes or deletes closes too: alerts count it)
         # (efficiency: window-disjoint pieces in window order, so a batch's cells are kept as the
-        # engine returned them instead of copied behind the earlier windows')
+        # engine returned them instead of copied behind the earlier windows)
         self.open_eff: list[_Cells] = []
         self.open_eff_starts: set[int] = set()
         self.open_rollup: dict[str, _Cells] = {name: _Cells.empty(len(FIELDS)) for name in ROLLUPS}
@@ -305,9 +305,10 @@ class GroupProcessor:
         for cells in pieces:
             keep = (cells.values[:, 0] > 0) | (cells.values[:, evictions] > 0)
             cells = cells if keep.all() else cells[np.flatnonzero(keep)]
-            if cells.n:
-                kept.append(cells)
-            if totals and cells.n:  # (counters of the other (cache, tier) cells are 0: no request, no eviction)
+            if not cells.n:
+                continue
+            kept.append(cells)
+            if totals:  # (counters of the other (cache, tier) cells are 0: no request, no eviction)
                 at, sums = sum_by_key(cells.cache, cells.values)
                 self.emitted_totals[cells.cache[at]] += sums
                 self.emitted_any[cells.cache[at]] = True

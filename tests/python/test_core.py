@@ -205,3 +205,29 @@ def test_real_cache_rows_summed_in_compiled_code_equal_a_pandas_group_by(spread)
     with np.errstate(over="ignore"):
         want = np.array([values[groups[k]].sum(axis=0) for k in keys])
     assert (got.values == want).all() and got.values.dtype == np.int64
+
+
+def test_open_window_pieces_add_up_to_all_cells_summed_at_once():
+    """Batches of cells reaching back into the open windows: the pieces stay window-disjoint and
+    in window order, and together they are every cell summed once, also after closing a prefix."""
+    from cachescope.core.processor import _Cells
+
+    rng = np.random.default_rng(5)
+    minute = 60_000_000
+    batches, pieces, low = [], [], 0
+    for _ in range(30):
+        n = int(rng.integers(0, 400))
+        start = np.sort(low + rng.integers(-3, 12, n)).clip(0) * minute  # the last few open minutes too
+        cells = _Cells(start, rng.integers(0, 4, n), rng.integers(0, 3, n),
+                       rng.integers(0, 2**64, (n, 3), dtype=np.uint64, endpoint=False)).summed(minute)
+        batches.append(cells)
+        pieces = _Cells.add_to_pieces(pieces, cells, minute)
+        low += int(rng.integers(0, 8))
+        ends = [int(p.start[-1]) for p in pieces]
+        assert all(p.n for p in pieces) and all(a < int(b.start[0]) for a, b in zip(ends, pieces[1:]))
+    whole = _Cells.concat(batches).summed(minute)
+    closed, still_open = _Cells.split_pieces(pieces, int(whole.start[whole.n // 2]), minute)
+    got = _Cells.concat([_Cells.empty(3), *closed, *still_open])
+    assert closed and still_open
+    assert (got.start == whole.start).all() and (got.cache == whole.cache).all() and (got.tier == whole.tier).all()
+    assert (got.values == whole.values).all()
