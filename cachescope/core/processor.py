@@ -262,8 +262,9 @@ class GroupProcessor:
                 # more than the rest)
                 n_c = len(self.specs)
                 counters = np.zeros((len(done) * n_c, 4), dtype=np.uint64)
+                done_starts = np.asarray(done, dtype=np.int64)
                 for piece in eff:  # pieces hold disjoint windows
-                    flat = np.searchsorted(np.asarray(done, dtype=np.int64), piece.start) * n_c + piece.cache
+                    flat = _positions(done_starts, piece.start) * n_c + piece.cache
                     at, sums = sum_by_key(flat, piece.values[:, :4])
                     counters[flat[at]] = sums
                 counters = counters.reshape(len(done), n_c, 4).view(np.int64)  # wraps as int64 adds do
@@ -549,6 +550,16 @@ class _Cells:
             c, t = np.nonzero(block.any(axis=2))
             parts.append(cls(np.full(len(c), s, dtype=np.int64), c.astype(np.int64), t.astype(np.int64), block[c, t].copy()))
         return cls.concat(parts), {s for s, _ in windows}
+
+
+def _positions(sorted_values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """np.searchsorted(sorted_values, starts) for sorted `starts`: one search per run of equal
+    starts (a window's cells are one run), not one per cell."""
+    if len(starts) == 0:
+        return np.zeros(0, dtype=np.int64)
+    firsts = np.flatnonzero(np.r_[True, starts[1:] != starts[:-1]])
+    lengths = np.diff(np.r_[firsts, len(starts)])
+    return np.repeat(np.searchsorted(sorted_values, starts[firsts]), lengths)
 
 
 def _columns(parts: list[np.ndarray], block: int = 4096) -> np.ndarray:

@@ -231,3 +231,13 @@ def test_open_window_pieces_add_up_to_all_cells_summed_at_once():
     assert closed and still_open
     assert (got.start == whole.start).all() and (got.cache == whole.cache).all() and (got.tier == whole.tier).all()
     assert (got.values == whole.values).all()
+
+
+def test_window_positions_by_run_equal_searchsorted():
+    from cachescope.core.processor import _positions
+
+    rng = np.random.default_rng(9)
+    for n in (0, 1, 7, 20_000):
+        done = np.unique(rng.integers(0, 300, 50)) * 60
+        starts = np.sort(np.r_[rng.choice(done, n), rng.integers(-5, 400, n // 10) * 60])  # some not in done
+        assert np.array_equal(_positions(done, starts), np.searchsorted(done, starts))
