@@ -158,6 +158,19 @@ class Trace:
         return exact_sum(self.file_size[first])
 
 
+def factorize_text(values: np.ndarray) -> tuple[np.ndarray, list]:
+    """pd.factorize(values, use_na_sentinel=True) of an object column: codes in order of first
+    appearance and the distinct values. Compiled when every element is an exact str (equal
+    objects found by address first: a column repeats a few shared objects); pandas otherwise."""
+    got = _simcore.factorize_str(values)
+    if got is None:
+        import pandas as pd
+
+        codes, uniques = pd.factorize(values, use_na_sentinel=True)
+        return codes, list(uniques)
+    return got
+
+
 def sum_by_key(key: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rows of `values` (n, fields; uint64) summed by `key` (n,; int64): the index of each distinct
     key's first row, in ascending key order, and the sums (wrapping past 2⁶⁴ as numpy's adds)."""

@@ -25,7 +25,6 @@ from cachescope.errors import EXIT_SIGINT, EXIT_SIGTERM, UsageError, UserError
 from cachescope.units import format_size
 
 
-
 @app.command()
 def replay(
     files: list[Path] = typer.Argument(..., metavar="FILE…", help="log files (plain, gzip or zstd), merged by time"),

@@ -18,13 +18,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cachescope._simcore import factorize_str
 from cachescope.config import CachescopeConfig
 from cachescope.core.columns import EventColumns
 from cachescope.core.group_state import GroupState
 from cachescope.core.shards import split
 from cachescope.core.writer import RowWriter
-from cachescope.simulation import FIELDS
+from cachescope.simulation import FIELDS, factorize_text
 from cachescope.store import Store, migrations, tables
 from runners.parse_streams import Stream, chunks, merged, open_streams
 from ingest.pipeline import RejectRecord
@@ -158,10 +157,8 @@ def replay(
     batches = chunks(merged(streams), batch_events)
     try:
         for cols in batches:
-            # groups in order of appearance; compiled, by object first (a batch repeats a few objects)
-            got = factorize_str(cols.cache_group)
-            codes, names = got if got is not None else pd.factorize(cols.cache_group)
-            for code, group in enumerate(list(names)):
+            codes, names = factorize_text(cols.cache_group)  # groups in order of appearance
+            for code, group in enumerate(names):
                 mine = cols.take(np.flatnonzero(codes == code)) if len(names) > 1 else cols
                 for shard, part in split(mine, pipeline.shards):
                     st = groups.get((group, shard))

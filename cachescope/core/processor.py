@@ -474,18 +474,7 @@ class _Cells:
         """`length`: the windows' length (µs); every start is a multiple of it."""
         if self.n < 2:
             return self
-        low = int(self.start.min())
-        w = (self.start - low) // length
-        n_c, n_t = int(self.cache.max()) + 1, int(self.tier.max()) + 1
-        if (int(w.max()) + 1) * n_c * n_t < 2**62:
-            key = (w * n_c + self.cache) * n_t + self.tier
-        else:  # windows too far apart for one integer key: each cell's rank by (start, cache, tier)
-            order = np.lexsort((self.tier, self.cache, self.start))
-            s_, c_, t_ = self.start[order], self.cache[order], self.tier[order]
-            first = np.ones(len(s_), dtype=bool)
-            first[1:] = (s_[1:] != s_[:-1]) | (c_[1:] != c_[:-1]) | (t_[1:] != t_[:-1])
-            key = np.empty(self.n, dtype=np.int64)
-            key[order] = np.cumsum(first) - 1
+        key = _cell_key(self.start, length, self.cache, int(self.cache.max()) + 1, self.tier, int(self.tier.max()) + 1)
         # summed in compiled code (numpy's argsort, masks and add.at were a fifth of the replay's
         # main thread); sums wrap past 2^64 as numpy's adds
         at, values = sum_by_key(key, self.values)
@@ -550,6 +539,22 @@ class _Cells:
             c, t = np.nonzero(block.any(axis=2))
             parts.append(cls(np.full(len(c), s, dtype=np.int64), c.astype(np.int64), t.astype(np.int64), block[c, t].copy()))
         return cls.concat(parts), {s for s, _ in windows}
+
+
+def _cell_key(start: np.ndarray, length: int, a: np.ndarray, n_a: int, b: np.ndarray, n_b: int) -> np.ndarray:
+    """An int64 key that orders rows by (start, a, b), equal for equal triples: one integer over
+    the windows' range (`length` µs; every start a multiple of it) when it fits, else each row's
+    rank by the three (windows too far apart)."""
+    w = (start - int(start.min())) // length
+    if (int(w.max()) + 1) * n_a * n_b < 2**62:
+        return (w * n_a + a) * n_b + b
+    order = np.lexsort((b, a, start))
+    s_, a_, b_ = start[order], a[order], b[order]
+    first = np.ones(len(s_), dtype=bool)
+    first[1:] = (s_[1:] != s_[:-1]) | (a_[1:] != a_[:-1]) | (b_[1:] != b_[:-1])
+    key = np.empty(len(start), dtype=np.int64)
+    key[order] = np.cumsum(first) - 1
+    return key
 
 
 def _positions(sorted_values: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -628,18 +633,10 @@ class _Observed:
         s_codes, s_names = _sorted_codes(self.server)
         t_codes, t_names = _sorted_codes(self.tier)
         s_names, t_names = np.asarray(s_names, dtype=object), np.asarray(t_names, dtype=object)
-        w = (self.start - int(self.start.min())) // length
-        if (int(w.max()) + 1) * len(s_names) * len(t_names) < 2**62:
-            # summed in compiled code, as _Cells; int64 sums wrap as uint64 ones do
-            at, values = sum_by_key((w * len(s_names) + s_codes) * len(t_names) + t_codes, self.values.view(np.uint64))
-            return _Observed(self.start[at], s_names[s_codes[at]], t_names[t_codes[at]], values.view(np.int64))
-        order = np.lexsort((t_codes, s_codes, self.start))
-        w, sc, tc = self.start[order], s_codes[order], t_codes[order]
-        first = np.ones(len(w), dtype=bool)
-        first[1:] = (w[1:] != w[:-1]) | (sc[1:] != sc[:-1]) | (tc[1:] != tc[:-1])
-        at = np.flatnonzero(first)
-        values = np.add.reduceat(self.values[order], at, axis=0)
-        return _Observed(w[at], s_names[sc[at]], t_names[tc[at]], values)
+        key = _cell_key(self.start, length, s_codes, len(s_names), t_codes, len(t_names))
+        # summed in compiled code, as _Cells; int64 sums wrap as uint64 ones do
+        at, values = sum_by_key(key, self.values.view(np.uint64))
+        return _Observed(self.start[at], s_names[s_codes[at]], t_names[t_codes[at]], values.view(np.int64))
 
     def split(self, closed_before: int | None, length: int) -> tuple["_Observed", "_Observed"]:
         if closed_before is None:

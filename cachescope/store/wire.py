@@ -21,18 +21,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from cachescope.simulation import factorize_text
 from cachescope.store.params import render
-
-from cachescope._simcore import factorize_str as _factorize_str  # by object address first
-
-
-def _factorize(values: np.ndarray) -> tuple[np.ndarray, list]:
-    """pd.factorize(values, use_na_sentinel=True) of an object column: codes and uniques."""
-    got = _factorize_str(values)  # None: not all exact str
-    if got is None:
-        codes, uniques = pd.factorize(values, use_na_sentinel=True)
-        return codes, list(uniques)
-    return got
 
 
 #: beyond this many distinct values a low-cardinality column goes over the wire as strings
@@ -233,7 +223,7 @@ def _column(wire: Wire, i: int, name: str, ct: ColumnType, v: Any, rows: int) ->
     base = ct.base
     if base == "String":
         if x.codes is None and ct.low_cardinality and x.values.dtype == object:
-            codes, uniques = _factorize(x.values)
+            codes, uniques = factorize_text(x.values)
             if len(uniques) <= MAX_DICTIONARY:
                 x.codes, x.categories = codes, uniques
         if x.codes is not None and len(x.categories) <= MAX_DICTIONARY:
