@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from cachescope.core.columns import EventColumns
+from cachescope.core.efficiency_rows import EfficiencyRows
 from cachescope.store import tables
 
 
@@ -46,11 +47,12 @@ def _raw_from_message(message: bytes | str) -> RawEvents:
     return RawEvents(decode_batch(message)[1], message)
 
 
-Part = dict[str, np.ndarray] | RawEvents
+#: a table's rows: columns, or a form whose columns are made by the writer
+Part = dict[str, np.ndarray] | RawEvents | EfficiencyRows
 
 
 def _rows(part: Part) -> int:
-    return len(part) if isinstance(part, RawEvents) else len(next(iter(part.values())))
+    return len(next(iter(part.values()))) if isinstance(part, dict) else len(part)
 
 
 class Batch:
@@ -77,6 +79,9 @@ class Batch:
         """One column dict per table (raw events converted here: in the writer, not the hot loop)."""
         out = {}
         for table, parts in self.tables.items():
+            if isinstance(parts[0], EfficiencyRows):  # all of one insert at once, in the table's key order
+                out[table] = EfficiencyRows.merged(parts)
+                continue
             cols = [p.columns() if isinstance(p, RawEvents) else p for p in parts]
             out[table] = cols[0] if len(cols) == 1 else {k: np.concatenate([c[k] for c in cols]) for k in cols[0]}
         return out

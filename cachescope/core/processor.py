@@ -23,6 +23,7 @@ import pandas as pd
 from cachescope.admission import excluded, sampled_mask
 from cachescope.core.alerts import AlertEvaluator
 from cachescope.core.columns import NO_OBSERVATION, EventColumns
+from cachescope.core.efficiency_rows import EfficiencyRows
 from cachescope.config.pipeline import PipelineConfig
 from cachescope.core.tier_codes import TierCodes
 from cachescope._simcore import factorize_str
@@ -49,11 +50,12 @@ def _us_to_datetime(us: np.ndarray) -> np.ndarray:
 
 @dataclass
 class Emitted:
-    """Rows ready for the store (column dicts keyed by table column names), late events, health."""
+    """Rows ready for the store (column dicts keyed by table column names; the shadow caches'
+    counters as EfficiencyRows, whose columns the writer makes), late events, health."""
 
-    efficiency: dict[str, np.ndarray] | None = None
-    #: rollup name (ROLLUPS) → rows of its windows, columns as `efficiency`
-    rollups: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+    efficiency: EfficiencyRows | None = None
+    #: rollup name (ROLLUPS) → rows of its windows (the columns of `efficiency`)
+    rollups: dict[str, EfficiencyRows] = field(default_factory=dict)
     mrc: dict[str, np.ndarray] | None = None
     observed: dict[str, np.ndarray] | None = None
     #: alert rows (firing / resolved) of the windows that closed
@@ -298,9 +300,9 @@ class GroupProcessor:
         if self.alerts:
             out.alerts = self.alerts.advance(closed_before)
 
-    def _efficiency_rows(self, pieces: list["_Cells"], length_us: int, totals: bool = False) -> dict[str, np.ndarray] | None:
+    def _efficiency_rows(self, pieces: list["_Cells"], length_us: int, totals: bool = False) -> EfficiencyRows | None:
         """Rows of summed cells (pieces in window order, each sorted by window, cache, tier): those
-        with requests or evictions."""
+        with requests or evictions, as cells; the writer makes their columns."""
         evictions = FIELDS.index("evictions")
         kept = []
         for cells in pieces:
@@ -315,22 +317,7 @@ class GroupProcessor:
                 self.emitted_any[cells.cache[at]] = True
         if not kept:
             return None
-        start, c, t = (np.concatenate([getattr(k, f) for k in kept]) if len(kept) > 1 else getattr(kept[0], f)
-                       for f in ("start", "cache", "tier"))
-        rows = {
-            "window_start": _us_to_datetime(start),
-            "window_end": _us_to_datetime(start + length_us),
-            "cache_group": _constant(len(c), self.cache_group),
-            "policy": np.array([s.policy for s in self.specs], dtype=object)[c],
-            "size_bytes": np.array([s.capacity for s in self.specs], dtype=np.uint64)[c],
-            "tier": np.array(self.tiers.names + [""] * (self.config.n_tiers - len(self.tiers.names)), dtype=object)[t],
-            "sample_rate": np.array([s.sample_rate for s in self.specs], dtype=np.float64)[c],
-            "partitions": np.array([s.partitions for s in self.specs], dtype=np.uint32)[c],
-        }
-        rows.update(zip(FIELDS, _columns([k.values for k in kept])))
-        rows["shard"] = np.full(len(c), self.shard, dtype=np.uint16)
-        rows["run"] = np.full(len(c), self.run, dtype=np.uint64)
-        return rows
+        return EfficiencyRows(kept, length_us, self.cache_group, self.shard, self.run, self.specs, self.tiers.names)
 
     def _curve_rows(self, starts: list[int]) -> dict[str, np.ndarray]:
         grid = self.curve_grid
@@ -565,19 +552,6 @@ def _positions(sorted_values: np.ndarray, starts: np.ndarray) -> np.ndarray:
     firsts = np.flatnonzero(np.r_[True, starts[1:] != starts[:-1]])
     lengths = np.diff(np.r_[firsts, len(starts)])
     return np.repeat(np.searchsorted(sorted_values, starts[firsts]), lengths)
-
-
-def _columns(parts: list[np.ndarray], block: int = 4096) -> np.ndarray:
-    """The columns of (rows, fields) arrays stacked, each contiguous: transposed a block of rows
-    at a time (one field at a time reads every cache line of the array once per field)."""
-    out = np.empty((parts[0].shape[1], sum(len(v) for v in parts)), dtype=parts[0].dtype)
-    at = 0
-    for values in parts:
-        for a in range(0, len(values), block):
-            b = values[a:a + block]
-            out[:, at:at + len(b)] = b.T
-            at += len(b)
-    return out
 
 
 def _sorted_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

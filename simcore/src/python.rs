@@ -375,6 +375,29 @@ fn sum_by_key<'py>(
     Ok((first.into_pyarray(py), sums.into_pyarray(py)))
 }
 
+/// `blocks` (2-D uint64 arrays of one width, C-contiguous) stacked as one (width, rows) array:
+/// each counter one contiguous column for the store, transposed in one pass.
+#[pyfunction]
+fn stacked_columns<'py>(
+    py: Python<'py>,
+    blocks: Vec<numpy::PyReadonlyArray2<'py, u64>>,
+) -> PyResult<Bound<'py, numpy::PyArray2<u64>>> {
+    let Some(width) = blocks.first().map(|b| b.shape()[1]) else {
+        return Err(PyValueError::new_err("stacked_columns needs at least one block"));
+    };
+    let mut flat = Vec::with_capacity(blocks.len());
+    for (i, b) in blocks.iter().enumerate() {
+        if b.shape()[1] != width {
+            return Err(PyValueError::new_err(format!("block {i} has {} columns, block 0 has {width}", b.shape()[1])));
+        }
+        flat.push(b.as_slice().map_err(|e| PyValueError::new_err(format!("block {i}: {e}")))?);
+    }
+    let n: usize = blocks.iter().map(|b| b.shape()[0]).sum();
+    let out = py.detach(|| crate::windowed::stacked_columns(&flat, width));
+    let out = numpy::ndarray::Array2::from_shape_vec((width, n), out).expect("width columns of n rows");
+    Ok(out.into_pyarray(py))
+}
+
 /// `pandas.factorize` of an object array whose elements are all exact `str`: codes (int64) in
 /// order of first appearance and the first object of each value; None when an element is
 /// anything else (pandas then decides). Equal objects are found by address before their text:
@@ -437,6 +460,7 @@ fn _simcore(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_trace, m)?)?;
     m.add_function(wrap_pyfunction!(simulate_file, m)?)?;
     m.add_function(wrap_pyfunction!(sum_by_key, m)?)?;
+    m.add_function(wrap_pyfunction!(stacked_columns, m)?)?;
     m.add_function(wrap_pyfunction!(factorize_str, m)?)?;
     m.add("POLICIES", POLICY_NAMES.to_vec())?;
     m.add("FIELDS", FIELDS.to_vec())?;

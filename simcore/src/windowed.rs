@@ -188,6 +188,24 @@ pub fn sum_by_key(key: &[i64], values: &[u64], width: usize) -> (Vec<i64>, Vec<u
     }
 }
 
+/// The rows of `blocks` (each rows × `width`, row-major), one after the other, as `width`
+/// columns: the store's columnar form of the processing core's counter cells, in one pass.
+pub fn stacked_columns(blocks: &[&[u64]], width: usize) -> Vec<u64> {
+    let width = width.max(1);
+    let n: usize = blocks.iter().map(|b| b.len() / width).sum();
+    let mut out = vec![0u64; n * width];
+    let mut i = 0;
+    for b in blocks {
+        for row in b.chunks_exact(width) {
+            for (f, &v) in row.iter().enumerate() {
+                out[f * n + i] = v;
+            }
+            i += 1;
+        }
+    }
+    out
+}
+
 /// `sum_by_key` over a key range at most a few times the rows: each key's slot holds its first
 /// row, then its rank among the keys present, which is where its sums go.
 fn sum_dense(key: &[i64], values: &[u64], width: usize, lo: i64, range: usize) -> (Vec<i64>, Vec<u64>) {
@@ -307,6 +325,14 @@ mod tests {
         let far: Vec<i64> = key.iter().map(|&k| k * 1_000_000_007).collect();
         assert_eq!(sum_sorted(&far, &values, 2), sum_by_key(&far, &values, 2));
         assert_eq!(sum_dense(&key, &values, 2, -1, 7), sum_sorted(&key, &values, 2));
+    }
+
+    #[test]
+    fn stacked_columns_are_the_rows_of_every_block_transposed() {
+        let (a, b, c) = ([1u64, 10, 2, 20], [3u64, 30], [4u64, 40, 5, 50]);
+        let blocks: [&[u64]; 4] = [&a, &[], &b, &c];
+        assert_eq!(stacked_columns(&blocks, 2), vec![1, 2, 3, 4, 5, 10, 20, 30, 40, 50]);
+        assert_eq!(stacked_columns(&[], 3), Vec::<u64>::new());
     }
 
     /// On random keys, dense and sparse, with extreme values: the dense table and the sort agree.

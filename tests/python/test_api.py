@@ -550,6 +550,7 @@ def test_live_pipeline_admission_matches_the_whatif_filter(client, data, tmp_pat
     for r in rows:
         if r is None:
             continue
+        r = r.columns()
         for pol, size, *vals in zip(r["policy"], r["size_bytes"], *(r[f] for f in FIELDS[:4])):
             acc = got.setdefault((pol, int(size)), [0, 0, 0, 0])
             for i, v in enumerate(vals):

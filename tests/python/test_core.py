@@ -8,6 +8,12 @@ from cachescope.core import EventColumns, GroupProcessor, PipelineConfig
 from cachescope.simulation import CacheSpec, ShadowBank
 from synthetic import event_stream
 
+
+def frame(rows) -> pd.DataFrame:
+    """Emitted rows as a DataFrame, labels as plain strings (EfficiencyRows give Categoricals)."""
+    df = pd.DataFrame(rows if isinstance(rows, dict) else rows.columns())
+    return df.astype({c: object for c in df.columns if isinstance(df[c].dtype, pd.CategoricalDtype)})
+
 CONFIG = PipelineConfig.model_validate({
     "shadow": {"policies": ["lru", "fifo"], "sizes": ["200GB", "1TB", "3TB"]},
     "windows": {"efficiency": "5m", "curve": "1h", "max_out_of_orderness": "30s", "allowed_lateness": "1m"},
@@ -26,7 +32,7 @@ def run(ev: EventColumns, cuts: list[int], restart_at: int | None = None) -> dic
     outs.append(p.flush())
     tables = {}
     for name in ("efficiency", "mrc", "observed"):
-        parts = [pd.DataFrame(getattr(o, name)) for o in outs if getattr(o, name) is not None]
+        parts = [frame(getattr(o, name)) for o in outs if getattr(o, name) is not None]
         df = pd.concat(parts, ignore_index=True)
         tables[name] = df.sort_values(list(df.columns[:6])).reset_index(drop=True)
     tables["late"] = sum(len(o.late) for o in outs if o.late is not None)
@@ -103,14 +109,14 @@ def test_shards_of_a_group_are_exactly_one_partitioned_cache():
     key = ["window_start", "policy", "size_bytes", "tier"]
 
     def total(outs, table, key, fields):
-        df = pd.concat([pd.DataFrame(getattr(o, table)) for o in outs if getattr(o, table) is not None])
+        df = pd.concat([frame(getattr(o, table)) for o in outs if getattr(o, table) is not None])
         return df.groupby(key)[fields].sum().sort_index()
 
     fields = ["requests", "hits", "bytes_requested", "bytes_hit", "bytes_filled", "evictions"]
     got = total(parts, "efficiency", key, fields)
     assert got.groupby(level=["policy", "size_bytes"])["requests"].sum().eq((ev.op == 0).sum()).all()
     pd.testing.assert_frame_equal(got, total(ref, "efficiency", key, fields))
-    assert {int(s) for o in parts if o.efficiency is not None for s in o.efficiency["shard"]} == {0, 1, 2}
+    assert {int(s) for o in parts if o.efficiency is not None for s in o.efficiency.columns()["shard"]} == {0, 1, 2}
     # the curve: every shard labels its rows with the full grid sizes
     curve = total(parts, "mrc", ["window_start", "tier", "capacity_bytes"], ["requests", "hits"])
     assert set(curve.index.get_level_values("capacity_bytes")) == set(CONFIG.curve.grid())

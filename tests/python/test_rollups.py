@@ -31,9 +31,9 @@ def _config() -> PipelineConfig:
 def _write(store, emitted_list) -> None:
     for e in emitted_list:
         if e.efficiency is not None:
-            store.insert(tables.EFFICIENCY, e.efficiency)
+            store.insert(tables.EFFICIENCY, e.efficiency.columns())
         for name, rows in e.rollups.items():
-            store.insert(tables.EFFICIENCY_ROLLUPS[name], rows)
+            store.insert(tables.EFFICIENCY_ROLLUPS[name], rows.columns())
         if e.mrc is not None:
             store.insert(tables.MRC, e.mrc)
 
