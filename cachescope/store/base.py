@@ -67,6 +67,8 @@ class Store(abc.ABC):
     """
 
     backend: str = ""
+    #: inserts may pass low-cardinality text as pandas Categoricals (see store.wire)
+    categorical_wire: bool = False
 
     def __init__(self, database: str = DEFAULT_DATABASE):
         self.database = check_identifier(database)
@@ -125,7 +127,7 @@ class Store(abc.ABC):
         """
         check_identifier(table)
         schema = self.schema(table)
-        w = _wire.build(columns, schema)
+        w = _wire.build(columns, schema, self.categorical_wire)
         if w.rows == 0:
             return 0
         s = {"optimize_on_insert": 0}

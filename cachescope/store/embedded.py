@@ -25,6 +25,7 @@ class EmbeddedStore(Store):
     """
 
     backend = "embedded"
+    categorical_wire = True
 
     def __init__(self, path: str | Path, database: str = DEFAULT_DATABASE):
         super().__init__(database)

@@ -191,3 +191,27 @@ def test_compiled_factorize_equals_pandas():
     for col in (np.array(["a", None], dtype=object), np.array(["a", 1], dtype=object),
                 np.array([Sub("a")], dtype=object), shared[::2]):
         assert factorize_str(col) is None
+
+
+def test_low_cardinality_as_categoricals_gives_the_rows_of_dictionary_codes(tmp_path):
+    """chdb reads pandas Categoricals as LowCardinality columns (the embedded store's wire for
+    such text); its rows equal those of the dictionary-code expressions, NULLs and '' included."""
+    from cachescope.store import EmbeddedStore, wire
+
+    cols = {"k": np.arange(6, dtype=np.uint64),
+            "a": np.array(["x", "", "ünï ✓", "x", "it's \\", "x"], dtype=object),
+            "b": pd.Categorical(["p", None, "q", "p", None, "r"]),
+            "c": pd.Categorical.from_codes([1, 0, 0, 1, 1, 0], categories=["DAOD_PHYS", "AOD"])}
+    with EmbeddedStore(tmp_path / "emb") as emb:
+        got = {}
+        for categoricals in (True, False):
+            table = f"lc_{int(categoricals)}"
+            emb.command(f"CREATE TABLE {table} (k UInt64, a LowCardinality(String), b LowCardinality(Nullable(String)), "
+                        "c LowCardinality(String)) ENGINE = MergeTree ORDER BY k")
+            w = wire.build(cols, emb.schema(table), categoricals)
+            assert w.types.count("LowCardinality(String)") == (2 if categoricals else 0)  # b has NULLs: codes
+            emb.categorical_wire = categoricals
+            emb.insert(table, cols)
+            got[categoricals] = emb.query(f"SELECT * FROM {table} ORDER BY k").rows
+    assert got[True] == got[False]
+    assert [r[1:] for r in got[True][:2]] == [("x", "p", "AOD"), ("", None, "DAOD_PHYS")]
