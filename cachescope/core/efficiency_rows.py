@@ -64,7 +64,8 @@ class EfficiencyRows:
         tier_labels, tier_code = np.unique([t for p in parts for t in p.tier_names], return_inverse=True)
         size = np.array([s.capacity for _, s in specs], dtype=np.uint64)
         counters = stacked_columns([np.ascontiguousarray(v) for p in parts for v in p.values])
-        length = np.array([p.length_us for p, _ in specs], dtype=np.int64)[cache]
+        lengths = {p.length_us for p in parts}  # one table: one window length, unless mixed by a caller
+        length = lengths.pop() if len(lengths) == 1 else np.array([p.length_us for p, _ in specs], dtype=np.int64)[cache]
         rows = {
             "window_start": start.astype("datetime64[us]"),
             "window_end": (start + length).astype("datetime64[us]"),
