@@ -107,16 +107,29 @@ class AlertEvaluator:
     def add_window(self, start: int, counters: np.ndarray | None = None, observed: np.ndarray | None = None,
                    late: int = 0) -> None:
         """Inputs of a closed window (counters: caches × fields summed over tiers, first 4 fields)."""
+        self.add_windows([start], None if counters is None else counters[None], None if observed is None else
+                         observed[None], late)
+
+    def add_windows(self, starts: list[int], counters: np.ndarray | None = None, observed: np.ndarray | None = None,
+                    late: int = 0) -> None:
+        """`add_window` of several windows (counters: windows × caches × 4; observed: windows × 3),
+        the rule's caches picked once for all (a replay closes ten thousand windows a week)."""
         if not self.bound:
             return
-        slot = self._pending.get(start)
-        if slot is None:
-            slot = self._pending[start] = [np.zeros((self.n_caches, _C), np.int64), np.zeros(3, np.int64), 0]
         if counters is not None:
-            slot[0] += counters[self.columns]
-        if observed is not None:
-            slot[1] += observed
-        slot[2] += late
+            counters = counters[:, self.columns].astype(np.int64, copy=False)
+        for i, start in enumerate(starts):
+            slot = self._pending.get(start)
+            if slot is None:  # the inputs' own rows (fresh arrays) become the window's
+                self._pending[start] = [np.zeros((self.n_caches, _C), np.int64) if counters is None else counters[i],
+                                        np.zeros(3, np.int64) if observed is None else observed[i].astype(np.int64),
+                                        late]
+                continue
+            if counters is not None:
+                slot[0] += counters[i]
+            if observed is not None:
+                slot[1] += observed[i]
+            slot[2] += late
 
     def advance(self, closed_before: int | None) -> dict[str, np.ndarray] | None:
         """Evaluate every window that ends at or before `closed_before` (None: through the last

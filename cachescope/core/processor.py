@@ -269,14 +269,10 @@ class GroupProcessor:
                     flat = _positions(done_starts, piece.start) * n_c + piece.cache
                     at, sums = sum_by_key(flat, piece.values[:, :4])
                     counters[flat[at]] = sums
-                counters = counters.reshape(len(done), n_c, 4).view(np.int64)  # wraps as int64 adds do
-                for i, start in enumerate(done):
-                    self.alerts.add_window(start, counters=counters[i])
+                self.alerts.add_windows(done, counters=counters.reshape(len(done), n_c, 4).view(np.int64))  # wraps as int64 adds do
             if obs is not None and obs.n:  # rows come sorted by window: summed per window first
                 at = np.flatnonzero(np.r_[True, obs.start[1:] != obs.start[:-1]])
-                sums = np.add.reduceat(obs.values[:, 2:5], at, axis=0)
-                for start, values in zip(obs.start[at].tolist(), sums):
-                    self.alerts.add_window(start, observed=values)
+                self.alerts.add_windows(obs.start[at].tolist(), observed=np.add.reduceat(obs.values[:, 2:5], at, axis=0))
         if done:
             adds = eff  # a closed window's counters join its hour, the hour's its day (summed on the way)
             for name, length in ROLLUPS.items():
