@@ -77,9 +77,10 @@ class RowWriter:
     def _write_all(self, items: list[tuple[Batch, dict[str, np.ndarray] | None]]) -> None:
         """One insert per table for all the batches: fewer, larger parts for ClickHouse."""
         written = Batch.merge([b for b, _ in items]).columns()
-        settings = DRAIN_SETTINGS if self._draining else None
         for table, columns in written.items():
-            self.store.insert(table, columns, settings)
+            # read per table: the producer may stop while a batch is being written, and the rest
+            # of that batch then has the cores to itself too
+            self.store.insert(table, columns, DRAIN_SETTINGS if self._draining else None)
         for b, _ in items:
             b.done = True
         health = [h for _, h in items if h is not None]
