@@ -13,7 +13,7 @@ import pandas as pd
 
 from cachescope.store import wire as _wire
 from cachescope.store.base import QueryResult, Store, StoreError, settings_clause
-from cachescope.store.params import render_all
+from cachescope.store.params import render, render_all
 from cachescope.store.tables import DEFAULT_DATABASE
 
 
@@ -79,17 +79,38 @@ class EmbeddedStore(Store):
         return self._run(sql, params, fmt="DataFrame")
 
     def _insert_wire(self, table: str, w: _wire.Wire, settings: Mapping[str, Any]) -> None:
-        sql = (f"INSERT INTO {self.database}.{table} ({', '.join(w.table_columns)}) "
-               f"SELECT {w.select()} FROM Python(cachescope_wire){settings_clause(settings)}")
+        head = f"INSERT INTO {self.database}.{table} ({', '.join(w.table_columns)}) SELECT {w.select()} FROM "
+        literal = _values_literal(w) if w.rows <= SMALL_INSERT else None
+        if literal is not None:
+            self._run(f"{head}{literal}{settings_clause(settings)}", fmt="CSV")
+            return
         # a DataFrame over the wire arrays (no copy): chdb reads it ~10% faster than Arrow,
         # it reads Python str objects without a conversion pass
-        self._run(sql, fmt="CSV", table=pd.DataFrame(dict(zip(w.names, w.data)), copy=False))
+        self._run(f"{head}Python(cachescope_wire){settings_clause(settings)}", fmt="CSV",
+                  table=pd.DataFrame(dict(zip(w.names, w.data)), copy=False))
 
     def close(self) -> None:
         with self._lock:
             if self._session is not None:
                 self._session.close()
                 self._session = None
+
+
+#: inserts of at most this many rows go as a `values()` literal: setting up chdb's `Python()`
+#: table function costs more than the rest of a small insert (a migration's record, health rows)
+SMALL_INSERT = 64
+
+
+def _values_literal(w: _wire.Wire) -> str | None:
+    """The wire's rows as a `values('structure', (…), …)` table literal, or None when a value has
+    no literal form here (then the insert goes through `Python()`)."""
+    try:
+        columns = [np.asarray(d, dtype=object).tolist() if isinstance(d, pd.Categorical) else np.asarray(d).tolist()
+                   for d in w.data]
+        rows = ", ".join("(" + ", ".join(render(v, nested=True) for v in row) + ")" for row in zip(*columns))
+        return f"values({render(w.structure(), nested=True)}, {rows})"
+    except (TypeError, ValueError):
+        return None
 
 
 _ENUM_ITEM = re.compile(r"'((?:[^'\\]|\\.)*)'\s*=\s*(-?\d+)")

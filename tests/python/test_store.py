@@ -215,3 +215,28 @@ def test_low_cardinality_as_categoricals_gives_the_rows_of_dictionary_codes(tmp_
             got[categoricals] = emb.query(f"SELECT * FROM {table} ORDER BY k").rows
     assert got[True] == got[False]
     assert [r[1:] for r in got[True][:2]] == [("x", "p", "AOD"), ("", None, "DAOD_PHYS")]
+
+
+def test_small_inserts_as_a_values_literal_give_the_rows_of_python_inserts(tmp_path, monkeypatch):
+    """A few rows go to chdb as a `values()` literal (no `Python()` set-up); every type, quotes,
+    backslashes, non-ASCII, 2⁶⁴−1, NULLs and non-finite floats arrive as through `Python()`."""
+    from cachescope.store import EmbeddedStore
+    from cachescope.store import embedded as embedded_mod
+
+    cols = _numpy_columns()
+    cols["f"] = np.array([float("inf"), -1.5e-300])
+    with EmbeddedStore(tmp_path / "emb") as emb:
+        got = {}
+        for small in (64, 0):
+            monkeypatch.setattr(embedded_mod, "SMALL_INSERT", small)
+            table = f"types_{small}"
+            emb.command(TYPES_DDL.replace("types_rt", table))
+            emb.insert(table, cols)
+            got[small] = emb.query(f"SELECT * FROM {table} ORDER BY ts").rows
+        assert got[64] == got[0]
+        assert [r[:6] + r[7:] for r in got[64]] == [e[:6] + e[7:] for e in EXPECTED]
+        assert [r[6] for r in got[64]] == [float("inf"), -1.5e-300]
+        # NaN stays NaN as a literal (chdb's Python() reads a NaN float as missing: 0)
+        monkeypatch.setattr(embedded_mod, "SMALL_INSERT", 64)
+        emb.insert("types_64", {**{k: v[:1] for k, v in _numpy_columns().items()}, "f": np.array([float("nan")])})
+        assert emb.query("SELECT countIf(isNaN(f)) FROM types_64").rows == [(1,)]
