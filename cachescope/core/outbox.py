@@ -79,7 +79,7 @@ class Batch:
         """One column dict per table (raw events converted here: in the writer, not the hot loop)."""
         out = {}
         for table, parts in self.tables.items():
-            if isinstance(parts[0], EfficiencyRows):  # all of one insert at once, in the table's key order
+            if isinstance(parts[0], EfficiencyRows):  # the columns of all the parts made at once
                 out[table] = EfficiencyRows.merged(parts)
                 continue
             cols = [p.columns() if isinstance(p, RawEvents) else p for p in parts]

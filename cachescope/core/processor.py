@@ -471,12 +471,10 @@ class _Cells:
         batch reaches into the last few open windows and adds hundreds of new ones)."""
         if not other.n:
             return pieces
-        if not pieces:
-            return [other]
-        i = int(np.searchsorted(other.start, pieces[-1].start[-1], side="right"))
-        head = _Cells.concat([*pieces, other[:i]])
-        if i:
-            head = head.summed(length)
+        i = int(np.searchsorted(other.start, pieces[-1].start[-1], side="right")) if pieces else 0
+        if i == 0:  # all in later windows: nothing to add up, nothing copied
+            return [*pieces, other]
+        head = _Cells.concat([*pieces, other[:i]]).summed(length)
         return [head, other[i:]] if i < other.n else [head]
 
     @staticmethod
