@@ -95,6 +95,27 @@ def test_a_stop_ends_the_child_processes_and_counts_the_lines_they_read(tmp_path
     assert multiprocessing.active_children() == []
 
 
+def test_the_parse_process_runs_at_a_lower_priority_than_the_replay(tmp_path):
+    """The parser is batches ahead; the inserts are what the run waits for (CHILD_NICENESS)."""
+    import os
+
+    from runners.parse_streams import CHILD_NICENESS, ChildStream
+
+    w = make_workload(2_000, days=1, sites=1, servers=1, seed=3)
+    log = write("xrootd-gstream", w, tmp_path / "g.jsonl", single_file=True)[0]
+    fifo = tmp_path / "live.jsonl"
+    os.mkfifo(fifo)  # the child sets its priority, then waits here until this test opens the other end
+    stream = ChildStream(str(fifo), "xrootd-gstream", load_config(), "", lambda name, rec: None)
+    try:
+        with open(fifo, "wb") as pipe:
+            child = os.getpriority(os.PRIO_PROCESS, stream._proc.pid)
+            pipe.write(log.read_bytes())
+        assert child == min(19, os.getpriority(os.PRIO_PROCESS, 0) + CHILD_NICENESS)
+        assert sum(len(b) for b in stream.batches()) > 1_000  # and it parsed the input
+    finally:
+        stream.close()
+
+
 def test_gstream_compiled_columns_store_what_the_python_path_stores(tmp_path, monkeypatch):
     """The g-stream replay through the compiled parser and enricher (inline and in a child
     process, whose columns cross the pipe packed) stores the rows the Python path stores."""
