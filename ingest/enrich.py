@@ -46,8 +46,19 @@ class Enricher:
         self.site_override = site_override and bool(site)
         self._groups = config.cache_groups
         self.site_vo = {name: sc.vo for name, sc in config.sites.items()}
-        self._classify = classifier.classify
         self._path_tier = classifier.path_tier
+        spec = classifier.compiled_spec()
+        resolve = self._resolve_in_python
+        if spec is not None:
+            try:
+                from cachescope._simcore import PathTiers
+
+                resolve = PathTiers(spec, self._resolve_in_python).resolve
+            except ValueError:  # a regex Rust's engine refuses: every path stays Python's
+                pass
+        #: (path, VO hint=None) -> (normalised path, file_id, tier, VO): `path_tier` and the file
+        #: id, compiled where the rules allow (a compiled parser calls it once per new path)
+        self.resolve_path = resolve
         self._paths: dict[str, tuple[str, int, str, str]] = {}
         self._hinted: dict[str, dict[str, tuple[str, int, str, str]]] = {}
         self._group_of: dict[str, dict[str, str]] = {}
@@ -55,18 +66,15 @@ class Enricher:
         self.clamped = 0
 
     def _resolve(self, cache: dict, path: str, vo_hint: str) -> tuple[str, int, str, str]:
-        info = self._classify(path, None, vo_hint or None)
-        vo = info.vo or vo_hint
-        resolved = (info.path, file_id_of(info.path), info.tier, vo)
+        norm, file_id, tier, vo = self.resolve_path(path, vo_hint or None)
+        resolved = (norm, file_id, tier, vo or vo_hint)
         if len(cache) >= _PATH_CACHE_LIMIT:
             cache.clear()
         cache[path] = resolved
         return resolved
 
-    def resolve_path(self, path: str) -> tuple[str, int, str, str]:
-        """(normalised path, file_id, tier, VO) of a record's path without a VO hint (uncached:
-        for a compiled enricher that keeps its own cache)."""
-        norm, tier, vo = self._path_tier(path)
+    def _resolve_in_python(self, path: str, vo_hint: str | None = None) -> tuple[str, int, str, str]:
+        norm, tier, vo = self._path_tier(path, vo_hint)
         return norm, file_id_of(norm), tier, vo
 
     def group_for(self, site: str, server: str) -> str:

@@ -8,6 +8,7 @@
 //!   oracleGeneral) streamed as column batches from a reader thread.
 //! - `billing`: the dCache billing fast path (ingest's `_fast`, compiled).
 //! - `gstream`: the XRootD g-stream parser and enrichment, compiled, straight into event columns.
+//! - `tiers`: the data-tier classifier's per-path work (Python compiles the rules, this runs them).
 //! - `windowed`: a bank's per-window counters as the sparse cells a batch touched.
 //! - `python`: the PyO3 bindings (`cachescope._simcore`), behind the `python` feature.
 
@@ -19,6 +20,7 @@ pub mod reader;
 pub mod run;
 pub mod shadow;
 pub mod stats;
+pub mod tiers;
 pub mod trace;
 pub mod util;
 pub mod windowed;

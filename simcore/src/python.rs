@@ -448,12 +448,44 @@ fn factorize_str<'py>(
     Ok(Some((PyArray1::from_vec(py, codes), uniques)))
 }
 
+/// The data-tier classifier's per-path work compiled (`crate::tiers`): called with a raw path
+/// (and a record's VO hint), it gives `(normalised path, file_id, tier, VO)`; whatever it leaves
+/// to Python (see `tiers`) goes to `fallback(path, hint)`, which gives the same tuple.
+#[pyclass(name = "PathTiers", module = "cachescope._simcore", frozen)]
+struct PyPathTiers {
+    inner: crate::tiers::PathTiers,
+    fallback: Py<PyAny>,
+}
+
+#[pymethods]
+impl PyPathTiers {
+    #[new]
+    fn new(spec: &str, fallback: Py<PyAny>) -> PyResult<Self> {
+        let vos: Vec<crate::tiers::VoSpec> = serde_json::from_str(spec).map_err(|e| err(format!("tier rules: {e}")))?;
+        Ok(Self { inner: crate::tiers::PathTiers::new(vos).map_err(err)?, fallback })
+    }
+
+    /// (a method, not `__call__`: PyO3 passes a method's arguments without building a tuple)
+    #[pyo3(signature = (path, hint=None))]
+    fn resolve<'py>(&self, py: Python<'py>, path: &Bound<'py, PyAny>, hint: Option<&str>) -> PyResult<Bound<'py, PyAny>> {
+        // a str with lone surrogates has no &str: Python's
+        if let Some(text) = path.cast::<PyString>().ok().and_then(|s| s.to_str().ok()) {
+            if let Some((norm, tier, vo)) = self.inner.path_tier(text, hint) {
+                let id = xxhash_rust::xxh3::xxh3_64(norm.as_bytes());
+                return Ok((norm, id, tier, vo).into_pyobject(py)?.into_any());
+            }
+        }
+        self.fallback.bind(py).call1((path, hint))
+    }
+}
+
 #[pymodule]
 fn _simcore(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyBank>()?;
     m.add_class::<PyMrc>()?;
     m.add_class::<crate::billing::BillingFast>()?;
     m.add_class::<crate::gstream::GstreamColumns>()?;
+    m.add_class::<PyPathTiers>()?;
     m.add_function(wrap_pyfunction!(next_access_times, m)?)?;
     m.add_function(wrap_pyfunction!(partition_of, m)?)?;
     m.add_function(wrap_pyfunction!(read_csv_trace, m)?)?;

@@ -36,7 +36,8 @@ def _run(lines, columns: bool, fmt=gs.FORMAT, **kwargs):
                    on_reject=rejects.append, **kwargs)
     if columns:
         parts = list(p.column_batches(lines, batch_size=1000))
-    else:
+    else:  # the reference: the Python parser, Enricher and classifier (test_tiers compares the classifiers)
+        p.enrich.resolve_path = p.enrich._resolve_in_python
         parts = [EventColumns.from_events(b) for b in p.batches(lines, batch_size=1000)]
     cols = EventColumns.concat(parts)
     return cols, rejects, p.stats.as_dict(), dict(p.ctx.state), p.enrich.seq, p.enrich.clamped
@@ -195,13 +196,19 @@ def test_the_comparison_catches_planted_differences(generated, monkeypatch):
     """Sensitivity: a wrong tier from the compiled path's classifier call, or a Python reference
     whose times are off by one, each make the comparison fail."""
     lines = generated[:2000]
-    wrong = Enricher.resolve_path
+    init = Enricher.__init__
 
-    def bad_resolve(self, path):
-        norm, fid, tier, vo = wrong(self, path)
-        return norm, fid, ("PLANTED" if "AOD" in path else tier), vo
+    def planted(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        right = self.resolve_path
 
-    monkeypatch.setattr(Enricher, "resolve_path", bad_resolve)
+        def bad_resolve(path, hint=None):
+            norm, fid, tier, vo = right(path, hint)
+            return norm, fid, ("PLANTED" if "AOD" in path else tier), vo
+
+        self.resolve_path = bad_resolve
+
+    monkeypatch.setattr(Enricher, "__init__", planted)
     with pytest.raises(AssertionError, match="column tier"):
         _compare(lines)
     monkeypatch.undo()
