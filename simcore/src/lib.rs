@@ -8,6 +8,8 @@
 //!   oracleGeneral) streamed as column batches from a reader thread.
 //! - `billing`: the dCache billing fast path (ingest's `_fast`, compiled).
 //! - `gstream`: the XRootD g-stream parser and enrichment, compiled, straight into event columns.
+//! - `messages`: the Kafka event message (`cachescope.core.messages`) decoded straight into columns;
+//!   `json`: the strict JSON reader both share.
 //! - `tiers`: the data-tier classifier's per-path work (Python compiles the rules, this runs them).
 //! - `windowed`: a bank's per-window counters as the sparse cells a batch touched.
 //! - `python`: the PyO3 bindings (`cachescope._simcore`), behind the `python` feature.
@@ -29,5 +31,9 @@ pub mod windowed;
 mod billing;
 #[cfg(feature = "python")]
 mod gstream;
+#[cfg(feature = "python")]
+mod json;
+#[cfg(feature = "python")]
+mod messages;
 #[cfg(feature = "python")]
 mod python;

@@ -486,6 +486,8 @@ fn _simcore(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<crate::billing::BillingFast>()?;
     m.add_class::<crate::gstream::GstreamColumns>()?;
     m.add_class::<PyPathTiers>()?;
+    m.add_function(wrap_pyfunction!(crate::messages::decode_message, m)?)?;
+    m.add("MESSAGE_FIELDS", crate::messages::FIELDS.to_vec())?;
     m.add_function(wrap_pyfunction!(next_access_times, m)?)?;
     m.add_function(wrap_pyfunction!(partition_of, m)?)?;
     m.add_function(wrap_pyfunction!(read_csv_trace, m)?)?;

@@ -102,3 +102,87 @@ def test_shipper_splits_a_batch_that_would_exceed_kafkas_message_size():
     back = EventColumns.concat([decode_batch(m)[1] for m in messages])
     assert_columns_equal(back, EventColumns.from_events(events))  # every event once, in order
     assert _messages("MWT2", events[:10]) == [encode_batch("MWT2", events[:10])]
+
+
+# --- the compiled decoder (simcore/src/messages.rs) against msgspec's path ---------------------
+
+def _python_decode(message):
+    """decode_batch with the compiled decoder switched off: the reference."""
+    import cachescope.core.messages as m
+
+    fast, m._decode_message = m._decode_message, None
+    try:
+        return decode_batch(message)
+    finally:
+        m._decode_message = fast
+
+
+def _outcome(decode, message):
+    try:
+        group, cols = decode(message)
+    except ValueError as e:
+        return "ValueError", str(e)
+    return group, {f: (getattr(cols, f).dtype.str, getattr(cols, f).tolist()) for f in FIELD_NAMES}
+
+
+def _agree(message) -> bool:
+    """Both decoders give the same columns (or the same error); True when the compiled one took it."""
+    from cachescope._simcore import decode_message
+
+    assert _outcome(decode_batch, message) == _outcome(_python_decode, message), message[:300]
+    return decode_message(message) is not None
+
+
+def test_the_compiled_decoder_knows_the_contracts_fields_and_takes_plain_messages():
+    from cachescope._simcore import MESSAGE_FIELDS
+    import cachescope.core.messages as m
+
+    assert tuple(MESSAGE_FIELDS) == FIELD_NAMES and m._decode_message is not None
+    events = [_event(i) for i in range(50)]
+    for message in (encode_batch("MWT2", events), encode_batch("MWT2", events).decode(), encode_batch("g", []),
+                    encode_columns("MWT2", EventColumns.from_events(events))):
+        assert _agree(message)  # taken compiled, same columns
+    spaced = orjson.dumps(orjson.loads(encode_batch("g", events[:3])), option=orjson.OPT_INDENT_2)
+    assert _agree(spaced) and _agree(b' {"extra": {"a": [1, null, true]}, ' + encode_batch("g", events[:2])[1:])
+
+
+@pytest.mark.parametrize("message", [
+    b'{"cache_group":"g","columns":{}}', b'{"columns":{}}', b"[]", b"", b"null", b'{"cache_group":1,"columns":{}}',
+    b'{"cache_group":"a\\"b","columns":{}}', b'{"cache_group":"g","cache_group":"h","columns":{}}',
+    b'{"cache_group":"g","columns":[]} x', b"\xff\xfe",
+])
+def test_messages_the_compiled_decoder_declines_get_pythons_answer(message):
+    full = encode_batch("g", [_event(1), _event(2)])
+    assert not _agree(message)
+    for old, new in [(b'"ts":[', b'"ts":[-'), (b'"seq":[1,', b'"seq":[1.0,'), (b'"file_size":[11,', b'"file_size":[1e1,'),
+                     (b'"op":["write"', b'"op":["stat"'), (b'"vo":["atlas"', b'"vo":[null'), (b'"seq":[1,', b'"seq":[true,'),
+                     (b'"path":["', b'"path":["\\u00e9'), (b'"seq":[1,2]', b'"seq":[1]'), (b'"tier":', b'"tier_":'),
+                     (b'"observed_hit_bytes":[null,', b'"observed_hit_bytes":[9223372036854775808,'),
+                     (b'"seq":[1,', b'"seq":[18446744073709551616,'), (b'"ts":[', b'"ts":[9223372036854775808,')]:
+        assert old in full, old
+        assert not _agree(full.replace(old, new, 1)), new
+
+
+_TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x7f"), max_size=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.fixed_dictionaries({
+    "ts": st.integers(-2, 2**63 - 1), "site": _TEXT, "path": _TEXT, "file_id": st.integers(0, 2**64 - 1),
+    "file_size": st.integers(0, 2**64 - 1), "bytes_read": st.integers(0, 2**64 - 1),
+    "op": st.sampled_from(["read", "write", "delete"]), "tier": _TEXT,
+    "observed_hit_bytes": st.none() | st.integers(0, 2**64 - 1), "seq": st.integers(0, 2**64 - 1)}), max_size=6),
+    _TEXT)
+def test_the_compiled_decoder_agrees_on_generated_messages(events, group):
+    _agree(encode_batch(group, [_event(i, **e) for i, e in enumerate(events)]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_the_compiled_decoder_agrees_on_damaged_messages(data):
+    full = bytearray(encode_batch("MWT2", [_event(i) for i in range(3)]))
+    for _ in range(data.draw(st.integers(1, 3))):
+        at = data.draw(st.integers(0, len(full) - 1))
+        full[at:at + data.draw(st.integers(0, 3))] = data.draw(st.sampled_from(
+            [b"", b",", b"]", b"[", b"}", b"{", b'"', b"0", b"-1", b"null", b" ", b"x", b"1.5", b"99999999999999999999"]))
+    _agree(bytes(full))
