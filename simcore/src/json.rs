@@ -117,7 +117,6 @@ impl<'a> Json<'a> {
             _ => self.number(),
         }
     }
-    /// An object at `self.i`; `field(key, value)` sees each member in order.
     /// An array at `self.i`; `item(value)` sees each element in order.
     pub(crate) fn array(&mut self, depth: usize, mut item: impl FnMut(Val<'a>) -> Option<()>) -> Option<()> {
         if depth > MAX_DEPTH {
@@ -137,7 +136,8 @@ impl<'a> Json<'a> {
             }
         }
     }
-    pub(crate) fn object(&mut self, depth: usize, mut field: impl FnMut(&'a str, Val<'a>) -> Option<()>) -> Option<()> {
+    /// An object at `self.i`; `member(reader, key)` reads each member's value itself.
+    pub(crate) fn members(&mut self, mut member: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
         self.byte(b'{')?;
         self.ws();
         if self.byte(b'}').is_some() {
@@ -149,12 +149,18 @@ impl<'a> Json<'a> {
             self.ws();
             self.byte(b':')?;
             self.ws();
-            let v = self.value(depth)?;
-            field(key, v)?;
+            member(self, key)?;
             self.ws();
             if self.byte(b',').is_none() {
                 return self.byte(b'}');
             }
         }
+    }
+    /// An object at `self.i`; `field(key, value)` sees each member in order.
+    pub(crate) fn object(&mut self, depth: usize, mut field: impl FnMut(&'a str, Val<'a>) -> Option<()>) -> Option<()> {
+        self.members(|j, key| {
+            let v = j.value(depth)?;
+            field(key, v)
+        })
     }
 }

@@ -114,66 +114,25 @@ fn decode(text: &str) -> Option<(&str, Vec<Column<'_>>)> {
     let mut columns: Vec<Option<Column>> = (0..FIELDS.len()).map(|_| None).collect();
     let mut seen_columns = false;
     j.ws();
-    j.byte(b'{')?;
-    j.ws();
-    if j.byte(b'}').is_none() {
-        loop {
-            j.ws();
-            let key = j.string()?;
-            j.ws();
-            j.byte(b':')?;
-            j.ws();
-            match key {
-                "cache_group" => {
-                    let Val::Str(g) = j.value(1)? else { return None };
-                    if group.replace(g).is_some() {
-                        return None;
-                    }
+    j.members(|j, key| match key {
+        "cache_group" => match j.value(1)? {
+            Val::Str(g) if group.replace(g).is_none() => Some(()),
+            _ => None,
+        },
+        "columns" if !seen_columns => {
+            seen_columns = true;
+            j.members(|j, name| match FIELDS.iter().position(|f| *f == name) {
+                Some(f) if columns[f].is_none() => {
+                    columns[f] = Some(column(j, f)?);
+                    Some(())
                 }
-                "columns" => {
-                    if seen_columns {
-                        return None;
-                    }
-                    seen_columns = true;
-                    j.byte(b'{')?;
-                    j.ws();
-                    if j.byte(b'}').is_none() {
-                        loop {
-                            j.ws();
-                            let name = j.string()?;
-                            j.ws();
-                            j.byte(b':')?;
-                            j.ws();
-                            match FIELDS.iter().position(|f| *f == name) {
-                                Some(f) => {
-                                    if columns[f].is_some() {
-                                        return None;
-                                    }
-                                    columns[f] = Some(column(&mut j, f)?);
-                                }
-                                None => {
-                                    j.value(2)?; // an unknown key: skipped, as msgspec does
-                                }
-                            }
-                            j.ws();
-                            if j.byte(b',').is_none() {
-                                j.byte(b'}')?;
-                                break;
-                            }
-                        }
-                    }
-                }
-                _ => {
-                    j.value(1)?;
-                }
-            }
-            j.ws();
-            if j.byte(b',').is_none() {
-                j.byte(b'}')?;
-                break;
-            }
+                Some(_) => None,               // a field twice: msgspec's to judge
+                None => j.value(2).map(|_| ()), // an unknown key: skipped, as msgspec does
+            })
         }
-    }
+        "columns" => None,
+        _ => j.value(1).map(|_| ()),
+    })?;
     j.ws();
     if j.i != j.s.len() {
         return None;
