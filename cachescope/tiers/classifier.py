@@ -524,12 +524,12 @@ def _format_pieces(template: str, index: Mapping[str, int]) -> list[str | int] |
 
 
 def _compiled_spec(vos: list[_VO]) -> str | None:
-    patterns: list[str] = []
+    if not all(_portable(rx.pattern) and not rx.flags & ~re.UNICODE for rx in _all_regexes(vos)):
+        return None
     out = []
     for vo in vos:
         rules = []
         for rule in vo.rules:
-            patterns.append(rule.regex.pattern)
             r: dict[str, Any] = {"on": rule.on, "regex": rule.regex.pattern, "detects": rule.detects}
             if rule.scan_tokens:
                 r.update(kind="scan", default=rule.default)
@@ -546,26 +546,21 @@ def _compiled_spec(vos: list[_VO]) -> str | None:
         rucio = None
         if vo.rucio is not None:
             rx, canonical = vo.rucio
-            patterns.append(rx.pattern)
             did_names = {"scope_path": 0, "h1": 1, "h2": 2, "name": 3}
             pieces, did = _format_pieces(canonical, rx.groupindex), _format_pieces(canonical, did_names)
             if pieces is None or did is None:
                 return None
             rucio = {**{g: rx.groupindex[g] for g in did_names}, "regex": rx.pattern, "canonical": pieces, "did": did}
-        patterns += [rx.pattern for rx in vo.detect] + [rx.pattern for rx, _ in vo.normalise]
-        if vo.tier_like is not None:
-            patterns.append(vo.tier_like.pattern)
         out.append({"name": vo.name, "detect": [rx.pattern for rx in vo.detect], "detect_by_rules": vo.detect_by_rules,
                     "normalise": [{"regex": rx.pattern, "replace": pieces}
                                   for (rx, _), pieces in zip(vo.normalise, vo.normalise_pieces)],
                     "rules": rules, "default": vo.default, "rucio": rucio,
                     "tier_like": None if vo.tier_like is None else vo.tier_like.pattern})
-    if not all(map(_portable, patterns)) or any(vo_rx.flags & ~re.UNICODE for vo_rx in _all_regexes(vos)):
-        return None
     return json.dumps(out)
 
 
 def _all_regexes(vos: list[_VO]) -> Iterable[re.Pattern[str]]:
+    """Every regex the compiled classifier runs (base_tier's are not: it gives no base tier)."""
     for vo in vos:
         yield from vo.detect
         yield from (rx for rx, _ in vo.normalise)

@@ -96,19 +96,7 @@ impl<'a> Json<'a> {
                 Some(Val::Obj(a, self.i))
             }
             b'[' => {
-                self.i += 1;
-                self.ws();
-                if self.byte(b']').is_none() {
-                    loop {
-                        self.ws();
-                        self.value(depth + 1)?;
-                        self.ws();
-                        if self.byte(b',').is_none() {
-                            self.byte(b']')?;
-                            break;
-                        }
-                    }
-                }
+                self.array(depth + 1, |_| Some(()))?;
                 Some(Val::Other)
             }
             b't' => self.word(b"true").map(|_| Val::Other),
@@ -117,44 +105,38 @@ impl<'a> Json<'a> {
             _ => self.number(),
         }
     }
+    /// `open` item (`,` item)* `close`, whitespace around the items skipped; `each` reads an item.
+    fn sequence(&mut self, open: u8, close: u8, mut each: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.byte(open)?;
+        self.ws();
+        if self.byte(close).is_some() {
+            return Some(());
+        }
+        loop {
+            self.ws();
+            each(self)?;
+            self.ws();
+            if self.byte(b',').is_none() {
+                return self.byte(close);
+            }
+        }
+    }
     /// An array at `self.i`; `item(value)` sees each element in order.
     pub(crate) fn array(&mut self, depth: usize, mut item: impl FnMut(Val<'a>) -> Option<()>) -> Option<()> {
         if depth > MAX_DEPTH {
             return None;
         }
-        self.byte(b'[')?;
-        self.ws();
-        if self.byte(b']').is_some() {
-            return Some(());
-        }
-        loop {
-            self.ws();
-            item(self.value(depth)?)?;
-            self.ws();
-            if self.byte(b',').is_none() {
-                return self.byte(b']');
-            }
-        }
+        self.sequence(b'[', b']', |j| item(j.value(depth)?))
     }
     /// An object at `self.i`; `member(reader, key)` reads each member's value itself.
     pub(crate) fn members(&mut self, mut member: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
-        self.byte(b'{')?;
-        self.ws();
-        if self.byte(b'}').is_some() {
-            return Some(());
-        }
-        loop {
-            self.ws();
-            let key = self.string()?;
-            self.ws();
-            self.byte(b':')?;
-            self.ws();
-            member(self, key)?;
-            self.ws();
-            if self.byte(b',').is_none() {
-                return self.byte(b'}');
-            }
-        }
+        self.sequence(b'{', b'}', |j| {
+            let key = j.string()?;
+            j.ws();
+            j.byte(b':')?;
+            j.ws();
+            member(j, key)
+        })
     }
     /// An object at `self.i`; `field(key, value)` sees each member in order.
     pub(crate) fn object(&mut self, depth: usize, mut field: impl FnMut(&'a str, Val<'a>) -> Option<()>) -> Option<()> {

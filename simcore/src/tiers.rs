@@ -420,66 +420,23 @@ fn starts_match(rx: &Regex, text: &str) -> bool {
 mod tests {
     use super::*;
 
+    /// A small ATLAS rule set, in the JSON form `TierClassifier.compiled_spec` writes.
     fn atlas() -> PathTiers {
-        PathTiers::new(vec![VoSpec {
-            name: "atlas".into(),
-            detect: vec!["^/atlas/".into()],
-            detect_by_rules: true,
-            normalise: vec![SubSpec { regex: "^.*?(/atlas/)".into(), replace: vec![Piece::Group(1)] }],
-            rules: vec![
-                RuleSpec {
-                    on: "name".into(),
-                    regex: r"^(?:mc|data)\d+_\w+\.\d+\.\w+\.\w+\.(?P<tier>[A-Z][A-Z0-9_]*)\.".into(),
-                    kind: "group".into(),
-                    tier: String::new(),
-                    group: 1,
-                    pieces: vec![],
-                    default: String::new(),
-                    detects: true,
-                },
-                RuleSpec {
-                    on: "scope".into(),
-                    regex: r"^user\.".into(),
-                    kind: "scan".into(),
-                    tier: String::new(),
-                    group: 0,
-                    pieces: vec![],
-                    default: "USER".into(),
-                    detects: false,
-                },
+        let spec = r#"[{
+            "name": "atlas", "detect": ["^/atlas/"], "detect_by_rules": true, "default": "UNKNOWN",
+            "normalise": [{"regex": "^.*?(/atlas/)", "replace": [1]}],
+            "rules": [
+                {"on": "name", "regex": "^(?:mc|data)\\d+_\\w+\\.\\d+\\.\\w+\\.\\w+\\.(?P<tier>[A-Z][A-Z0-9_]*)\\.",
+                 "kind": "group", "group": 1, "detects": true},
+                {"on": "scope", "regex": "^user\\.", "kind": "scan", "default": "USER", "detects": false}
             ],
-            default: UNKNOWN.into(),
-            rucio: Some(RucioSpec {
-                regex: r"^/atlas/rucio/(?P<scope_path>.+)/(?P<h1>[0-9a-f]{2})/(?P<h2>[0-9a-f]{2})/(?P<name>[^/]+)$"
-                    .into(),
-                scope_path: 1,
-                h1: 2,
-                h2: 3,
-                name: 4,
-                canonical: vec![
-                    Piece::Text("/atlas/rucio/".into()),
-                    Piece::Group(1),
-                    Piece::Text("/".into()),
-                    Piece::Group(2),
-                    Piece::Text("/".into()),
-                    Piece::Group(3),
-                    Piece::Text("/".into()),
-                    Piece::Group(4),
-                ],
-                did: vec![
-                    Piece::Text("/atlas/rucio/".into()),
-                    Piece::Group(0),
-                    Piece::Text("/".into()),
-                    Piece::Group(1),
-                    Piece::Text("/".into()),
-                    Piece::Group(2),
-                    Piece::Text("/".into()),
-                    Piece::Group(3),
-                ],
-            }),
-            tier_like: Some("^(?:DAOD_[A-Z0-9]+|AOD|EVNT)$".into()),
-        }])
-        .unwrap()
+            "rucio": {"regex": "^/atlas/rucio/(?P<scope_path>.+)/(?P<h1>[0-9a-f]{2})/(?P<h2>[0-9a-f]{2})/(?P<name>[^/]+)$",
+                      "scope_path": 1, "h1": 2, "h2": 3, "name": 4,
+                      "canonical": ["/atlas/rucio/", 1, "/", 2, "/", 3, "/", 4],
+                      "did": ["/atlas/rucio/", 0, "/", 1, "/", 2, "/", 3]},
+            "tier_like": "^(?:DAOD_[A-Z0-9]+|AOD|EVNT)$"
+        }]"#;
+        PathTiers::new(serde_json::from_str(spec).unwrap()).unwrap()
     }
 
     #[test]
