@@ -3,7 +3,9 @@
 Start-up time is part of the contract (`cachescope --help`, `cachescope tier` ≤ 0.15 s), so
 `main` imports only the module of the command being run, and command modules import their
 heavy dependencies (numpy, pandas, the engine, Kafka clients) inside the command. `--help` (or
-no command) imports every command module, which costs little for that reason.
+no command) imports every command module, which costs little for that reason; the root
+`--help` prints typer's text as kept after its first rendering (`_help_cache`: typer's own
+import and app building are ~0.1 s).
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ def main() -> None:
         from cli._tier_run import fast_main
 
         return fast_main(sys.argv[2:])
+    if sys.argv[1:] == ["--help"]:
+        return _root_help()
     module = COMMANDS.get(name or "")
     app = _load([module] if module else sorted(set(COMMANDS.values())))
     code = app(standalone_mode=False)
@@ -70,6 +74,27 @@ def main() -> None:
                 pass
         os._exit(0)
     sys.exit(code)
+
+
+def _root_help() -> None:
+    """`cachescope --help`: typer's text, kept after the first rendering (see _help_cache)."""
+    import contextlib
+    import io
+    import sys
+
+    from cli import _help_cache
+
+    text = _help_cache.cached()
+    if text is None:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = _load(sorted(set(COMMANDS.values())))(standalone_mode=False)
+        text = out.getvalue()
+        if code not in (0, None):
+            sys.stdout.write(text)
+            sys.exit(code)
+        _help_cache.keep(text)
+    sys.stdout.write(text)
 
 
 #: commands that end without Python's teardown when they succeed

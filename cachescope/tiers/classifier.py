@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import re
-import string
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -507,6 +505,8 @@ def _portable(pattern: str) -> bool:
 def _format_pieces(template: str, index: Mapping[str, int]) -> list[str | int] | None:
     """A `str.format` template over named values as texts and value numbers; None when it uses
     more than plain `{name}` fields."""
+    import string  # here: `cachescope tier` imports this module within its start-up budget
+
     pieces: list[str | int] = []
     try:
         parsed = list(string.Formatter().parse(template))
@@ -524,6 +524,8 @@ def _format_pieces(template: str, index: Mapping[str, int]) -> list[str | int] |
 
 
 def _compiled_spec(vos: list[_VO]) -> str | None:
+    import json  # here: `cachescope tier` imports this module within its start-up budget
+
     if not all(_portable(rx.pattern) and not rx.flags & ~re.UNICODE for rx in _all_regexes(vos)):
         return None
     out = []
