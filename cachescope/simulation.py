@@ -97,17 +97,19 @@ class ShadowBank:
                                None if ts is None else _seconds(ts))
 
     def feed_cells(self, file_id, file_size, bytes_read, tier, op, window, next_access=None,
-                   tiers_used: int | None = None, ts=None) -> dict[str, np.ndarray]:
+                   tiers_used: int | None = None, ts=None, parallel: bool = True) -> dict[str, np.ndarray]:
         """Feed a batch (`window`: each event's window number, < 2^32); returns only the counter
         cells it touched: dict(window, cache, tier, values (cells, fields) u64), sorted by
         (window, cache, tier). `tiers_used`: every tier code fed so far (this batch's and the
         evicted files') is below it, which lets the engine count in a small flat block. `ts`
-        (event times, µs) makes the caches count residence ages, as `feed`."""
+        (event times, µs) makes the caches count residence ages, as `feed`. `parallel=False` runs
+        the caches one after the other in this thread: for a caller whose other threads need the
+        second core more (the same cells either way)."""
         file_id, file_size, bytes_read, tier, op, next_access = _columns(file_id, file_size, bytes_read, tier, op,
                                                                          next_access)
         return self._bank.feed_cells(file_id, file_size, bytes_read, tier, op,
                                      np.ascontiguousarray(window, dtype=np.uint32), next_access, tiers_used,
-                                     None if ts is None else _seconds(ts))
+                                     None if ts is None else _seconds(ts), parallel)
 
     def feed_totals(self, file_id, file_size, bytes_read, tier, op, next_access=None) -> None:
         """Feed a batch into the exact totals only (no per-window counters)."""

@@ -125,12 +125,6 @@ def replay(
     # the parse processes start first: they read while this process prepares the store
     if streams is None:
         streams = open_streams(list(files), fmt, config, site, on_reject, parse_processes)
-    try:
-        migrations.migrate(store, events_ttl_days=0)  # idempotent; old logs must not expire on insert
-    except BaseException:
-        for s in streams:
-            s.close()
-        raise
     pipeline = config.pipeline
     summary = ReplaySummary(files=len(files))
     groups: dict[tuple[str, int], GroupState] = {}
@@ -147,8 +141,11 @@ def replay(
         for table, columns in tables_written.items():
             summary.rows[table] = summary.rows.get(table, 0) + len(next(iter(columns.values())))
 
-    # inserts overlap parsing and the shadow caches of the next chunk
-    writer = RowWriter(store, background=True, max_queued=2, on_written=written)
+    # inserts overlap parsing and the shadow caches of the next chunk; the migrations (idempotent;
+    # events_ttl_days=0: old logs must not expire on insert) run first on the writer's thread,
+    # while this one processes the first batches
+    writer = RowWriter(store, background=True, max_queued=2, on_written=written,
+                       prepare=lambda: migrations.migrate(store, events_ttl_days=0))
 
     def write_all() -> None:
         for st in groups.values():
@@ -157,13 +154,16 @@ def replay(
     batches = chunks(merged(streams), batch_events)
     try:
         for cols in batches:
+            writer.check()  # a store that cannot be migrated ends the replay at once
             codes, names = factorize_text(cols.cache_group)  # groups in order of appearance
             for code, group in enumerate(names):
                 mine = cols.take(np.flatnonzero(codes == code)) if len(names) > 1 else cols
                 for shard, part in split(mine, pipeline.shards):
                     st = groups.get((group, shard))
                     if st is None:
-                        st = groups[(group, shard)] = GroupState.new(group, pipeline, shard)
+                        # the caches on one core: the store writer's thread is the chain a replay
+                        # waits for (BENCHMARKS.md, session 11)
+                        st = groups[(group, shard)] = GroupState.new(group, pipeline, shard, parallel_caches=False)
                     late = st.process(part)
                     if late is not None:
                         summary.late += len(late)

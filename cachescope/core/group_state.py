@@ -25,8 +25,11 @@ class GroupState:
         self.keep_events = keep_events  # also write the raw events (access_events) for what-if replays
 
     @classmethod
-    def new(cls, cache_group: str, config: PipelineConfig, shard: int = 0, keep_events: bool = True) -> "GroupState":
-        return cls(GroupProcessor(cache_group, config, shard), keep_events=keep_events)
+    def new(cls, cache_group: str, config: PipelineConfig, shard: int = 0, keep_events: bool = True,
+            parallel_caches: bool = True) -> "GroupState":
+        processor = GroupProcessor(cache_group, config, shard)
+        processor.parallel_caches = parallel_caches
+        return cls(processor, keep_events=keep_events)
 
     def process(self, events: EventColumns, message: bytes | str | None = None) -> EventColumns | None:
         """Feed one batch; queue the raw events and every closed window. Returns the late events.

@@ -71,6 +71,11 @@ class GroupProcessor:
     """One cache group, or one shard of it (config.shards > 1: the files whose hash partition is
     `shard`, fed to caches of size/shards, rows labelled with the full size)."""
 
+    #: run the shadow caches on all cores (see `ShadowBank.feed_cells`). The adapter decides, not
+    #: the state: in the Flink job the processing thread is the chain the stream waits for; in the
+    #: embedded replay it is the store writer's thread, which the second core is then left to.
+    parallel_caches: bool = True
+
     def __init__(self, cache_group: str, config: PipelineConfig, shard: int = 0):
         if not 0 <= shard < config.shards:
             raise ValueError(f"shard {shard} of a cache group spread over {config.shards}")
@@ -182,13 +187,14 @@ class GroupProcessor:
         out = excluded(ev.tier, ev.file_size, ev.op, adm.exclude_tiers, adm.max_file_size) if adm else None
         if out is None or not out.any():
             cells = _Cells.of(self.bank.feed_cells(ev.file_id, ev.file_size, ev.bytes_read, tier, ev.op, index,
-                                                   tiers_used=len(self.tiers.names), ts=ev.ts))
+                                                   tiers_used=len(self.tiers.names), ts=ev.ts,
+                                                   parallel=self.parallel_caches))
         else:
             keep = ~out
             cells = _Cells.concat([
                 _Cells.of(self.bank.feed_cells(ev.file_id[keep], ev.file_size[keep], ev.bytes_read[keep], tier[keep],
                                                ev.op[keep], index[keep], tiers_used=len(self.tiers.names),
-                                               ts=ev.ts[keep])),
+                                               ts=ev.ts[keep], parallel=self.parallel_caches)),
                 self._bypassed(index[out], tier[out], ev.bytes_read[out], ev.file_id[out])]).summed(1)
         cells.start = cells.start * self.window_us + low if starts is None else starts[cells.start]
         # the open windows' cells stay one per (window, cache, tier), however many batches a window

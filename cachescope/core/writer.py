@@ -29,19 +29,26 @@ DRAIN_SETTINGS = {"min_insert_block_size_rows": 262_144, "max_insert_threads": 2
 
 
 class RowWriter:
-    def __init__(self, store, background: bool = True, max_queued: int = 4, on_written: Written | None = None):
+    def __init__(self, store, background: bool = True, max_queued: int = 4, on_written: Written | None = None,
+                 prepare: Callable[[], object] | None = None):
         """`max_queued` batches may wait for the thread: beyond that submit() blocks, which is the
-        back-pressure that keeps a slow store from filling memory."""
+        back-pressure that keeps a slow store from filling memory. `prepare` (the store's
+        migrations) runs first on the writer's thread, before any insert, while the caller goes
+        on processing; its error is raised as it is, at the caller's next call."""
         self.store = store
         self.on_written = on_written
         self._error: BaseException | None = None
+        self._prepare_error: BaseException | None = None
         self._draining = False
         self._queue: queue.Queue | None = None
         self._thread: threading.Thread | None = None
         if background:
             self._queue = queue.Queue(maxsize=max_queued)
-            self._thread = threading.Thread(target=self._run, name="cachescope-row-writer", daemon=True)
+            self._thread = threading.Thread(target=self._run, args=(prepare,), name="cachescope-row-writer",
+                                            daemon=True)
             self._thread.start()
+        elif prepare is not None:
+            prepare()
 
     def submit(self, batch: Batch | None, health: dict[str, np.ndarray] | None = None) -> None:
         self.check()
@@ -59,6 +66,8 @@ class RowWriter:
         self.check()
 
     def check(self) -> None:
+        if self._prepare_error is not None:
+            raise self._prepare_error
         if self._error is not None:
             raise RuntimeError(f"writing rows to the store failed: {self._error}") from self._error
 
@@ -89,7 +98,12 @@ class RowWriter:
         if self.on_written is not None:
             self.on_written(written)
 
-    def _run(self) -> None:
+    def _run(self, prepare: Callable[[], object] | None) -> None:
+        if prepare is not None:
+            try:
+                prepare()
+            except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+                self._prepare_error = self._error = e
         stop = False
         while not stop:
             items = [self._queue.get()]

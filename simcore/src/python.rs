@@ -119,8 +119,9 @@ impl PyBank {
 
     /// Feed one batch (each event's window number within it); returns only the cells it touched:
     /// dict(window u32, cache u32, tier u8, values u64 (cells, fields)) (`windowed.rs`).
-    /// `tiers_used`: every tier code fed so far is below it (None: n_tiers).
-    #[pyo3(signature = (file_id, file_size, bytes_read, tier, op, window, next_access=None, tiers_used=None, ts=None))]
+    /// `tiers_used`: every tier code fed so far is below it (None: n_tiers). `parallel`: the
+    /// caches may run on all cores (see `windowed::feed_cells`).
+    #[pyo3(signature = (file_id, file_size, bytes_read, tier, op, window, next_access=None, tiers_used=None, ts=None, parallel=true))]
     #[allow(clippy::too_many_arguments)]
     fn feed_cells<'py>(
         &mut self,
@@ -134,10 +135,11 @@ impl PyBank {
         next_access: Option<PyReadonlyArray1<'py, u64>>,
         tiers_used: Option<usize>,
         ts: Option<PyReadonlyArray1<'py, u32>>,
+        parallel: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
         let ev = events(&file_id, &file_size, &bytes_read, &tier, &op, next_access.as_ref(), Some(&window), ts.as_ref())?;
         let inner = &mut self.inner;
-        let cells = py.detach(|| crate::windowed::feed_cells(inner, &ev, tiers_used)).map_err(err)?;
+        let cells = py.detach(|| crate::windowed::feed_cells(inner, &ev, tiers_used, parallel)).map_err(err)?;
         let n = cells.window.len();
         let d = PyDict::new(py);
         d.set_item("window", PyArray1::from_vec(py, cells.window))?;

@@ -259,7 +259,10 @@ fn sum_sorted(key: &[i64], values: &[u64], width: usize) -> (Vec<i64>, Vec<u64>)
 /// meets them), so evicted files' tiers are too; None: any of n_tiers.
 /// The caches and totals take the whole batch even when a cell's counter overflows u64 (then
 /// an error names it, as `Bank::feed` does).
-pub fn feed_cells(bank: &mut Bank, ev: &Events, tiers_used: Option<usize>) -> Result<Cells, String> {
+/// `parallel`: run the caches on all cores (rayon) when the batch pays for the hand-off. A caller
+/// whose other threads are the slower chain (the embedded replay's store writer) passes false:
+/// the caches then take one core and leave the other to that chain.
+pub fn feed_cells(bank: &mut Bank, ev: &Events, tiers_used: Option<usize>, parallel: bool) -> Result<Cells, String> {
     let n_windows = bank.admit(ev)?;
     let used = tiers_used.unwrap_or(bank.n_tiers).clamp(1, bank.n_tiers);
     if let Some(i) = ev.tier.iter().position(|&t| t as usize >= used) {
@@ -270,7 +273,7 @@ pub fn feed_cells(bank: &mut Bank, ev: &Events, tiers_used: Option<usize>) -> Re
     let flat = (n_windows * used <= FLAT_MAX_CELLS).then_some((n_windows, used, stride));
     let n_tiers = bank.n_tiers;
     let n_caches = bank.shadows.len();
-    let parts: Vec<(Cells, Option<String>)> = if n_caches > 1 && ev.len() * n_caches >= 20_000 {
+    let parts: Vec<(Cells, Option<String>)> = if parallel && n_caches > 1 && ev.len() * n_caches >= 20_000 {
         use rayon::prelude::*;
         bank.shadows.par_iter_mut().enumerate().map(|(c, s)| run_cache(s, c as u32, ev, n_tiers, flat)).collect()
     } else {
@@ -375,19 +378,20 @@ mod tests {
         let mut cell_bank = Bank::new(specs, 8).unwrap();
         let ev = Events { id: &id, size: &size, bytes_read: &size, tier: &tier, op: &op, next_access: None, window: Some(&window), ts: None, key: None };
         let (n_windows, dense) = dense_bank.feed(&ev).unwrap();
-        let cells = feed_cells(&mut cell_bank, &ev, Some(5)).unwrap();
+        let cells = feed_cells(&mut cell_bank, &ev, Some(5), true).unwrap();
         check(&cells, n_windows, &dense);
         // files of tiers 3 and 4 are evicted in later batches announced with tiers_used 3
         let later_tier: Vec<u8> = tier.iter().map(|&t| t % 3).collect();
         let later = Events { tier: &later_tier, ..ev };
         let (_, dense_later) = dense_bank.feed(&later).unwrap();
-        let cells_later = feed_cells(&mut cell_bank, &later, Some(3)).unwrap();
+        let cells_later = feed_cells(&mut cell_bank, &later, Some(3), true).unwrap();
         check(&cells_later, n_windows, &dense_later);
-        // 9,501 windows: too many for a block of all 8 tiers, not for one of the 5 tiers fed
+        // 9,501 windows: too many for a block of all 8 tiers, not for one of the 5 tiers fed; the
+        // caches one after the other in this thread (parallel = false) from here on
         let mut used_bank = Bank::new(specs_again(), 8).unwrap();
         let mid: Vec<u32> = window.iter().map(|&w| w * 500).collect();
         let ev_mid = Events { window: Some(&mid), ..ev };
-        let got = feed_cells(&mut used_bank, &ev_mid, Some(5)).unwrap();
+        let got = feed_cells(&mut used_bank, &ev_mid, Some(5), false).unwrap();
         let unmid = Cells { window: got.window.iter().map(|w| w / 500).collect(), ..got };
         check(&unmid, n_windows, &dense);
         // a restored bank does not know the tiers fed: the flat path over the 3 tiers announced,
@@ -396,7 +400,7 @@ mod tests {
         assert_eq!(restored.tiers_fed, None);
         let mid_later = Events { window: Some(&mid), ..later };
         for bank in [&mut used_bank, &mut restored] {
-            let got = feed_cells(bank, &mid_later, Some(3)).unwrap();
+            let got = feed_cells(bank, &mid_later, Some(3), false).unwrap();
             let unmid = Cells { window: got.window.iter().map(|w| w / 500).collect(), ..got };
             check(&unmid, n_windows, &dense_later);
             assert_eq!(dense_bank.totals(), bank.totals());
@@ -405,11 +409,11 @@ mod tests {
         let mut hashed_bank = Bank::new(specs_again(), 8).unwrap();
         let wide: Vec<u32> = window.iter().map(|&w| w * 10_000).collect();
         let ev_wide = Events { window: Some(&wide), ..ev };
-        let hashed = feed_cells(&mut hashed_bank, &ev_wide, None).unwrap();
+        let hashed = feed_cells(&mut hashed_bank, &ev_wide, None, false).unwrap();
         let unwide = Cells { window: hashed.window.iter().map(|w| w / 10_000).collect(), ..hashed };
         check(&unwide, n_windows, &dense);
         let wide_later = Events { window: Some(&wide), ..later };
-        let hashed = feed_cells(&mut hashed_bank, &wide_later, None).unwrap();
+        let hashed = feed_cells(&mut hashed_bank, &wide_later, None, true).unwrap();
         let unwide = Cells { window: hashed.window.iter().map(|w| w / 10_000).collect(), ..hashed };
         check(&unwide, n_windows, &dense_later);
         assert_eq!(dense_bank.totals(), hashed_bank.totals());

@@ -44,3 +44,15 @@ def test_cells_are_the_dense_counters(seed, windows, n):
         assert (np.diff(key) > 0).all()  # sorted by (window, cache, tier), each once
         assert np.array_equal(densify(cells, len(dense)), dense)
         assert np.array_equal(cell_bank.totals(), dense_bank.totals())
+
+
+def test_caches_one_after_the_other_give_the_cells_and_totals_of_caches_on_all_cores():
+    # 20,000 events × 6 caches: above the work the engine hands to its threads
+    rng = np.random.default_rng(11)
+    on_all_cores, in_this_thread = ShadowBank(SPECS, N_TIERS), ShadowBank(SPECS, N_TIERS)
+    for windows in (1, 40, 20_000):
+        cols = batch(rng, 20_000, windows, N_TIERS)
+        a = on_all_cores.feed_cells(*cols, tiers_used=N_TIERS)
+        b = in_this_thread.feed_cells(*cols, tiers_used=N_TIERS, parallel=False)
+        assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+        assert np.array_equal(on_all_cores.totals(), in_this_thread.totals())

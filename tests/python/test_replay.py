@@ -85,3 +85,20 @@ def test_unknown_format_and_missing_file_are_usage_errors(tmp_path):
     assert run("replay", "--format", "nope", "--store", str(tmp_path / "s"), __file__).returncode == 2
     out = run("replay", "--format", "csv", "--store", str(tmp_path / "s"), str(tmp_path / "missing.csv"))
     assert out.returncode == 2 and "missing.csv" in out.stderr
+
+
+def test_a_store_migrated_by_a_newer_cachescope_is_refused_in_one_line(tmp_path):
+    from cachescope.store import open_store
+    from cachescope.store.migrations import SCHEMA_MIGRATIONS, migrate
+
+    with open_store(store_dir=tmp_path / "store") as store:
+        migrate(store, events_ttl_days=0)
+        store.command(f"INSERT INTO {SCHEMA_MIGRATIONS} (version, name, checksum, applied_at) "
+                      "VALUES (999, 'from_the_future', 'x', now64(3))")
+        before = store.query("SELECT count() FROM access_events").scalar()
+    trace(tmp_path / "t.csv")
+    out = run("replay", "--format", "csv", "--store", str(tmp_path / "store"), str(tmp_path / "t.csv"))
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert "migrations [999] this code does not know" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    with open_store(store_dir=tmp_path / "store") as store:
+        assert store.query("SELECT count() FROM access_events").scalar() == before == 0

@@ -116,6 +116,25 @@ def test_the_parse_process_runs_at_a_lower_priority_than_the_replay(tmp_path):
         stream.close()
 
 
+def test_the_replay_runs_its_shadow_caches_on_one_core(tmp_path, monkeypatch):
+    """The other core is the store writer's (and the parser's): `parallel_caches` is off."""
+    from cachescope.simulation import ShadowBank
+
+    seen = []
+    feed_cells = ShadowBank.feed_cells
+
+    def recording(self, *args, **kwargs):
+        seen.append(kwargs.get("parallel", True))
+        return feed_cells(self, *args, **kwargs)
+
+    monkeypatch.setattr(ShadowBank, "feed_cells", recording)
+    w = make_workload(3_000, days=1, sites=2, servers=1, seed=5)
+    log = write("xrootd-gstream", w, tmp_path / "g.jsonl", single_file=True)[0]
+    with open_store(store_dir=tmp_path / "store") as store:
+        summary = replay([log], "xrootd-gstream", config=load_config(), store=store, parse_processes=False)
+    assert summary.events > 2_000 and seen and not any(seen)
+
+
 def test_gstream_compiled_columns_store_what_the_python_path_stores(tmp_path, monkeypatch):
     """The g-stream replay through the compiled parser and enricher (inline and in a child
     process, whose columns cross the pipe packed) stores the rows the Python path stores."""

@@ -133,3 +133,32 @@ def test_what_is_queued_when_the_writer_closes_drains_on_every_core_and_is_all_w
     assert store.settings[1:] == [DRAIN_SETTINGS] * (len(store.settings) - 1) and len(store.settings) > 2
     assert (store.count(tables.ACCESS_EVENTS), store.count(tables.EFFICIENCY)) == (12, 6)
     assert first.unconfirmed == second.unconfirmed == 0
+
+
+def test_prepare_runs_on_the_writers_thread_before_any_insert_and_its_error_comes_back_as_it_is(held):
+    order: list[str] = []
+    release = threading.Event()
+
+    def prepare():
+        release.wait(10)  # the caller goes on (submits) while this runs
+        order.append(f"prepare on {threading.current_thread().name}")
+
+    real_insert = held.insert
+    held.insert = lambda *a, **k: (order.append("insert"), real_insert(*a, **k))[1]
+    writer = RowWriter(held, background=True, prepare=prepare)
+    box, _ = _outbox_with_events()
+    writer.submit(box.take())  # returns at once: prepare is still waiting
+    assert order == []
+    release.set()
+    writer.close()
+    assert order[0] == "prepare on cachescope-row-writer" and order[1:] == ["insert"] * (len(order) - 1) and box.unconfirmed == 0
+
+    def refused():
+        raise migrations.MigrationError("database cachescope has migrations [99] this code does not know")
+
+    failing = RowWriter(held, background=True, prepare=refused)
+    box, _ = _outbox_with_events()
+    with pytest.raises(migrations.MigrationError, match=r"\[99\]"):  # its own type, for the CLI's one line
+        failing.submit(box.take())
+        failing.wait()
+    assert box.unconfirmed == 13  # nothing was inserted into a store that could not be migrated
