@@ -27,9 +27,7 @@ class GroupState:
     @classmethod
     def new(cls, cache_group: str, config: PipelineConfig, shard: int = 0, keep_events: bool = True,
             parallel_caches: bool = True) -> "GroupState":
-        processor = GroupProcessor(cache_group, config, shard)
-        processor.parallel_caches = parallel_caches
-        return cls(processor, keep_events=keep_events)
+        return cls(GroupProcessor(cache_group, config, shard, parallel_caches), keep_events=keep_events)
 
     def process(self, events: EventColumns, message: bytes | str | None = None) -> EventColumns | None:
         """Feed one batch; queue the raw events and every closed window. Returns the late events.

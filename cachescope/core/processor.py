@@ -71,17 +71,16 @@ class GroupProcessor:
     """One cache group, or one shard of it (config.shards > 1: the files whose hash partition is
     `shard`, fed to caches of size/shards, rows labelled with the full size)."""
 
-    #: run the shadow caches on all cores (see `ShadowBank.feed_cells`). The adapter decides, not
-    #: the state: in the Flink job the processing thread is the chain the stream waits for; in the
-    #: embedded replay it is the store writer's thread, which the second core is then left to.
-    parallel_caches: bool = True
-
-    def __init__(self, cache_group: str, config: PipelineConfig, shard: int = 0):
+    def __init__(self, cache_group: str, config: PipelineConfig, shard: int = 0, parallel_caches: bool = True):
         if not 0 <= shard < config.shards:
             raise ValueError(f"shard {shard} of a cache group spread over {config.shards}")
         self.cache_group = cache_group
         self.config = config
         self.shard = shard
+        # the shadow caches on all cores (`ShadowBank.feed_cells`)? The adapter decides, not the
+        # state: in the Flink job the processing thread is the chain the stream waits for; in the
+        # embedded replay it is the store writer's thread, which the second core is then left to
+        self.parallel_caches = parallel_caches
         w = config.windows
         self.window_us = w.us("efficiency")
         self.curve_window_us = w.us("curve")

@@ -116,7 +116,7 @@ pub struct Bank {
 const AHEAD: usize = 8;
 
 /// Cache-accesses in a batch below which threads cost more than they save.
-const PARALLEL_MIN_WORK: usize = 20_000;
+pub(crate) const PARALLEL_MIN_WORK: usize = 20_000;
 
 const SNAPSHOT_MAGIC: &[u8; 8] = b"CSBANK\0\0";
 /// Bump when the serialized layout of any policy changes; old snapshots are then refused.

@@ -273,7 +273,7 @@ pub fn feed_cells(bank: &mut Bank, ev: &Events, tiers_used: Option<usize>, paral
     let flat = (n_windows * used <= FLAT_MAX_CELLS).then_some((n_windows, used, stride));
     let n_tiers = bank.n_tiers;
     let n_caches = bank.shadows.len();
-    let parts: Vec<(Cells, Option<String>)> = if parallel && n_caches > 1 && ev.len() * n_caches >= 20_000 {
+    let parts: Vec<(Cells, Option<String>)> = if parallel && n_caches > 1 && ev.len() * n_caches >= crate::bank::PARALLEL_MIN_WORK {
         use rayon::prelude::*;
         bank.shadows.par_iter_mut().enumerate().map(|(c, s)| run_cache(s, c as u32, ev, n_tiers, flat)).collect()
     } else {
