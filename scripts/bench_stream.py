@@ -7,16 +7,19 @@ Preloads the events topic with batched AccessEvent messages (2,500 events each, 
 write them) from the deterministic generator, then runs flink-jobs/shadow_caches.py bounded over
 it into a fresh ClickHouse database. The sustained rate is taken from the job's own health rows
 (events_in over wall time between its first and last writes), so JVM and Python start-up are
-reported apart. Starts Kafka and ClickHouse with scripts/services when they are not running and
-stops what it started.
+reported apart. Also prints peak RSS (the kernel's VmHWM): of the job's processes, sampled
+while it runs (the Python driver and workers, the JVM), and of Kafka and ClickHouse. Starts
+Kafka and ClickHouse with scripts/services when they are not running and stops what it started.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -35,6 +38,52 @@ def service(name: str) -> tuple[dict[str, str], bool]:
         return env, False
     subprocess.run([str(REPO / "scripts/services"), "start", name], check=True)
     return services_env(name), True
+
+
+def _children(pid: int) -> list[int]:
+    """All descendants of `pid` (every thread's children: the JVM is forked from a helper thread)."""
+    out = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                out += [int(c) for c in f.read().split()]
+    except OSError:  # ended meanwhile
+        return []
+    return out + [d for c in out for d in _children(c)]
+
+
+def peak_rss_mib(pid: int) -> tuple[str, float] | None:
+    """(command name, peak resident set in MiB: the kernel's VmHWM) of a running process."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            fields = dict(line.split(":", 1) for line in f if ":" in line)
+        return fields["Name"].strip(), int(fields["VmHWM"].split()[0]) / 1024
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+class PeakRss(threading.Thread):
+    """Peak RSS of a process and its descendants (the JVM, Python workers), sampled every 0.5 s
+    until stopped: they are gone before their parent can be asked."""
+
+    def __init__(self, pid: int):
+        super().__init__(daemon=True)
+        self.pid, self.peaks, self.done = pid, {}, threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.5):
+            for p in [self.pid, *_children(self.pid)]:
+                got = peak_rss_mib(p)
+                if got is not None:
+                    self.peaks[p] = max(self.peaks.get(p, got), got, key=lambda x: x[1])
+
+    def stop(self) -> str:
+        self.done.set()
+        self.join()
+        by_name: dict[str, float] = {}
+        for name, mib in self.peaks.values():
+            by_name[name] = by_name.get(name, 0.0) + mib
+        return ", ".join(f"{name} {mib:,.0f} MiB" for name, mib in sorted(by_name.items(), key=lambda x: -x[1]))
 
 
 def parsed_accesses(events: int, days: float, sites: int = 2) -> list:
@@ -138,8 +187,13 @@ def main() -> int:
                    "--checkpoint-dir", ckpt, "--bounded", "--restart-attempts", "0", "--execution-mode", args.mode,
                    "--parallelism", str(args.parallelism), "--config", str(config), *args.job_arg]
             t0 = time.perf_counter()
-            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            job = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            rss = PeakRss(job.pid)
+            rss.start()
+            if job.wait() != 0:
+                raise SystemExit(f"bench_stream: the job failed (exit {job.returncode}): rerun {' '.join(cmd)}")
             wall = time.perf_counter() - t0
+            job_rss = rss.stop()
         (first, last, events_in), = store.query(
             "SELECT min(t), max(t), sum(v) FROM (SELECT cache_group, max(ts) AS t, argMax(value, ts) AS v "
             "FROM pipeline_health WHERE metric = 'events_in' GROUP BY cache_group)").rows
@@ -154,6 +208,11 @@ def main() -> int:
         print(f"sustained events/s      {events_in / span:>12,.0f}")
         print(f"overall events/s        {events_in / wall:>12,.0f}")
         print("rows written            " + ", ".join(f"{t} {c:,}" for t, c in rows.items()))
+        print(f"peak RSS, job           {job_rss} (summed per command name)")
+        servers = [(n, peak_rss_mib(int(e[k]))) for n, e, k in (("Kafka", kafka_env, "KAFKA_PID"),
+                                                                 ("ClickHouse", ch_env, "CLICKHOUSE_PID")) if k in e]
+        print("peak RSS, servers       " + ", ".join(f"{n} {r[1]:,.0f} MiB" for n, r in servers if r)
+              + " (since each server started)")
         store.command(f"DROP DATABASE {database}")
         store.close()
         if not (args.keep_topic or args.topic):
