@@ -129,6 +129,15 @@ pub(crate) fn feed_block(shadow: &mut Shadow, ev: &Events, block: &mut [Exact], 
     shadow.dispatch(FeedBlock { ev, block, per_cache, hints })
 }
 
+/// One batch through one cache, added to its totals; returns the batch's counters
+/// ((windows, per_cache) blocks).
+pub(crate) fn feed_cache(shadow: &mut Shadow, ev: &Events, n_windows: usize, per_cache: usize, hints: bool) -> Vec<Exact> {
+    let mut block = vec![[0u128; N_FIELDS]; n_windows * per_cache];
+    feed_block(shadow, ev, &mut block, per_cache, hints);
+    shadow.add_to_totals(&block);
+    block
+}
+
 struct FeedBlock<'a, 'b> {
     ev: &'a Events<'b>,
     block: &'a mut [Exact],
@@ -223,12 +232,7 @@ impl Bank {
         // Prefetch hints pay when several caches share the CPU's caches (each batch finds the
         // others' tables evicted); one cache alone keeps its table warm and the hints only cost.
         let hints = n_caches > 1;
-        let run = |shadow: &mut Shadow| -> Vec<Exact> {
-            let mut block = vec![[0u128; N_FIELDS]; n_windows * per_cache];
-            feed_block(shadow, ev, &mut block, per_cache, hints);
-            shadow.add_to_totals(&block);
-            block
-        };
+        let run = |shadow: &mut Shadow| feed_cache(shadow, ev, n_windows, per_cache, hints);
         let blocks: Vec<Vec<Exact>> = if n_caches > 1 && ev.len() * n_caches >= PARALLEL_MIN_WORK {
             use rayon::prelude::*;
             self.shadows.par_iter_mut().map(run).collect()

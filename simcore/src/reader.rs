@@ -157,6 +157,8 @@ impl Keys {
 /// Streams a trace as batches of columns from a thread of its own.
 pub struct Stream {
     pub rx: Receiver<Msg>,
+    /// Rows per batch at most.
+    pub rows: usize,
     /// Batches the consumer is done with go back to the reader (no fresh pages per batch).
     spent: SyncSender<Columns>,
     handle: Option<JoinHandle<()>>,
@@ -204,12 +206,17 @@ impl Stream {
                 }
             })
             .map_err(|e| format!("cannot start the reader thread: {e}"))?;
-        Ok(Stream { rx, spent, handle: Some(handle) })
+        Ok(Stream { rx, rows, spent, handle: Some(handle) })
     }
 
     /// Hand a batch back once simulated (optional: dropping it is fine too).
     pub fn recycle(&self, batch: Columns) {
         let _ = self.spent.try_send(batch);
+    }
+
+    /// Where other threads hand batches back (`recycle` from a thread of their own).
+    pub fn recycler(&self) -> SyncSender<Columns> {
+        self.spent.clone()
     }
 }
 
