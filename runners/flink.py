@@ -62,7 +62,10 @@ def make_function(config_json: str, clickhouse_url: str, database: str, flush_se
             else:
                 written = None
             # inserts run beside the processing; rows stay in the keyed state until written
-            self.writer = RowWriter(self.store, background=True, on_written=written)
+            # a batch per message comes to the writer (most of them held there): room for a
+            # few seconds of them while an insert runs
+            self.writer = RowWriter(self.store, background=True, max_queued=64, max_held_rows=flush_rows,
+                                    on_written=written)
             self.timers: dict[str, int] = {}  # key → flush timer last registered (a restart re-registers)
             self.written_at: dict[str, int] = {}  # key → processing time of its last write
 
@@ -122,14 +125,19 @@ def make_function(config_json: str, clickhouse_url: str, database: str, flush_se
                                                   "source": late.source[i], "path": late.path[i]}).decode()
             # Write now when a window closed (its rows are what dashboards wait for; at most every
             # MIN_WRITE_GAP_MS, for replays of old logs close windows with every message), when
-            # many rows wait (a small state to checkpoint) or when the flush period has passed.
-            # Timers fire only between PyFlink bundles (5 s): they are for keys that went quiet.
+            # many rows wait (a small state to checkpoint) or when the flush period has passed;
+            # otherwise the writer's thread holds the rows until the flush period ends (or writes
+            # them with the next insert). Timers fire only between PyFlink bundles, so they
+            # could not: they only re-hand what a restore put back in the outbox.
             now = ctx.timer_service().current_processing_time()
-            since = now - self.written_at.get(group_key, 0)
+            last = self.written_at.get(group_key, 0)
+            since = now - last
             if ((st.outbox.has_windows and since >= MIN_WRITE_GAP_MS) or len(st.outbox) >= flush_rows
                     or since >= flush_ms):
                 st.write(self.writer, "flink")
                 self.written_at[group_key] = now
+            else:
+                st.write(self.writer, "flink", hold_until=(last + flush_ms) / 1000)
             due = now - now % flush_ms + flush_ms
             if self.timers.get(group_key) != due:  # Flink keeps one anyway; this spares the call
                 self.timers[group_key] = due

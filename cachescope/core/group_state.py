@@ -42,9 +42,10 @@ class GroupState:
         """End of a bounded input: close every open window."""
         self.outbox.add_emitted(self.processor.flush())
 
-    def write(self, writer: RowWriter, component: str) -> None:
+    def write(self, writer: RowWriter, component: str, hold_until: float | None = None) -> None:
         """Hand the queued rows to `writer` (idempotent tables: a repeat after a crash changes
-        nothing), with this group's health figures."""
+        nothing), with this group's health figures; with `hold_until`, for the writer to write
+        by that time (see RowWriter.submit)."""
         batch = self.outbox.take()
         if batch is None:
             return
@@ -52,7 +53,7 @@ class GroupState:
         writer.submit(batch, health_rows(component, shard_key(p.cache_group, p.shard, p.config.shards), {
             "rows_written": batch.rows, "events_in": p.events_in, "late_events": p.late_total,
             # how far event time trails the wall clock: the lag a dashboard alerts on
-            "event_time_lag_s": 0.0 if p.events_in == 0 else max(0.0, time.time() - p.max_ts / 1e6)}))
+            "event_time_lag_s": 0.0 if p.events_in == 0 else max(0.0, time.time() - p.max_ts / 1e6)}), hold_until)
 
     def __reduce__(self):
         p = self.processor

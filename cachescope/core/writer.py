@@ -5,12 +5,19 @@ an insert's time is the server's) overlaps the processing of the next events. A 
 as written only when the store accepted all of it; until then it stays in its GroupState's
 outbox (in flight), so a checkpoint taken meanwhile still holds it. A failed write is raised in
 the caller's thread at its next call: the job fails and restarts from its last checkpoint.
+
+A batch can also be handed over to be written later (`submit(…, hold_until=…)`): the writer's
+thread keeps it, in flight, until that time or until something else is written, and writes it
+with that. So rows leave the processing thread at every message and still go in few, large
+inserts, and no row waits for the processing thread's next timer (PyFlink fires timers only
+between bundles).
 """
 
 from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -20,6 +27,7 @@ from cachescope.store import tables
 
 Written = Callable[[dict[str, dict[str, np.ndarray]]], None]
 _STOP = object()
+_FLUSH = object()  # write what is held now
 MAX_COALESCED = 64
 #: inserts after close(): the producer has stopped, so nothing else wants the cores; ClickHouse
 #: then squashes blocks of this many rows and writes them on two threads (the backlog of a replay
@@ -30,12 +38,14 @@ DRAIN_SETTINGS = {"min_insert_block_size_rows": 262_144, "max_insert_threads": 2
 
 class RowWriter:
     def __init__(self, store, background: bool = True, max_queued: int = 4, on_written: Written | None = None,
-                 prepare: Callable[[], object] | None = None):
+                 prepare: Callable[[], object] | None = None, max_held_rows: int = 100_000):
         """`max_queued` batches may wait for the thread: beyond that submit() blocks, which is the
         back-pressure that keeps a slow store from filling memory. `prepare` (the store's
         migrations) runs first on the writer's thread, before any insert, while the caller goes
-        on processing; its error is raised as it is, at the caller's next call."""
+        on processing; its error is raised as it is, at the caller's next call. Held batches are
+        written early once they hold `max_held_rows` rows."""
         self.store = store
+        self.max_held_rows = max_held_rows
         self.on_written = on_written
         self._error: BaseException | None = None
         self._prepare_error: BaseException | None = None
@@ -50,18 +60,24 @@ class RowWriter:
         elif prepare is not None:
             prepare()
 
-    def submit(self, batch: Batch | None, health: dict[str, np.ndarray] | None = None) -> None:
+    def submit(self, batch: Batch | None, health: dict[str, np.ndarray] | None = None,
+               hold_until: float | None = None) -> None:
+        """Write `batch` (with its health rows) as soon as the thread can, or, with `hold_until`
+        (a time.time()), at that time at the latest: earlier if anything else is written first.
+        Of the health rows written together, each cache group's newest are kept."""
         self.check()
         if batch is None:
             return
         if self._queue is None:
             self._write(batch, health)
         else:
-            self._queue.put((batch, health))
+            self._queue.put((batch, health, hold_until))
 
     def wait(self) -> None:
-        """Return when everything submitted is written (raises a failed write's error)."""
+        """Return when everything submitted is written, held batches too (raises a failed
+        write's error)."""
         if self._queue is not None:
+            self._queue.put(_FLUSH)
             self._queue.join()
         self.check()
 
@@ -92,7 +108,11 @@ class RowWriter:
             self.store.insert(table, columns, DRAIN_SETTINGS if self._draining else None)
         for b, _ in items:
             b.done = True
-        health = [h for _, h in items if h is not None]
+        newest: dict[str, dict[str, np.ndarray]] = {}
+        for _, h in items:  # each group's figures are cumulative: its newest say it all
+            if h is not None and len(h["cache_group"]):
+                newest[h["cache_group"][0]] = h
+        health = list(newest.values())
         if health:
             self.store.insert(tables.PIPELINE_HEALTH, {k: np.concatenate([h[k] for h in health]) for k in health[0]})
         if self.on_written is not None:
@@ -105,16 +125,29 @@ class RowWriter:
             except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
                 self._prepare_error = self._error = e
         stop = False
+        held: list[tuple[Batch, dict[str, np.ndarray] | None]] = []
+        held_rows, due = 0, float("inf")
         while not stop:
-            items = [self._queue.get()]
+            try:
+                items = [self._queue.get(timeout=None if not held else max(0.0, due - time.time()))]
+            except queue.Empty:
+                items = []
             while len(items) < MAX_COALESCED:  # whatever else waits goes into the same inserts
                 try:
                     items.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
             stop = any(i is _STOP for i in items)
+            now = [i[:2] for i in items if isinstance(i, tuple) and i[2] is None]
+            for batch, health, until in (i for i in items if isinstance(i, tuple) and i[2] is not None):
+                held.append((batch, health))
+                held_rows += batch.rows
+                due = min(due, until)
+            flush = stop or any(i is _FLUSH for i in items) or held_rows >= self.max_held_rows or time.time() >= due
+            work = now
+            if held and (work or flush):  # held rows go with any insert, so they never wait longer
+                work, held, held_rows, due = held + now, [], 0, float("inf")
             try:
-                work = [i for i in items if i is not _STOP]
                 if work and self._error is None:  # after a failure, nothing more: the job restarts from its checkpoint
                     self._write_all(work)
             except BaseException as e:  # noqa: BLE001 - handed to the caller's thread

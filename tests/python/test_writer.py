@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -162,3 +163,64 @@ def test_prepare_runs_on_the_writers_thread_before_any_insert_and_its_error_come
         failing.submit(box.take())
         failing.wait()
     assert box.unconfirmed == 13  # nothing was inserted into a store that could not be migrated
+
+
+def test_held_rows_are_written_by_their_time_without_another_call_and_stay_in_flight_until(held):
+    store = held
+    calls = []
+    writer = RowWriter(store, background=True, on_written=lambda w: calls.append(sorted(w)))
+    box, _ = _outbox_with_events(5)
+    until = time.time() + 0.5
+    writer.submit(box.take(), hold_until=until)
+    time.sleep(0.2)
+    assert calls == [] and box.unconfirmed == 8 and len(pickle.loads(pickle.dumps(box))) == 8
+    deadline = time.time() + 10
+    while box.unconfirmed and time.time() < deadline:  # nobody calls the writer meanwhile
+        time.sleep(0.02)
+    assert time.time() >= until and box.unconfirmed == 0 and len(calls) == 1
+    assert (store.count(tables.ACCESS_EVENTS), store.count(tables.EFFICIENCY)) == (5, 3)
+    writer.close()
+
+
+def test_held_rows_go_with_the_next_insert_and_health_keeps_each_groups_newest(held):
+    store = held
+    calls = []
+    writer = RowWriter(store, background=True, on_written=lambda w: calls.append(len(w[tables.ACCESS_EVENTS]["ts"])))
+    boxes = [_outbox_with_events(n)[0] for n in (3, 4, 5)]
+
+    def health(group: str, events_in: int):
+        # now: the table keeps health rows for a while only (TTL)
+        return {"ts": np.array([np.datetime64(int(time.time() * 1e6) + events_in, "us")]),
+                "component": np.array(["flink"], dtype=object), "cache_group": np.array([group], dtype=object),
+                "metric": np.array(["events_in"], dtype=object), "value": np.array([float(events_in)])}
+
+    far = time.time() + 3600
+    writer.submit(boxes[0].take(), health("MWT2", 3), hold_until=far)
+    writer.submit(boxes[1].take(), health("MWT2", 7), hold_until=far)
+    writer.submit(boxes[2].take(), health("AGLT2", 5))  # written at once, the held rows with it
+    writer.wait()
+    assert calls == [12] and all(b.unconfirmed == 0 for b in boxes)
+    rows = store.store.query("SELECT cache_group, value FROM pipeline_health ORDER BY cache_group").rows
+    assert rows == [("AGLT2", 5.0), ("MWT2", 7.0)]
+    writer.close()
+
+
+def test_held_rows_are_written_early_past_max_held_rows_and_at_close(held):
+    store = held
+    writer = RowWriter(store, background=True, max_held_rows=10)
+    far = time.time() + 3600
+    first, second = _outbox_with_events(4)[0], _outbox_with_events(4)[0]
+    writer.submit(first.take(), hold_until=far)  # 7 rows: held
+    deadline = time.time() + 2
+    while time.time() < deadline and first.unconfirmed:
+        time.sleep(0.02)
+    assert first.unconfirmed == 7
+    writer.submit(second.take(), hold_until=far)  # 14 rows held: past the bound, written
+    deadline = time.time() + 10
+    while (first.unconfirmed or second.unconfirmed) and time.time() < deadline:
+        time.sleep(0.02)
+    assert first.unconfirmed == second.unconfirmed == 0
+    last = _outbox_with_events(2)[0]
+    writer.submit(last.take(), hold_until=far)
+    writer.close()  # a closing writer writes what it holds
+    assert last.unconfirmed == 0 and store.count(tables.ACCESS_EVENTS) == 10
