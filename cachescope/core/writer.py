@@ -76,7 +76,7 @@ class RowWriter:
     def wait(self) -> None:
         """Return when everything submitted is written, held batches too (raises a failed
         write's error)."""
-        if self._queue is not None:
+        if self._thread is not None:  # a closed writer has written everything
             self._queue.put(_FLUSH)
             self._queue.join()
         self.check()

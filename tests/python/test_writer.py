@@ -224,3 +224,7 @@ def test_held_rows_are_written_early_past_max_held_rows_and_at_close(held):
     writer.submit(last.take(), hold_until=far)
     writer.close()  # a closing writer writes what it holds
     assert last.unconfirmed == 0 and store.count(tables.ACCESS_EVENTS) == 10
+    waiting = threading.Thread(target=writer.wait, daemon=True)  # and has nothing left to wait for
+    waiting.start()
+    waiting.join(30)
+    assert not waiting.is_alive()
