@@ -138,15 +138,20 @@ class RowWriter:
                 except queue.Empty:
                     break
             stop = any(i is _STOP for i in items)
-            now = [i[:2] for i in items if isinstance(i, tuple) and i[2] is None]
-            for batch, health, until in (i for i in items if isinstance(i, tuple) and i[2] is not None):
-                held.append((batch, health))
-                held_rows += batch.rows
-                due = min(due, until)
+            work: list[tuple[Batch, dict[str, np.ndarray] | None]] = []  # to write now
+            for item in items:
+                if not isinstance(item, tuple):  # _STOP, _FLUSH
+                    continue
+                batch, health, until = item
+                if until is None:
+                    work.append((batch, health))
+                else:
+                    held.append((batch, health))
+                    held_rows += batch.rows
+                    due = min(due, until)
             flush = stop or any(i is _FLUSH for i in items) or held_rows >= self.max_held_rows or time.time() >= due
-            work = now
             if held and (work or flush):  # held rows go with any insert, so they never wait longer
-                work, held, held_rows, due = held + now, [], 0, float("inf")
+                work, held, held_rows, due = held + work, [], 0, float("inf")
             try:
                 if work and self._error is None:  # after a failure, nothing more: the job restarts from its checkpoint
                     self._write_all(work)

@@ -151,7 +151,7 @@ fn feed_in_lanes(bank: &mut Bank, stream: &Stream, keys: bool, lanes: usize) -> 
                 for (b, ops) in rx {
                     let ev = events(&b, &ops, keys);
                     for (_, s) in group.iter_mut() {
-                        feed_cache(s, &ev, 1, per_cache, true);
+                        feed_cache(s, &ev, n_windows, per_cache, true);
                     }
                     if let Ok(cols) = Arc::try_unwrap(b) {
                         let _ = recycler.try_send(cols); // the last lane done with it
