@@ -1,67 +1,21 @@
-"""Python face of the compiled engine (cachescope._simcore): cache specs, banks, traces, curves.
+"""Python face of the compiled engine (cachescope._simcore): banks, traces, curves (cache specs and
+whole-file runs are in specs.py, which needs no numpy).
 
 Everything here hands whole numpy columns to Rust; no per-event Python runs on the hot path.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
 from cachescope import _simcore
-
-POLICIES: tuple[str, ...] = tuple(_simcore.POLICIES)
-FIELDS: tuple[str, ...] = tuple(_simcore.FIELDS)
-F = {name: i for i, name in enumerate(FIELDS)}
-OP_READ, OP_WRITE, OP_DELETE = _simcore.OP_READ, _simcore.OP_WRITE, _simcore.OP_DELETE
-#: Largest cache the engine simulates (9.2 EB): below it every policy's byte sums fit in u64.
-MAX_CAPACITY = 2**63 - 1
-
-
-@dataclass(frozen=True)
-class CacheSpec:
-    """One shadow cache: a policy at a byte capacity, optionally sampled or hash-partitioned."""
-
-    policy: str
-    capacity: int
-    params: Mapping[str, float] = field(default_factory=dict)
-    sample_rate: float = 1.0
-    partitions: int = 1
-
-    def __post_init__(self) -> None:
-        if self.policy not in POLICIES:
-            raise ValueError(f"unknown policy {self.policy!r}; known: {', '.join(POLICIES)}")
-        if not 0 <= self.capacity <= MAX_CAPACITY:
-            raise ValueError(f"capacity {self.capacity} bytes is outside 0..2^63-1 (9.2 EB), the caches simulated")
-
-    def as_engine(self) -> dict:
-        return {
-            "policy": self.policy,
-            "capacity": int(self.capacity),
-            "params": {k: float(v) for k, v in self.params.items()},
-            "sample_rate": float(self.sample_rate),
-            "partitions": int(self.partitions),
-        }
-
-
-def ratios(counters: np.ndarray) -> dict:
-    """The field's definitions over a (…, fields) counter vector: hit and transfer efficiency."""
-    c = [int(x) for x in counters]
-    req, hits, breq, bhit = c[F["requests"]], c[F["hits"]], c[F["bytes_requested"]], c[F["bytes_hit"]]
-    return {
-        "requests": req,
-        "hits": hits,
-        "hit_ratio": hits / req if req else 0.0,
-        "bytes_requested": breq,
-        "bytes_hit": bhit,
-        "byte_hit_ratio": bhit / breq if breq else 0.0,
-        "bytes_filled": c[F["bytes_filled"]],
-        "evictions": c[F["evictions"]],
-        "bytes_evicted": c[F["bytes_evicted"]],
-    }
+# the numpy-free part, here too so that callers import the engine's face from one place
+from cachescope.specs import (FIELDS, MAX_CAPACITY, OP_DELETE, OP_READ, OP_WRITE, POLICIES,  # noqa: F401
+                              TRACE_FORMATS, CacheSpec, F, TraceError, check_specs, ratios, simulate_file)
 
 
 def _columns(file_id, file_size, bytes_read, tier, op, next_access=None) -> tuple:
@@ -187,13 +141,6 @@ def exact_sum(values: np.ndarray) -> int:
     return (int((v >> np.uint64(32)).sum(dtype=np.uint64)) << 32) + int((v & np.uint64(0xFFFFFFFF)).sum(dtype=np.uint64))
 
 
-class TraceError(ValueError):
-    pass
-
-
-TRACE_FORMATS = ("csv", "oracle-general")
-
-
 def load_trace(path: str | Path, fmt: str = "csv") -> Trace:
     """The whole trace in memory, read by the engine (plain, zstd or gzip; `-` is stdin)."""
     try:
@@ -201,20 +148,6 @@ def load_trace(path: str | Path, fmt: str = "csv") -> Trace:
     except ValueError as e:
         raise TraceError(str(e)) from None
     return Trace(**cols)
-
-
-def simulate_file(path: str | Path, specs: Sequence[CacheSpec], fmt: str = "csv") -> tuple[np.ndarray, list[str], int]:
-    """Stream a trace file through every spec in one pass, in the engine (a reader thread
-    decompresses and parses while the caches run). Returns exact totals (caches, tiers, fields)
-    as ints, the tier names and the number of requests. Not for belady (needs the whole trace)."""
-    try:
-        run = _simcore.simulate_file(str(path), [s.as_engine() for s in specs], fmt)
-    except ValueError as e:
-        raise TraceError(str(e)) from None
-    n_tiers = max(1, len(run["tier_names"]))
-    totals = np.empty(len(specs) * n_tiers * len(FIELDS), dtype=object)
-    totals[:] = run["totals"]
-    return totals.reshape(len(specs), n_tiers, len(FIELDS)), run["tier_names"], run["requests"]
 
 
 def simulate(

@@ -55,8 +55,10 @@ def simulate(
     progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="progress bar (default: on a terminal)")] = None,
 ) -> None:
     """Replay TRACE through every (policy, size) in one pass and report hit and transfer efficiency."""
-    from cachescope.simulation import (POLICIES, TRACE_FORMATS, CacheSpec, ShadowBank, TraceError, load_trace,
-                                       ratios, simulate as run, simulate_file)
+    # numpy and simulation.py only when the whole trace is loaded (see `whole`): a third of the
+    # start-up of a streamed run
+    from cachescope.specs import (POLICIES, TRACE_FORMATS, CacheSpec, TraceError, check_specs, ratios,
+                                  simulate_file)
 
     if trace_format not in TRACE_FORMATS:
         raise fail(f"--format {trace_format!r}: simulate reads {', '.join(TRACE_FORMATS)} traces (use `cachescope replay` for logs)")
@@ -79,6 +81,8 @@ def simulate(
     trace = None
     working_set = None
     if whole:
+        from cachescope.simulation import load_trace
+
         try:
             trace = load_trace(trace_path, trace_format)
         except TraceError as e:
@@ -92,7 +96,7 @@ def simulate(
         raise fail(str(e)) from None
     try:
         specs = [CacheSpec(p, cap, params, sample_rate, partitions) for p in policies for _, cap in capacities]
-        ShadowBank(specs, 1)  # checks every spec (capacity, parameters) before the trace is read
+        check_specs(specs)
     except ValueError as e:
         raise fail(str(e)) from None
 
@@ -105,16 +109,19 @@ def simulate(
                 if n_requests == 0:
                     raise fail(f"{trace_path}: the trace has no requests", 1)
             else:
+                from cachescope.simulation import simulate as run
+
                 tier_names = trace.tier_names
                 totals = _with_progress(show, len(trace), f"{len(specs)} caches",
-                                        lambda tick: run(trace, specs, on_progress=tick))
+                                        lambda tick: run(trace, specs, on_progress=tick)).tolist()
         except TraceError as e:
             raise fail(str(e), 1) from None
         except ValueError as e:
             raise fail(str(e)) from None
         labels = [label for _ in policies for label, _ in capacities]
         for spec, label, per_tier in zip(specs, labels, totals):
-            row = {"policy": spec.policy, "size": label, "size_bytes": spec.capacity, **ratios(per_tier.sum(axis=0))}
+            all_tiers = [sum(column) for column in zip(*per_tier)]
+            row = {"policy": spec.policy, "size": label, "size_bytes": spec.capacity, **ratios(all_tiers)}
             if spec.sample_rate != 1.0 or spec.partitions != 1:
                 row.update(sample_rate=spec.sample_rate, partitions=spec.partitions)
             row["by_tier"] = {

@@ -194,3 +194,22 @@ def test_sampling_and_partition_errors_on_the_shared_trace(reference):
     assert rows["r0.1"]["max_abs_error"] < 0.01
     curve = curve_errors(trace, [ws // 100, ws // 10, ws // 3], [("fixed", 0.1, 8192)])
     assert curve[0]["max_abs_error"] < 0.02
+
+
+def test_a_streamed_simulate_loads_neither_numpy_nor_pydantic(tmp_path):
+    # their imports were most of the start-up of a short run (a sweep runs thousands)
+    trace = tmp_path / "t.csv"
+    trace.write_text("timestamp,obj_id,obj_size\n1,1,100\n2,2,100\n3,1,100\n")
+    code = ("import sys\nfrom cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print('LOADED', sorted(m for m in ('numpy', 'pydantic', 'pandas') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code, "simulate", str(trace), "--policy", "lru,arc", "--size", "200",
+                          "--json"], capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
+    assert out.returncode == 0, out.stderr
+    rows, loaded = out.stdout.splitlines()[:-1], out.stdout.splitlines()[-1]
+    assert [json.loads(r)["hits"] for r in rows] == [1, 1]
+    assert loaded == "LOADED []"
+    # the whole-trace path (a % size needs the working set) does load numpy
+    out = subprocess.run([sys.executable, "-c", code, "simulate", str(trace), "--size", "50%", "--json"],
+                         capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1] == "LOADED ['numpy']"

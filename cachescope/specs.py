@@ -1,0 +1,92 @@
+"""Shadow-cache specs, the engine's counter fields and whole-file runs: all that `cachescope
+simulate FILE` needs, without numpy (whose import would be a third of that command's start-up).
+Banks, in-memory traces and curves are in simulation.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from cachescope import _simcore
+
+POLICIES: tuple[str, ...] = tuple(_simcore.POLICIES)
+FIELDS: tuple[str, ...] = tuple(_simcore.FIELDS)
+F = {name: i for i, name in enumerate(FIELDS)}
+OP_READ, OP_WRITE, OP_DELETE = _simcore.OP_READ, _simcore.OP_WRITE, _simcore.OP_DELETE
+#: Largest cache the engine simulates (9.2 EB): below it every policy's byte sums fit in u64.
+MAX_CAPACITY = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class CacheSpec:
+    """One shadow cache: a policy at a byte capacity, optionally sampled or hash-partitioned."""
+
+    policy: str
+    capacity: int
+    params: Mapping[str, float] = field(default_factory=dict)
+    sample_rate: float = 1.0
+    partitions: int = 1
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise ValueError(f"unknown policy {self.policy!r}; known: {', '.join(POLICIES)}")
+        if not 0 <= self.capacity <= MAX_CAPACITY:
+            raise ValueError(f"capacity {self.capacity} bytes is outside 0..2^63-1 (9.2 EB), the caches simulated")
+
+    def as_engine(self) -> dict:
+        return {
+            "policy": self.policy,
+            "capacity": int(self.capacity),
+            "params": {k: float(v) for k, v in self.params.items()},
+            "sample_rate": float(self.sample_rate),
+            "partitions": int(self.partitions),
+        }
+
+
+def ratios(counters: Sequence[int]) -> dict:
+    """The field's definitions over one counter vector (fields, in FIELDS order): hit and transfer
+    efficiency."""
+    c = [int(x) for x in counters]
+    req, hits, breq, bhit = c[F["requests"]], c[F["hits"]], c[F["bytes_requested"]], c[F["bytes_hit"]]
+    return {
+        "requests": req,
+        "hits": hits,
+        "hit_ratio": hits / req if req else 0.0,
+        "bytes_requested": breq,
+        "bytes_hit": bhit,
+        "byte_hit_ratio": bhit / breq if breq else 0.0,
+        "bytes_filled": c[F["bytes_filled"]],
+        "evictions": c[F["evictions"]],
+        "bytes_evicted": c[F["bytes_evicted"]],
+    }
+
+
+class TraceError(ValueError):
+    pass
+
+
+TRACE_FORMATS = ("csv", "oracle-general")
+
+
+def check_specs(specs: Sequence[CacheSpec]) -> None:
+    """Raise ValueError for a spec the engine refuses (capacity, parameters), before any trace is read."""
+    _simcore.Bank([s.as_engine() for s in specs], 1)
+
+
+def simulate_file(path: str | Path, specs: Sequence[CacheSpec], fmt: str = "csv") -> tuple[list, list[str], int]:
+    """Stream a trace file through every spec in one pass, in the engine (a reader thread
+    decompresses and parses while the caches run). Returns exact totals as nested lists of ints
+    (caches, tiers, fields), the tier names and the number of requests. Not for belady (needs the
+    whole trace)."""
+    try:
+        run = _simcore.simulate_file(str(path), [s.as_engine() for s in specs], fmt)
+    except ValueError as e:
+        raise TraceError(str(e)) from None
+    n_tiers, n_fields = max(1, len(run["tier_names"])), len(FIELDS)
+    flat = run["totals"]
+    per_cache = n_tiers * n_fields
+    totals = [[flat[c * per_cache + t * n_fields:c * per_cache + (t + 1) * n_fields] for t in range(n_tiers)]
+              for c in range(len(specs))]
+    return totals, run["tier_names"], run["requests"]
