@@ -1,13 +1,11 @@
 //! A whole trace file through a bank in one pass: the reader's threads decompress and parse
-//! while the caches simulate, split into lanes of one thread each (what `cachescope simulate`
-//! runs).
+//! while the caches simulate on every core (what `cachescope simulate` runs).
 
 use crate::bank::{feed_cache, Bank, Events, OP_READ};
 use crate::reader::{Format, Msg, Stream, BATCH_ROWS};
 use crate::shadow::{CacheSpec, Shadow};
 use crate::stats::N_FIELDS;
 use crate::trace::Columns;
-use std::sync::mpsc::sync_channel;
 use std::sync::Arc;
 
 /// Tier codes a streamed trace may use (its tier names are known only at its end).
@@ -22,16 +20,16 @@ pub struct Run {
 }
 
 pub fn simulate_file(path: &str, format: Format, specs: Vec<CacheSpec>) -> Result<Run, String> {
-    let lanes = rayon::current_num_threads();
+    let threads = rayon::current_num_threads();
     // a thread of several caches switches tables at every batch: batches of 64 Ki rows per
     // cache, up to 2 Mi rows, amortise it (24 caches: 13% less CPU than 256 Ki rows, ~70 MiB
     // more); one cache keeps small batches, its start comes sooner
     let rows = BATCH_ROWS * specs.len().clamp(1, 32);
-    simulate_file_in(path, format, specs, rows, lanes)
+    simulate_file_in(path, format, specs, rows, threads)
 }
 
-/// `simulate_file` with `rows` per batch, the caches on up to `lanes` threads.
-fn simulate_file_in(path: &str, format: Format, specs: Vec<CacheSpec>, rows: usize, lanes: usize) -> Result<Run, String> {
+/// `simulate_file` with `rows` per batch, the caches on up to `threads` threads.
+fn simulate_file_in(path: &str, format: Format, specs: Vec<CacheSpec>, rows: usize, threads: usize) -> Result<Run, String> {
     let mut bank = Bank::new(specs, STREAM_TIERS)?;
     if bank.needs_future() {
         return Err("policy belady needs the whole trace in memory (next-access times)".into());
@@ -39,8 +37,8 @@ fn simulate_file_in(path: &str, format: Format, specs: Vec<CacheSpec>, rows: usi
     // dense file keys: the caches index arrays instead of hashing ids (`SlotMap::dense`)
     let keys = bank.use_dense_ids();
     let stream = Stream::start(path, format, rows, keys)?;
-    let lanes = lanes.min(bank.shadows.len());
-    let end = if lanes > 1 { feed_in_lanes(&mut bank, &stream, keys, lanes) } else { feed(&mut bank, &stream, keys) };
+    let threads = threads.min(bank.shadows.len());
+    let end = if threads > 1 { feed_shared(&mut bank, &stream, keys, threads) } else { feed(&mut bank, &stream, keys) };
     let (tier_names, rows) = end.map_err(|e| format!("{path}: {e}"))?;
     let n_tiers = tier_names.len().max(1);
     let all = bank.totals();
@@ -96,98 +94,155 @@ fn feed(bank: &mut Bank, stream: &Stream, keys: bool) -> Result<(Vec<String>, u6
     }
 }
 
-/// The caches split into `lanes` fixed groups, each run through the batches by a thread of its
-/// own: no lane waits for the others at every batch (the slowest cache of each batch set the
-/// pace before) and each cache stays on one thread. The first batch runs the whole bank at once
-/// and times every cache; the groups are then balanced on those times (longest first, onto
-/// the lane with the least work).
-fn feed_in_lanes(bank: &mut Bank, stream: &Stream, keys: bool, lanes: usize) -> Result<(Vec<String>, u64), String> {
-    use rayon::prelude::*;
-    let mut ops: Arc<[u8]> = vec![OP_READ; stream.rows].into();
-    let first = match next(stream)? {
-        Ok(b) => b,
-        Err(end) => return Ok(end),
-    };
-    reads(&mut ops, first.len());
-    let ev = events(&first, &ops, keys);
-    let n_windows = bank.admit(&ev)?;
-    let per_cache = bank.n_tiers;
-    let cost: Vec<std::time::Duration> = bank
-        .shadows
-        .par_iter_mut()
-        .map(|s| {
-            let t = std::time::Instant::now();
-            feed_cache(s, &ev, n_windows, per_cache, true);
-            t.elapsed()
-        })
-        .collect();
-    bank.events_seen += ev.len() as u64;
-    stream.recycle(first);
+/// Work shared by the simulation threads: loaded batches and, per cache, the next batch it
+/// needs (a cache runs its batches in order, one thread at a time).
+struct Shared {
+    /// Loaded batches, oldest first: (sequence number, columns, caches still to run it).
+    batches: std::collections::VecDeque<(u64, Arc<Columns>, usize)>,
+    /// Sequence number of the next batch to load.
+    loaded: u64,
+    next: Vec<u64>,
+    busy: Vec<bool>,
+    /// Each cache's time on its last batch: the costliest go first, so that the last batch
+    /// ends with short tasks on every thread.
+    cost: Vec<std::time::Duration>,
+    /// The reader is done (or failed): no batch will come.
+    done: bool,
+    failed: bool,
+}
 
-    let mut order: Vec<usize> = (0..cost.len()).collect();
-    order.sort_by_key(|&c| std::cmp::Reverse(cost[c]));
-    let mut load = vec![std::time::Duration::ZERO; lanes];
-    let mut lane_of = vec![0; cost.len()];
-    for c in order {
-        let l = (0..lanes).min_by_key(|&l| load[l]).unwrap();
-        lane_of[c] = l;
-        load[l] += cost[c];
-    }
-    let mut groups: Vec<Vec<(usize, Shadow)>> = (0..lanes).map(|_| Vec::new()).collect();
-    for (c, s) in std::mem::take(&mut bank.shadows).into_iter().enumerate() {
-        groups[lane_of[c]].push((c, s));
-    }
-
-    let recycler = stream.recycler();
-    let (result, groups) = std::thread::scope(|scope| {
-        let mut senders = Vec::with_capacity(lanes);
-        let mut workers = Vec::with_capacity(lanes);
-        for mut group in groups {
-            // one batch queued per lane: a lane runs at most two batches ahead of the slowest
-            let (tx, rx) = sync_channel::<(Arc<Columns>, Arc<[u8]>)>(1);
-            senders.push(tx);
-            let recycler = recycler.clone();
-            workers.push(scope.spawn(move || {
-                for (b, ops) in rx {
-                    let ev = events(&b, &ops, keys);
-                    for (_, s) in group.iter_mut() {
-                        feed_cache(s, &ev, n_windows, per_cache, true);
-                    }
-                    if let Ok(cols) = Arc::try_unwrap(b) {
-                        let _ = recycler.try_send(cols); // the last lane done with it
-                    }
-                }
-                group
-            }));
+impl Shared {
+    /// The oldest task a free cache can run: (cache, batch sequence number, columns).
+    fn pick(&self) -> Option<(usize, u64, Arc<Columns>)> {
+        for (seq, b, left) in &self.batches {
+            if *left == 0 {
+                continue;
+            }
+            let free = (0..self.next.len()).filter(|&c| self.next[c] == *seq && !self.busy[c]);
+            if let Some(c) = free.max_by_key(|&c| self.cost[c]) {
+                return Some((c, *seq, b.clone()));
+            }
         }
-        let result = loop {
-            match next(stream) {
-                Ok(Ok(b)) => {
-                    let n = b.len();
-                    reads(&mut ops, n);
-                    if let Err(e) = bank.admit(&events(&b, &ops, keys)) {
-                        break Err(e);
+        None
+    }
+}
+
+/// Loaded batches at most (each up to `rows` rows): bounds memory, keeps the threads fed.
+const LOADED: usize = 3;
+
+/// The caches run by `threads` threads from a shared list of (cache, batch) tasks, oldest batch
+/// first and costliest cache first: no thread waits for another at each batch (the slowest
+/// cache of a batch set the pace with a barrier per batch), none ends long before the other,
+/// and the first batch starts as soon as it is read. Each cache still sees its batches in
+/// order, on one thread at a time.
+fn feed_shared(bank: &mut Bank, stream: &Stream, keys: bool, threads: usize) -> Result<(Vec<String>, u64), String> {
+    use std::sync::{Condvar, Mutex};
+    let n = bank.shadows.len();
+    let per_cache = bank.n_tiers;
+    let caches: Vec<Mutex<Shadow>> = std::mem::take(&mut bank.shadows).into_iter().map(Mutex::new).collect();
+    let shared = Mutex::new(Shared {
+        batches: Default::default(),
+        loaded: 0,
+        next: vec![0; n],
+        busy: vec![false; n],
+        cost: vec![Default::default(); n],
+        done: false,
+        failed: false,
+    });
+    let changed = Condvar::new();
+    let ops: Arc<[u8]> = vec![OP_READ; stream.rows].into();
+    let ops = Mutex::new(ops);
+    let recycler = stream.recycler();
+    let result = std::thread::scope(|scope| {
+        let (shared, changed, caches, ops) = (&shared, &changed, &caches, &ops);
+        for _ in 0..threads {
+            let recycler = recycler.clone();
+            scope.spawn(move || {
+                let mut state = shared.lock().unwrap();
+                loop {
+                    if state.failed {
+                        return;
                     }
-                    bank.events_seen += n as u64;
-                    let b = Arc::new(b);
-                    if senders.iter().any(|tx| tx.send((b.clone(), ops.clone())).is_err()) {
-                        break Err("a simulation thread stopped unexpectedly".into());
+                    if let Some((c, seq, b)) = state.pick() {
+                        state.busy[c] = true;
+                        let ops = ops.lock().unwrap().clone();
+                        drop(state);
+                        let t = std::time::Instant::now();
+                        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            let mut cache = caches[c].lock().unwrap();
+                            feed_cache(&mut cache, &events(&b, &ops, keys), 1, per_cache, true);
+                        }));
+                        let took = t.elapsed();
+                        drop(b);
+                        state = shared.lock().unwrap();
+                        if ran.is_err() {
+                            // an error, never a hang or a count short of this batch
+                            state.failed = true;
+                            changed.notify_all();
+                            return;
+                        }
+                        state.busy[c] = false;
+                        state.next[c] = seq + 1;
+                        state.cost[c] = took;
+                        let i = (seq - state.batches[0].0) as usize;
+                        state.batches[i].2 -= 1;
+                        while state.batches.front().is_some_and(|(_, _, left)| *left == 0) {
+                            let (_, b, _) = state.batches.pop_front().unwrap();
+                            if let Ok(cols) = Arc::try_unwrap(b) {
+                                let _ = recycler.try_send(cols);
+                            }
+                        }
+                        changed.notify_all();
+                        continue;
                     }
+                    if state.done && state.batches.is_empty() {
+                        return;
+                    }
+                    state = changed.wait(state).unwrap();
                 }
+            });
+        }
+        // this thread loads batches (it waits on the reader or on the simulation threads)
+        let result = loop {
+            let msg = next(stream);
+            let batch = match msg {
+                Ok(Ok(b)) => b,
                 Ok(Err(end)) => break Ok(end),
                 Err(e) => break Err(e),
+            };
+            {
+                let mut o = ops.lock().unwrap();
+                reads(&mut o, batch.len());
+                if let Err(e) = bank.admit(&events(&batch, &o, keys)) {
+                    break Err(e);
+                }
             }
+            bank.events_seen += batch.len() as u64;
+            let mut state = shared.lock().unwrap();
+            while state.batches.len() >= LOADED && !state.failed {
+                state = changed.wait(state).unwrap();
+            }
+            if state.failed {
+                break Err("a simulation thread failed".into());
+            }
+            let seq = state.loaded;
+            state.loaded += 1;
+            state.batches.push_back((seq, Arc::new(batch), n));
+            changed.notify_all();
         };
-        drop(senders); // the lanes finish their queued batches and end
-        let groups: Vec<Vec<(usize, Shadow)>> = workers.into_iter().map(|w| w.join().unwrap_or_default()).collect();
-        (result, groups)
+        let mut state = shared.lock().unwrap();
+        state.done = true;
+        state.failed |= result.is_err();
+        changed.notify_all();
+        let failed = state.failed;
+        drop(state);
+        if failed && result.is_ok() {
+            return Err("a simulation thread failed".into());
+        }
+        result
     });
-    let mut shadows: Vec<(usize, Shadow)> = groups.into_iter().flatten().collect();
-    if shadows.len() != cost.len() {
-        return Err("a simulation thread failed".into());
-    }
-    shadows.sort_by_key(|&(c, _)| c);
-    bank.shadows = shadows.into_iter().map(|(_, s)| s).collect();
+    // a thread that panicked poisons its cache's lock: an error, not a wrong count
+    bank.shadows = caches.into_iter().map(|m| m.into_inner()).collect::<Result<_, _>>().map_err(|_| "a simulation thread failed")?;
     result
 }
 
@@ -261,11 +316,12 @@ mod tests {
     }
 
     #[test]
-    fn lanes_give_the_counts_of_one_bank_over_many_batches() {
-        // batches of 1,000 rows (CSV batches pass that by a chunk's lines), caches in 1, 2 and
-        // 3 lanes: the totals of the whole bank fed the trace at once, cache by cache
+    fn shared_threads_give_the_counts_of_one_bank_over_many_batches() {
+        // batches of 1,000 rows (CSV batches pass that by a chunk's lines), caches run by 1, 2, 3
+        // and 5 threads taking (cache, batch) tasks: the totals of the whole bank fed the trace
+        // at once, cache by cache
         let t = trace(60_000);
-        let path = csv_file("lanes", &t, "");
+        let path = csv_file("threads", &t, "");
         let specs: Vec<CacheSpec> = ["lru", "arc", "s3fifo", "lirs", "fifo"]
             .iter()
             .flat_map(|p| [CacheSpec::new(p, 400), CacheSpec::new(p, 3_000)])
@@ -273,24 +329,24 @@ mod tests {
             .collect();
         let by_id = totals_by_id(specs.clone(), &t);
         let per_cache = STREAM_TIERS * N_FIELDS;
-        for lanes in [1, 2, 3] {
-            let run = simulate_file_in(path.to_str().unwrap(), Format::Csv, specs.clone(), 1_000, lanes).unwrap();
+        for threads in [1, 2, 3, 5] {
+            let run = simulate_file_in(path.to_str().unwrap(), Format::Csv, specs.clone(), 1_000, threads).unwrap();
             assert_eq!(run.rows, t.len() as u64);
             for (c, spec) in specs.iter().enumerate() {
                 let ours = &run.totals[c * N_FIELDS..(c + 1) * N_FIELDS];
-                assert_eq!(ours, &by_id[c * per_cache..c * per_cache + N_FIELDS], "{lanes} lanes: {} {}", spec.policy, spec.capacity);
+                assert_eq!(ours, &by_id[c * per_cache..c * per_cache + N_FIELDS], "{threads} threads: {} {}", spec.policy, spec.capacity);
             }
         }
         std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
     }
 
     #[test]
-    fn a_bad_row_after_many_batches_fails_every_lane_run() {
+    fn a_bad_row_after_many_batches_fails_with_any_threads() {
         let t = trace(30_000);
         let path = csv_file("bad", &t, "30000,not-a-number,5\n");
         let specs = vec![CacheSpec::new("lru", 400), CacheSpec::new("arc", 400), CacheSpec::new("s3fifo", 400)];
-        for lanes in [1, 2] {
-            let e = simulate_file_in(path.to_str().unwrap(), Format::Csv, specs.clone(), 1_000, lanes).unwrap_err();
+        for threads in [1, 2, 3] {
+            let e = simulate_file_in(path.to_str().unwrap(), Format::Csv, specs.clone(), 1_000, threads).unwrap_err();
             assert!(e.contains("t.csv") && e.contains("30002"), "{e}");
         }
         std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
