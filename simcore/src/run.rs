@@ -98,7 +98,7 @@ fn feed(bank: &mut Bank, stream: &Stream, keys: bool) -> Result<(Vec<String>, u6
 /// needs (a cache runs its batches in order, one thread at a time).
 struct Shared {
     /// Loaded batches, oldest first: (sequence number, columns, caches still to run it).
-    batches: std::collections::VecDeque<(u64, Arc<Columns>, usize)>,
+    batches: std::collections::VecDeque<(u64, Batch, usize)>,
     /// Sequence number of the next batch to load.
     loaded: u64,
     next: Vec<u64>,
@@ -111,9 +111,12 @@ struct Shared {
     failed: bool,
 }
 
+/// A loaded batch and its `Events::uniform_tier`, found once for every cache.
+type Batch = (Arc<Columns>, Option<u8>);
+
 impl Shared {
-    /// The oldest task a free cache can run: (cache, batch sequence number, columns).
-    fn pick(&self) -> Option<(usize, u64, Arc<Columns>)> {
+    /// The oldest task a free cache can run: (cache, batch sequence number, batch).
+    fn pick(&self) -> Option<(usize, u64, Batch)> {
         for (seq, b, left) in &self.batches {
             if *left == 0 {
                 continue;
@@ -163,14 +166,14 @@ fn feed_shared(bank: &mut Bank, stream: &Stream, keys: bool, threads: usize) -> 
                     if state.failed {
                         return;
                     }
-                    if let Some((c, seq, b)) = state.pick() {
+                    if let Some((c, seq, (b, uniform))) = state.pick() {
                         state.busy[c] = true;
                         let ops = ops.lock().unwrap().clone();
                         drop(state);
                         let t = std::time::Instant::now();
                         let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                             let mut cache = caches[c].lock().unwrap();
-                            feed_cache(&mut cache, &events(&b, &ops, keys), 1, per_cache, true);
+                            feed_cache(&mut cache, &events(&b, &ops, keys), 1, per_cache, true, uniform);
                         }));
                         let took = t.elapsed();
                         drop(b);
@@ -187,7 +190,7 @@ fn feed_shared(bank: &mut Bank, stream: &Stream, keys: bool, threads: usize) -> 
                         let i = (seq - state.batches[0].0) as usize;
                         state.batches[i].2 -= 1;
                         while state.batches.front().is_some_and(|(_, _, left)| *left == 0) {
-                            let (_, b, _) = state.batches.pop_front().unwrap();
+                            let (_, (b, _), _) = state.batches.pop_front().unwrap();
                             if let Ok(cols) = Arc::try_unwrap(b) {
                                 let _ = recycler.try_send(cols);
                             }
@@ -210,13 +213,15 @@ fn feed_shared(bank: &mut Bank, stream: &Stream, keys: bool, threads: usize) -> 
                 Ok(Err(end)) => break Ok(end),
                 Err(e) => break Err(e),
             };
-            {
+            let uniform = {
                 let mut o = ops.lock().unwrap();
                 reads(&mut o, batch.len());
-                if let Err(e) = bank.admit(&events(&batch, &o, keys)) {
+                let ev = events(&batch, &o, keys);
+                if let Err(e) = bank.admit(&ev) {
                     break Err(e);
                 }
-            }
+                ev.uniform_tier()
+            };
             bank.events_seen += batch.len() as u64;
             let mut state = shared.lock().unwrap();
             while state.batches.len() >= LOADED && !state.failed {
@@ -227,7 +232,7 @@ fn feed_shared(bank: &mut Bank, stream: &Stream, keys: bool, threads: usize) -> 
             }
             let seq = state.loaded;
             state.loaded += 1;
-            state.batches.push_back((seq, Arc::new(batch), n));
+            state.batches.push_back((seq, (Arc::new(batch), uniform), n));
             changed.notify_all();
         };
         let mut state = shared.lock().unwrap();

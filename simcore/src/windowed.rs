@@ -143,7 +143,7 @@ fn run_cache_flat(
 /// `tiers_fed`: a block of the tiers in use, not of all, is less to zero and scan).
 fn run_cache_direct(shadow: &mut Shadow, cache: u32, ev: &Events, n_tiers: usize, n_windows: usize) -> (Cells, Option<String>) {
     let mut block = vec![[0u128; N_FIELDS]; n_windows * n_tiers];
-    crate::bank::feed_block(shadow, ev, &mut block, n_tiers, false);
+    crate::bank::feed_block(shadow, ev, &mut block, n_tiers, false, None);
     let mut out = Cells::default();
     let mut overflow = None;
     for (k, c) in block.iter().enumerate() {
