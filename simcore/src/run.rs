@@ -39,7 +39,8 @@ fn simulate_file_in(path: &str, format: Format, specs: Vec<CacheSpec>, rows: usi
     let stream = Stream::start(path, format, rows, keys)?;
     let threads = threads.min(bank.shadows.len());
     let end = if threads > 1 { feed_shared(&mut bank, &stream, keys, threads) } else { feed(&mut bank, &stream, keys) };
-    let (tier_names, rows) = end.map_err(|e| format!("{path}: {e}"))?;
+    // the reader's errors name the file already
+    let (tier_names, rows) = end.map_err(|e| if e.starts_with(path) { e } else { format!("{path}: {e}") })?;
     let n_tiers = tier_names.len().max(1);
     let all = bank.totals();
     let per_cache = STREAM_TIERS * N_FIELDS;
@@ -353,6 +354,7 @@ mod tests {
         for threads in [1, 2, 3] {
             let e = simulate_file_in(path.to_str().unwrap(), Format::Csv, specs.clone(), 1_000, threads).unwrap_err();
             assert!(e.contains("t.csv") && e.contains("30002"), "{e}");
+            assert_eq!(e.matches("t.csv").count(), 1, "the file named once: {e}");
         }
         std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
     }
