@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from cachescope import _simcore
 
@@ -75,13 +75,20 @@ def check_specs(specs: Sequence[CacheSpec]) -> None:
     _simcore.Bank([s.as_engine() for s in specs], 1)
 
 
-def simulate_file(path: str | Path, specs: Sequence[CacheSpec], fmt: str = "csv") -> tuple[list, list[str], int]:
+def simulate_file(path: str | Path, specs: Sequence[CacheSpec], fmt: str = "csv",
+                  on_progress: Callable[[float], None] | None = None) -> tuple[list, list[str], int]:
     """Stream a trace file through every spec in one pass, in the engine (a reader thread
     decompresses and parses while the caches run). Returns exact totals as nested lists of ints
     (caches, tiers, fields), the tier names and the number of requests. Not for belady (needs the
-    whole trace)."""
+    whole trace). `on_progress(fraction done)` is called about ten times a second, and with 1.0
+    at the end, from this thread while the engine runs in another."""
+    engine_specs = [s.as_engine() for s in specs]
     try:
-        run = _simcore.simulate_file(str(path), [s.as_engine() for s in specs], fmt)
+        if on_progress is None:
+            run = _simcore.simulate_file(str(path), engine_specs, fmt)
+        else:
+            run = _with_progress(lambda progress: _simcore.simulate_file(str(path), engine_specs, fmt, progress),
+                                 on_progress)
     except ValueError as e:
         raise TraceError(str(e)) from None
     n_tiers, n_fields = max(1, len(run["tier_names"])), len(FIELDS)
@@ -90,3 +97,27 @@ def simulate_file(path: str | Path, specs: Sequence[CacheSpec], fmt: str = "csv"
     totals = [[flat[c * per_cache + t * n_fields:c * per_cache + (t + 1) * n_fields] for t in range(n_tiers)]
               for c in range(len(specs))]
     return totals, run["tier_names"], run["requests"]
+
+
+def _with_progress(run: Callable, on_progress: Callable[[float], None]):
+    """`run(progress)` in a thread (the engine releases the GIL), polling its progress here."""
+    import threading
+
+    progress = _simcore.Progress()
+    outcome: dict = {}
+
+    def work() -> None:
+        try:
+            outcome["value"] = run(progress)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread below
+            outcome["error"] = e
+
+    thread = threading.Thread(target=work, name="simulate-file", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.1)
+        on_progress(progress.fraction())
+    if "error" in outcome:
+        raise outcome["error"]
+    on_progress(1.0)
+    return outcome["value"]

@@ -76,8 +76,8 @@ def simulate(
         raise fail(f"{trace_path}: no such file (give a CSV trace, or - for stdin)")
     show = sys.stderr.isatty() if progress is None else progress
     # Streamed in the engine unless something needs the whole trace first: a % size (the working
-    # set), the curve, belady (next-access times) or a progress bar.
-    whole = mrc or show or "belady" in policies or any(s.endswith("%") for s in sizes)
+    # set), the curve or belady (next-access times).
+    whole = mrc or "belady" in policies or any(s.endswith("%") for s in sizes)
     trace = None
     working_set = None
     if whole:
@@ -105,15 +105,17 @@ def simulate(
     if specs:
         try:
             if trace is None:
-                totals, tier_names, n_requests = simulate_file(trace_path, specs, trace_format)
+                totals, tier_names, n_requests = _with_progress(
+                    show, f"{len(specs)} caches",
+                    lambda tick: simulate_file(trace_path, specs, trace_format, on_progress=tick))
                 if n_requests == 0:
                     raise fail(f"{trace_path}: the trace has no requests", 1)
             else:
                 from cachescope.simulation import simulate as run
 
                 tier_names = trace.tier_names
-                totals = _with_progress(show, len(trace), f"{len(specs)} caches",
-                                        lambda tick: run(trace, specs, on_progress=tick)).tolist()
+                totals = _with_progress(show, f"{len(specs)} caches", lambda tick: run(trace, specs, on_progress=tick),
+                                        len(trace)).tolist()
         except TraceError as e:
             raise fail(str(e), 1) from None
         except ValueError as e:
@@ -138,9 +140,9 @@ def simulate(
         import numpy as np
 
         ops = np.zeros(len(trace), dtype=np.uint8)
-        _with_progress(show, len(trace), "LRU curve",
+        _with_progress(show, "LRU curve",
                        lambda tick: (curve.feed(trace.file_id, trace.file_size, trace.bytes_read, trace.tier, ops),
-                                     tick(len(trace))))
+                                     tick and tick(len(trace))), len(trace))
         curve_points = curve.points(trace.tier_names)
 
     if as_json:
@@ -155,15 +157,24 @@ def simulate(
         _print_tables(results, curve_points, n_requests, working_set)
 
 
-def _with_progress(show: bool, total: int, what: str, work):
+def _with_progress(show: bool, what: str, work, total: int | None = None):
+    """`work(tick)` under a progress bar on stderr (stdout may be the JSON): `tick(n)` advances by
+    n of `total` rows or, with no total (a streamed trace's rows are known only at its end),
+    `tick(fraction)` sets the share done."""
     if not show:
-        return work(lambda n: None)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+        return work(None)
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TimeRemainingColumn
 
-    with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                  TimeRemainingColumn(), transient=True) as bar:
-        task = bar.add_task(f"simulating {what}", total=total)
-        return work(lambda n: bar.advance(task, n))
+    done = MofNCompleteColumn() if total is not None else TaskProgressColumn()
+    console = Console(stderr=True)
+    # off a terminal rich draws no bar, only a stray newline before an error's one line
+    with Progress("[progress.description]{task.description}", BarColumn(), done, TimeRemainingColumn(),
+                  transient=True, console=console, disable=not console.is_terminal) as bar:
+        task = bar.add_task(f"simulating {what}", total=total if total is not None else 1.0)
+        if total is not None:
+            return work(lambda n: bar.advance(task, n))
+        return work(lambda fraction: bar.update(task, completed=fraction))
 
 
 def _print_tables(results: list[dict], curve: list[dict], n: int, working_set: int | None) -> None:

@@ -13,6 +13,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 fn err(e: String) -> PyErr {
     PyValueError::new_err(e)
@@ -339,14 +340,39 @@ fn read_trace<'py>(py: Python<'py>, path: &str, format: &str) -> PyResult<Bound<
     trace_dict(py, t, tier_names)
 }
 
+/// How far a running `simulate_file` is (read from another Python thread: a progress bar).
+#[pyclass(name = "Progress", module = "cachescope._simcore", frozen)]
+#[derive(Default)]
+struct PyProgress {
+    inner: Arc<crate::run::Progress>,
+}
+
+#[pymethods]
+impl PyProgress {
+    #[new]
+    fn new() -> Self {
+        Self::default()
+    }
+    /// Share of the run done, 0 to 1.
+    fn fraction(&self) -> f64 {
+        self.inner.fraction()
+    }
+    /// Rows every cache is done with.
+    fn rows(&self) -> u64 {
+        self.inner.rows()
+    }
+}
+
 /// Stream a trace file through every cache in one pass (reader thread + this one); returns
 /// dict(requests, tier_names, totals) with totals exact ints, flat (caches, tiers, fields).
+/// `progress` (a `Progress`) is updated as it runs.
 #[pyfunction]
-#[pyo3(signature = (path, specs, format="csv"))]
-fn simulate_file<'py>(py: Python<'py>, path: &str, specs: Vec<SpecIn>, format: &str) -> PyResult<Bound<'py, PyDict>> {
+#[pyo3(signature = (path, specs, format="csv", progress=None))]
+fn simulate_file<'py>(py: Python<'py>, path: &str, specs: Vec<SpecIn>, format: &str, progress: Option<PyRef<'py, PyProgress>>) -> PyResult<Bound<'py, PyDict>> {
     let fmt = crate::reader::Format::parse(format).map_err(err)?;
     let specs: Vec<CacheSpec> = specs.into_iter().map(SpecIn::into_spec).collect();
-    let run = py.detach(|| crate::run::simulate_file(path, fmt, specs)).map_err(err)?;
+    let progress = progress.map_or_else(Default::default, |p| p.inner.clone());
+    let run = py.detach(|| crate::run::simulate_file_with(path, fmt, specs, &progress)).map_err(err)?;
     let d = PyDict::new(py);
     d.set_item("requests", run.rows)?;
     d.set_item("tier_names", run.tier_names)?;
@@ -488,6 +514,7 @@ fn _simcore(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<crate::billing::BillingFast>()?;
     m.add_class::<crate::gstream::GstreamColumns>()?;
     m.add_class::<PyPathTiers>()?;
+    m.add_class::<PyProgress>()?;
     m.add_function(wrap_pyfunction!(crate::messages::decode_message, m)?)?;
     m.add("MESSAGE_FIELDS", crate::messages::FIELDS.to_vec())?;
     m.add_function(wrap_pyfunction!(next_access_times, m)?)?;

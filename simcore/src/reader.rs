@@ -159,6 +159,8 @@ pub struct Stream {
     pub rx: Receiver<Msg>,
     /// Rows per batch at most.
     pub rows: usize,
+    /// Bytes taken from the file so far (compressed bytes for a compressed file).
+    pub consumed: Arc<AtomicU64>,
     /// Batches the consumer is done with go back to the reader (no fresh pages per batch).
     spent: SyncSender<Columns>,
     handle: Option<JoinHandle<()>>,
@@ -172,6 +174,7 @@ impl Stream {
     /// distinct file lives on this thread for the whole trace).
     pub fn start(path: &str, format: Format, rows: usize, keys: bool) -> Result<Self, String> {
         let source = Source::open(path)?;
+        let consumed = source.offset.clone();
         let rows = rows.max(1);
         let (tx, rx) = sync_channel::<Msg>(IN_FLIGHT);
         let (spent, reuse) = sync_channel::<Columns>(2);
@@ -206,7 +209,7 @@ impl Stream {
                 }
             })
             .map_err(|e| format!("cannot start the reader thread: {e}"))?;
-        Ok(Stream { rx, rows, spent, handle: Some(handle) })
+        Ok(Stream { rx, rows, consumed, spent, handle: Some(handle) })
     }
 
     /// Hand a batch back once simulated (optional: dropping it is fine too).

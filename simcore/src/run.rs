@@ -6,7 +6,42 @@ use crate::reader::{Format, Msg, Stream, BATCH_ROWS};
 use crate::shadow::{CacheSpec, Shadow};
 use crate::stats::N_FIELDS;
 use crate::trace::Columns;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// How far a whole-file run is, readable from another thread while it runs (a progress bar):
+/// rows read, rows every cache is done with, and the share of the file read.
+#[derive(Default)]
+pub struct Progress {
+    rows_read: AtomicU64,
+    rows_done: AtomicU64,
+    /// (bytes taken from the file so far, the file's size; 0 for standard input)
+    file: OnceLock<(Arc<AtomicU64>, u64)>,
+}
+
+impl Progress {
+    fn read(&self, rows: usize) {
+        self.rows_read.fetch_add(rows as u64, Ordering::Relaxed);
+    }
+    fn done(&self, rows: usize) {
+        self.rows_done.fetch_add(rows as u64, Ordering::Relaxed);
+    }
+    /// Rows every cache is done with.
+    pub fn rows(&self) -> u64 {
+        self.rows_done.load(Ordering::Relaxed)
+    }
+    /// Share of the run done, 0 to 1: the share of the file read times the share of the rows
+    /// read that are done (exact at the end; 0 while nothing is known, as for standard input).
+    pub fn fraction(&self) -> f64 {
+        let Some((consumed, size)) = self.file.get() else { return 0.0 };
+        let (read, done) = (self.rows_read.load(Ordering::Relaxed), self.rows_done.load(Ordering::Relaxed));
+        if *size == 0 || read == 0 {
+            return 0.0;
+        }
+        let file = (consumed.load(Ordering::Relaxed) as f64 / *size as f64).min(1.0);
+        file * (done.min(read) as f64 / read as f64)
+    }
+}
 
 /// Tier codes a streamed trace may use (its tier names are known only at its end).
 pub const STREAM_TIERS: usize = 256;
@@ -20,16 +55,21 @@ pub struct Run {
 }
 
 pub fn simulate_file(path: &str, format: Format, specs: Vec<CacheSpec>) -> Result<Run, String> {
+    simulate_file_with(path, format, specs, &Progress::default())
+}
+
+/// `simulate_file`, reporting how far it is into `progress`.
+pub fn simulate_file_with(path: &str, format: Format, specs: Vec<CacheSpec>, progress: &Progress) -> Result<Run, String> {
     let threads = rayon::current_num_threads();
     // a thread of several caches switches tables at every batch: batches of 64 Ki rows per
     // cache, up to 2 Mi rows, amortise it (24 caches: 13% less CPU than 256 Ki rows, ~70 MiB
     // more); one cache keeps small batches, its start comes sooner
     let rows = BATCH_ROWS * specs.len().clamp(1, 32);
-    simulate_file_in(path, format, specs, rows, threads)
+    simulate_file_in(path, format, specs, rows, threads, progress)
 }
 
 /// `simulate_file` with `rows` per batch, the caches on up to `threads` threads.
-fn simulate_file_in(path: &str, format: Format, specs: Vec<CacheSpec>, rows: usize, threads: usize) -> Result<Run, String> {
+fn simulate_file_in(path: &str, format: Format, specs: Vec<CacheSpec>, rows: usize, threads: usize, progress: &Progress) -> Result<Run, String> {
     let mut bank = Bank::new(specs, STREAM_TIERS)?;
     if bank.needs_future() {
         return Err("policy belady needs the whole trace in memory (next-access times)".into());
@@ -37,8 +77,10 @@ fn simulate_file_in(path: &str, format: Format, specs: Vec<CacheSpec>, rows: usi
     // dense file keys: the caches index arrays instead of hashing ids (`SlotMap::dense`)
     let keys = bank.use_dense_ids();
     let stream = Stream::start(path, format, rows, keys)?;
+    let size = if path == "-" { 0 } else { std::fs::metadata(path).map_or(0, |m| m.len()) };
+    let _ = progress.file.set((stream.consumed.clone(), size));
     let threads = threads.min(bank.shadows.len());
-    let end = if threads > 1 { feed_shared(&mut bank, &stream, keys, threads) } else { feed(&mut bank, &stream, keys) };
+    let end = if threads > 1 { feed_shared(&mut bank, &stream, keys, threads, progress) } else { feed(&mut bank, &stream, keys, progress) };
     // the reader's errors name the file already
     let (tier_names, rows) = end.map_err(|e| if e.starts_with(path) { e } else { format!("{path}: {e}") })?;
     let n_tiers = tier_names.len().max(1);
@@ -81,13 +123,15 @@ fn reads(ops: &mut Arc<[u8]>, n: usize) {
 }
 
 /// Every batch through the whole bank in turn (its caches over all cores within a batch).
-fn feed(bank: &mut Bank, stream: &Stream, keys: bool) -> Result<(Vec<String>, u64), String> {
+fn feed(bank: &mut Bank, stream: &Stream, keys: bool, progress: &Progress) -> Result<(Vec<String>, u64), String> {
     let mut ops: Arc<[u8]> = vec![OP_READ; stream.rows].into();
     loop {
         match next(stream)? {
             Ok(b) => {
                 reads(&mut ops, b.len());
+                progress.read(b.len());
                 bank.feed_totals(&events(&b, &ops, keys))?;
+                progress.done(b.len());
                 stream.recycle(b);
             }
             Err(end) => return Ok(end),
@@ -139,7 +183,7 @@ const LOADED: usize = 3;
 /// cache of a batch set the pace with a barrier per batch), none ends long before the other,
 /// and the first batch starts as soon as it is read. Each cache still sees its batches in
 /// order, on one thread at a time.
-fn feed_shared(bank: &mut Bank, stream: &Stream, keys: bool, threads: usize) -> Result<(Vec<String>, u64), String> {
+fn feed_shared(bank: &mut Bank, stream: &Stream, keys: bool, threads: usize, progress: &Progress) -> Result<(Vec<String>, u64), String> {
     use std::sync::{Condvar, Mutex};
     let n = bank.shadows.len();
     let per_cache = bank.n_tiers;
@@ -192,6 +236,7 @@ fn feed_shared(bank: &mut Bank, stream: &Stream, keys: bool, threads: usize) -> 
                         state.batches[i].2 -= 1;
                         while state.batches.front().is_some_and(|(_, _, left)| *left == 0) {
                             let (_, (b, _), _) = state.batches.pop_front().unwrap();
+                            progress.done(b.len());
                             if let Ok(cols) = Arc::try_unwrap(b) {
                                 let _ = recycler.try_send(cols);
                             }
@@ -224,6 +269,7 @@ fn feed_shared(bank: &mut Bank, stream: &Stream, keys: bool, threads: usize) -> 
                 ev.uniform_tier()
             };
             bank.events_seen += batch.len() as u64;
+            progress.read(batch.len());
             let mut state = shared.lock().unwrap();
             while state.batches.len() >= LOADED && !state.failed {
                 state = changed.wait(state).unwrap();
@@ -336,8 +382,10 @@ mod tests {
         let by_id = totals_by_id(specs.clone(), &t);
         let per_cache = STREAM_TIERS * N_FIELDS;
         for threads in [1, 2, 3, 5] {
-            let run = simulate_file_in(path.to_str().unwrap(), Format::Csv, specs.clone(), 1_000, threads).unwrap();
+            let progress = Progress::default();
+            let run = simulate_file_in(path.to_str().unwrap(), Format::Csv, specs.clone(), 1_000, threads, &progress).unwrap();
             assert_eq!(run.rows, t.len() as u64);
+            assert_eq!((progress.rows(), progress.fraction()), (run.rows, 1.0), "every row done, the whole file read");
             for (c, spec) in specs.iter().enumerate() {
                 let ours = &run.totals[c * N_FIELDS..(c + 1) * N_FIELDS];
                 assert_eq!(ours, &by_id[c * per_cache..c * per_cache + N_FIELDS], "{threads} threads: {} {}", spec.policy, spec.capacity);
@@ -352,7 +400,7 @@ mod tests {
         let path = csv_file("bad", &t, "30000,not-a-number,5\n");
         let specs = vec![CacheSpec::new("lru", 400), CacheSpec::new("arc", 400), CacheSpec::new("s3fifo", 400)];
         for threads in [1, 2, 3] {
-            let e = simulate_file_in(path.to_str().unwrap(), Format::Csv, specs.clone(), 1_000, threads).unwrap_err();
+            let e = simulate_file_in(path.to_str().unwrap(), Format::Csv, specs.clone(), 1_000, threads, &Progress::default()).unwrap_err();
             assert!(e.contains("t.csv") && e.contains("30002"), "{e}");
             assert_eq!(e.matches("t.csv").count(), 1, "the file named once: {e}");
         }

@@ -213,3 +213,25 @@ def test_a_streamed_simulate_loads_neither_numpy_nor_pydantic(tmp_path):
                          capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[-1] == "LOADED ['numpy']"
+
+
+def test_progress_streams_the_file_and_keeps_stdout_to_the_results(reference):
+    # a progress bar (on by default at a terminal) no longer loads the whole trace first: the
+    # engine streams the file and reports the share done; the bar goes to stderr
+    trace, _ = reference
+    args = ["simulate", str(trace), "--policy", "lru,arc,s3fifo", "--size", "1GB,20GB", "--json"]
+    plain, shown = cli(*args), cli(*args, "--progress")
+    assert plain.returncode == shown.returncode == 0, shown.stderr.decode()
+    assert shown.stdout == plain.stdout and shown.stderr == b""  # no bar drawn off a terminal
+    assert [json.loads(line)["policy"] for line in shown.stdout.splitlines()] == ["lru"] * 2 + ["arc"] * 2 + ["s3fifo"] * 2
+
+
+def test_simulate_file_reports_its_progress_up_to_one(reference):
+    from cachescope.specs import simulate_file
+
+    trace, _ = reference
+    specs = [CacheSpec(p, 5 * 10**9) for p in ("lru", "arc", "s3fifo")]
+    seen: list[float] = []
+    totals, tiers, n = simulate_file(trace, specs, on_progress=seen.append)
+    assert (totals, tiers, n) == simulate_file(trace, specs)
+    assert seen and seen[-1] == 1.0 and all(0.0 <= f <= 1.0 for f in seen)
