@@ -99,6 +99,15 @@ def simulate_file(path: str | Path, specs: Sequence[CacheSpec], fmt: str = "csv"
     return totals, run["tier_names"], run["requests"]
 
 
+def working_set(path: str | Path, fmt: str = "csv") -> tuple[int, int]:
+    """(bytes of the trace file's distinct files, each at its first-seen size; its rows), in one
+    streamed pass in the engine: what a `5%` size is a share of, without loading the trace."""
+    try:
+        return _simcore.working_set(str(path), fmt)
+    except ValueError as e:
+        raise TraceError(str(e)) from None
+
+
 def _with_progress(run: Callable, on_progress: Callable[[float], None]):
     """`run(progress)` in a thread (the engine releases the GIL), polling its progress here."""
     import threading

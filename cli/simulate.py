@@ -58,7 +58,7 @@ def simulate(
     # numpy and simulation.py only when the whole trace is loaded (see `whole`): a third of the
     # start-up of a streamed run
     from cachescope.specs import (POLICIES, TRACE_FORMATS, CacheSpec, TraceError, check_specs, ratios,
-                                  simulate_file)
+                                  simulate_file, working_set as file_working_set)
 
     if trace_format not in TRACE_FORMATS:
         raise fail(f"--format {trace_format!r}: simulate reads {', '.join(TRACE_FORMATS)} traces (use `cachescope replay` for logs)")
@@ -75,11 +75,24 @@ def simulate(
     if trace_path != "-" and not Path(trace_path).is_file():
         raise fail(f"{trace_path}: no such file (give a CSV trace, or - for stdin)")
     show = sys.stderr.isatty() if progress is None else progress
-    # Streamed in the engine unless something needs the whole trace first: a % size (the working
-    # set), the curve or belady (next-access times).
-    whole = mrc or "belady" in policies or any(s.endswith("%") for s in sizes)
+    # Streamed in the engine unless something needs the whole trace first: the curve, belady
+    # (next-access times), or a % size of standard input (a file's working set is a first pass)
+    shares = any(s.endswith("%") for s in sizes)
+    whole = mrc or "belady" in policies or (shares and trace_path == "-")
     trace = None
     working_set = None
+    if shares and not whole:
+        try:
+            for s in sizes:  # a bad size is bad usage, found before the trace is read
+                parse_size_spec(s, 1)
+        except SizeError as e:
+            raise fail(str(e)) from None
+        try:
+            working_set, rows = file_working_set(trace_path, trace_format)
+        except TraceError as e:
+            raise fail(str(e), 1) from None
+        if rows == 0:
+            raise fail(f"{trace_path}: the trace has no requests", 1)
     if whole:
         from cachescope.simulation import load_trace
 
@@ -89,7 +102,7 @@ def simulate(
             raise fail(str(e), 1) from None
         if len(trace) == 0:
             raise fail(f"{trace_path}: the trace has no requests", 1)
-        working_set = trace.working_set() if any(s.endswith("%") for s in sizes) or mrc else None
+        working_set = trace.working_set() if shares or mrc else None
     try:
         capacities = [(s, parse_size_spec(s, working_set)) for s in sizes]
     except SizeError as e:

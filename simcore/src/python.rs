@@ -380,6 +380,14 @@ fn simulate_file<'py>(py: Python<'py>, path: &str, specs: Vec<SpecIn>, format: &
     Ok(d)
 }
 
+/// (working set in bytes, rows) of a trace file, in one streamed pass (`run::working_set`).
+#[pyfunction]
+#[pyo3(signature = (path, format="csv"))]
+fn working_set(py: Python<'_>, path: &str, format: &str) -> PyResult<(u128, u64)> {
+    let fmt = crate::reader::Format::parse(format).map_err(err)?;
+    py.detach(|| crate::run::working_set(path, fmt)).map_err(err)
+}
+
 /// Codes and the distinct values, as `pandas.factorize` gives them.
 type Factorized<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyList>);
 
@@ -522,6 +530,7 @@ fn _simcore(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_csv_trace, m)?)?;
     m.add_function(wrap_pyfunction!(read_trace, m)?)?;
     m.add_function(wrap_pyfunction!(simulate_file, m)?)?;
+    m.add_function(wrap_pyfunction!(working_set, m)?)?;
     m.add_function(wrap_pyfunction!(sum_by_key, m)?)?;
     m.add_function(wrap_pyfunction!(stacked_columns, m)?)?;
     m.add_function(wrap_pyfunction!(factorize_str, m)?)?;

@@ -81,13 +81,43 @@ fn simulate_file_in(path: &str, format: Format, specs: Vec<CacheSpec>, rows: usi
     let _ = progress.file.set((stream.consumed.clone(), size));
     let threads = threads.min(bank.shadows.len());
     let end = if threads > 1 { feed_shared(&mut bank, &stream, keys, threads, progress) } else { feed(&mut bank, &stream, keys, progress) };
-    // the reader's errors name the file already
-    let (tier_names, rows) = end.map_err(|e| if e.starts_with(path) { e } else { format!("{path}: {e}") })?;
+    let (tier_names, rows) = end.map_err(|e| named(path, e))?;
     let n_tiers = tier_names.len().max(1);
     let all = bank.totals();
     let per_cache = STREAM_TIERS * N_FIELDS;
     let totals = all.chunks(per_cache).flat_map(|c| c[..n_tiers * N_FIELDS].iter().copied()).collect();
     Ok(Run { totals, tier_names, rows })
+}
+
+/// An error of a run over `path`, naming it once (the reader's errors name it already).
+fn named(path: &str, e: String) -> String {
+    if e.starts_with(path) {
+        e
+    } else {
+        format!("{path}: {e}")
+    }
+}
+
+/// The working set of a trace file, in one streamed pass without caches: the bytes of its
+/// distinct files, each at its first-seen size, and its rows (what a size of `5%` is a share of).
+pub fn working_set(path: &str, format: Format) -> Result<(u128, u64), String> {
+    let stream = Stream::start(path, format, BATCH_ROWS * 8, true)?;
+    let (mut distinct, mut bytes) = (0u64, 0u128);
+    loop {
+        match next(&stream).map_err(|e| named(path, e))? {
+            Ok(b) => {
+                // keys number the files in order of first appearance: a new file's is the next one
+                for (&key, &size) in b.key.iter().zip(&b.size) {
+                    if key == distinct {
+                        bytes += size as u128;
+                        distinct += 1;
+                    }
+                }
+                stream.recycle(b);
+            }
+            Err((_, rows)) => return Ok((bytes, rows)),
+        }
+    }
 }
 
 /// A reader batch as the bank's events (whole trace: every row a read, no windows).
@@ -405,6 +435,27 @@ mod tests {
             assert_eq!(e.matches("t.csv").count(), 1, "the file named once: {e}");
         }
         std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn working_set_counts_each_file_once_at_its_first_size() {
+        // file 5 comes back with another size: its first one counts
+        let small = csv_file("wss", &[(5, 10), (6, 3), (5, 99), (7, 1), (6, 3)], "");
+        assert_eq!(working_set(small.to_str().unwrap(), Format::Csv).unwrap(), (14, 5));
+        let t = trace(50_000);
+        let path = csv_file("wss-big", &t, "");
+        let mut first = std::collections::HashMap::new();
+        for &(id, size) in &t {
+            first.entry(id).or_insert(size);
+        }
+        let want: u128 = first.values().map(|&s| s as u128).sum();
+        assert_eq!(working_set(path.to_str().unwrap(), Format::Csv).unwrap(), (want, t.len() as u64));
+        let bad = csv_file("wss-bad", &t, "50000,x,1\n");
+        let e = working_set(bad.to_str().unwrap(), Format::Csv).unwrap_err();
+        assert!(e.contains("line 50002") && e.matches("t.csv").count() == 1, "{e}");
+        for p in [small, path, bad] {
+            std::fs::remove_dir_all(p.parent().unwrap()).unwrap();
+        }
     }
 
     #[test]

@@ -202,14 +202,14 @@ def test_a_streamed_simulate_loads_neither_numpy_nor_pydantic(tmp_path):
     trace.write_text("timestamp,obj_id,obj_size\n1,1,100\n2,2,100\n3,1,100\n")
     code = ("import sys\nfrom cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
             "print('LOADED', sorted(m for m in ('numpy', 'pydantic', 'pandas') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code, "simulate", str(trace), "--policy", "lru,arc", "--size", "200",
+    out = subprocess.run([sys.executable, "-c", code, "simulate", str(trace), "--policy", "lru,arc", "--size", "100%",
                           "--json"], capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
     assert out.returncode == 0, out.stderr
     rows, loaded = out.stdout.splitlines()[:-1], out.stdout.splitlines()[-1]
     assert [json.loads(r)["hits"] for r in rows] == [1, 1]
     assert loaded == "LOADED []"
-    # the whole-trace path (a % size needs the working set) does load numpy
-    out = subprocess.run([sys.executable, "-c", code, "simulate", str(trace), "--size", "50%", "--json"],
+    # the whole-trace path (the curve needs the trace in memory) does load numpy
+    out = subprocess.run([sys.executable, "-c", code, "simulate", str(trace), "--size", "50%", "--mrc", "--json"],
                          capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[-1] == "LOADED ['numpy']"
@@ -235,3 +235,25 @@ def test_simulate_file_reports_its_progress_up_to_one(reference):
     totals, tiers, n = simulate_file(trace, specs, on_progress=seen.append)
     assert (totals, tiers, n) == simulate_file(trace, specs)
     assert seen and seen[-1] == 1.0 and all(0.0 <= f <= 1.0 for f in seen)
+
+
+def test_a_share_of_the_working_set_streams_the_file_twice(reference):
+    # a `5%` size needs the working set: a first streamed pass in the engine finds it (the same
+    # figure as the trace loaded whole), then the caches stream the file as for byte sizes
+    from cachescope.specs import working_set
+
+    trace, _ = reference
+    whole = load_trace(trace)
+    wss, rows = working_set(trace)
+    assert (wss, rows) == (whole.working_set(), len(whole))
+    by_share = cli("simulate", str(trace), "--policy", "lru,s3fifo", "--size", "5%,20%", "--json")
+    assert by_share.returncode == 0, by_share.stderr.decode()
+    sizes = [max(1, int(wss * p / 100)) for p in (5, 20)]
+    by_bytes = cli("simulate", str(trace), "--policy", "lru,s3fifo", "--size", ",".join(map(str, sizes)), "--json")
+    strip = lambda out: [{k: v for k, v in json.loads(l).items() if k != "size"} for l in out.stdout.splitlines()]
+    assert strip(by_share) == strip(by_bytes)
+    assert [json.loads(l)["size_bytes"] for l in by_share.stdout.splitlines()] == sizes * 2
+    # standard input cannot be read twice: loaded whole, the same figures
+    piped = cli("simulate", "-", "--policy", "lru,s3fifo", "--size", "5%,20%", "--json", stdin=trace.read_bytes())
+    assert piped.returncode == 0, piped.stderr.decode()
+    assert piped.stdout == by_share.stdout
