@@ -15,7 +15,8 @@ import numpy as np
 from cachescope import _simcore
 # the numpy-free part, here too so that callers import the engine's face from one place
 from cachescope.specs import (FIELDS, MAX_CAPACITY, OP_DELETE, OP_READ, OP_WRITE, POLICIES,  # noqa: F401
-                              TRACE_FORMATS, CacheSpec, F, TraceError, check_specs, ratios, simulate_file)
+                              TRACE_FORMATS, CacheSpec, F, TraceError, check_specs, in_engine_thread, ratios,
+                              simulate_file)
 
 
 def _columns(file_id, file_size, bytes_read, tier, op, next_access=None) -> tuple:
@@ -142,9 +143,10 @@ def exact_sum(values: np.ndarray) -> int:
 
 
 def load_trace(path: str | Path, fmt: str = "csv") -> Trace:
-    """The whole trace in memory, read by the engine (plain, zstd or gzip; `-` is stdin)."""
+    """The whole trace in memory, read by the engine (plain, zstd or gzip; `-` is stdin); Ctrl-C
+    stops it even while it waits for its input (`in_engine_thread`)."""
     try:
-        cols = _simcore.read_trace(str(path), fmt)
+        cols = in_engine_thread(lambda progress: _simcore.read_trace(str(path), fmt, progress))
     except ValueError as e:
         raise TraceError(str(e)) from None
     return Trace(**cols)

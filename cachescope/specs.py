@@ -84,11 +84,8 @@ def simulate_file(path: str | Path, specs: Sequence[CacheSpec], fmt: str = "csv"
     at the end, from this thread while the engine runs in another."""
     engine_specs = [s.as_engine() for s in specs]
     try:
-        if on_progress is None:
-            run = _simcore.simulate_file(str(path), engine_specs, fmt)
-        else:
-            run = _with_progress(lambda progress: _simcore.simulate_file(str(path), engine_specs, fmt, progress),
-                                 on_progress)
+        run = in_engine_thread(lambda progress: _simcore.simulate_file(str(path), engine_specs, fmt, progress),
+                                on_progress)
     except ValueError as e:
         raise TraceError(str(e)) from None
     n_tiers, n_fields = max(1, len(run["tier_names"])), len(FIELDS)
@@ -103,13 +100,15 @@ def working_set(path: str | Path, fmt: str = "csv") -> tuple[int, int]:
     """(bytes of the trace file's distinct files, each at its first-seen size; its rows), in one
     streamed pass in the engine: what a `5%` size is a share of, without loading the trace."""
     try:
-        return _simcore.working_set(str(path), fmt)
+        return in_engine_thread(lambda progress: _simcore.working_set(str(path), fmt, progress))
     except ValueError as e:
         raise TraceError(str(e)) from None
 
 
-def _with_progress(run: Callable, on_progress: Callable[[float], None]):
-    """`run(progress)` in a thread (the engine releases the GIL), polling its progress here."""
+def in_engine_thread(run: Callable, on_progress: Callable[[float], None] | None = None):
+    """`run(progress)` in a thread of its own (the engine releases the GIL), this one waiting in
+    steps of 0.1 s: Ctrl-C is seen at once and cancels the run (which stops at its next batch)
+    instead of waiting for the end of a long trace; `on_progress(fraction done)` at each step."""
     import threading
 
     progress = _simcore.Progress()
@@ -121,12 +120,19 @@ def _with_progress(run: Callable, on_progress: Callable[[float], None]):
         except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread below
             outcome["error"] = e
 
-    thread = threading.Thread(target=work, name="simulate-file", daemon=True)
+    thread = threading.Thread(target=work, name="engine", daemon=True)
     thread.start()
-    while thread.is_alive():
-        thread.join(0.1)
-        on_progress(progress.fraction())
+    try:
+        while thread.is_alive():
+            thread.join(0.1)
+            if on_progress is not None:
+                on_progress(progress.fraction())
+    except KeyboardInterrupt:
+        progress.cancel()
+        thread.join(2.0)  # a reader blocked on standard input is left behind
+        raise
     if "error" in outcome:
         raise outcome["error"]
-    on_progress(1.0)
+    if on_progress is not None:
+        on_progress(1.0)
     return outcome["value"]

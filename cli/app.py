@@ -53,7 +53,7 @@ class CachescopeGroup(TyperGroup):
         if sub:
             after = argv[argv.index(command) + 1:]
             command = " ".join([command, *[a for a in after if a in sub][:1]])
-        prefix = f"cachescope {command}".strip()
+        prefix = self._prefix = f"cachescope {command}".strip()
         try:
             rv = super().main(argv, prog_name or "cachescope", complete_var, standalone_mode=False, **extra)
             code = rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
@@ -110,6 +110,14 @@ class CachescopeGroup(TyperGroup):
         if not standalone_mode:
             return code
         sys.exit(code)
+
+    def invoke(self, ctx):  # type: ignore[override]
+        # typer turns Ctrl-C into a silent exit 130 before `main` sees it: say it here
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            typer.echo(f"{getattr(self, '_prefix', 'cachescope')}: interrupted", err=True)
+            raise typer.Exit(EXIT_SIGINT) from None
 
 
 app = typer.Typer(

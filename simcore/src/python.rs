@@ -333,10 +333,11 @@ fn read_csv_trace<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyDi
 
 /// Read a trace file (plain, zstd or gzip; csv or oracle-general) into columns; `-` is stdin.
 #[pyfunction]
-#[pyo3(signature = (path, format="csv"))]
-fn read_trace<'py>(py: Python<'py>, path: &str, format: &str) -> PyResult<Bound<'py, PyDict>> {
+#[pyo3(signature = (path, format="csv", progress=None))]
+fn read_trace<'py>(py: Python<'py>, path: &str, format: &str, progress: Option<PyRef<'py, PyProgress>>) -> PyResult<Bound<'py, PyDict>> {
     let fmt = crate::reader::Format::parse(format).map_err(err)?;
-    let (t, tier_names) = py.detach(|| crate::reader::read_all(path, fmt)).map_err(err)?;
+    let progress: Arc<crate::run::Progress> = progress.map_or_else(Default::default, |p| p.inner.clone());
+    let (t, tier_names) = py.detach(|| crate::reader::read_all_until(path, fmt, progress.cancelled())).map_err(err)?;
     trace_dict(py, t, tier_names)
 }
 
@@ -361,6 +362,10 @@ impl PyProgress {
     fn rows(&self) -> u64 {
         self.inner.rows()
     }
+    /// Stop the run at its next batch; it then fails with ValueError("interrupted").
+    fn cancel(&self) {
+        self.inner.cancel()
+    }
 }
 
 /// Stream a trace file through every cache in one pass (reader thread + this one); returns
@@ -382,10 +387,11 @@ fn simulate_file<'py>(py: Python<'py>, path: &str, specs: Vec<SpecIn>, format: &
 
 /// (working set in bytes, rows) of a trace file, in one streamed pass (`run::working_set`).
 #[pyfunction]
-#[pyo3(signature = (path, format="csv"))]
-fn working_set(py: Python<'_>, path: &str, format: &str) -> PyResult<(u128, u64)> {
+#[pyo3(signature = (path, format="csv", progress=None))]
+fn working_set(py: Python<'_>, path: &str, format: &str, progress: Option<PyRef<'_, PyProgress>>) -> PyResult<(u128, u64)> {
     let fmt = crate::reader::Format::parse(format).map_err(err)?;
-    py.detach(|| crate::run::working_set(path, fmt)).map_err(err)
+    let progress = progress.map_or_else(Default::default, |p| p.inner.clone());
+    py.detach(|| crate::run::working_set(path, fmt, &progress)).map_err(err)
 }
 
 /// Codes and the distinct values, as `pandas.factorize` gives them.

@@ -8,7 +8,7 @@
 use crate::trace::{Columns, CsvParser};
 use std::fs::File;
 use std::io::{self, BufReader, Read};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -17,6 +17,9 @@ use std::thread::JoinHandle;
 pub const BATCH_ROWS: usize = 1 << 16;
 /// Batches in flight between the two threads (bounds memory: ~2.5 MB per batch of CSV columns).
 const IN_FLIGHT: usize = 4;
+/// A CSV line longer than this is refused: no trace has one, and an input without line ends
+/// (a binary file, `/dev/zero`) would otherwise grow a line until memory runs out.
+pub const MAX_LINE: usize = 16 << 20;
 /// One oracleGeneral record: u32 timestamp, u64 obj_id, u32 obj_size, i64 next_access_vtime.
 pub const ORACLE_RECORD: usize = 24;
 
@@ -223,6 +226,31 @@ impl Stream {
     }
 }
 
+impl Stream {
+    /// The reader's next message; None once `cancelled` is set, which is looked at while
+    /// waiting for the reader too (it may wait on standard input for ever). Err: the reader
+    /// stopped without a word.
+    pub fn next_msg(&self, cancelled: &AtomicBool) -> Option<Result<Msg, String>> {
+        use std::sync::mpsc::RecvTimeoutError;
+        loop {
+            if cancelled.load(Ordering::Relaxed) {
+                return None;
+            }
+            return match self.rx.recv_timeout(std::time::Duration::from_millis(50)) {
+                Ok(m) => Some(Ok(m)),
+                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Disconnected) => Some(Err("the reader stopped unexpectedly".into())),
+            };
+        }
+    }
+
+    /// Stop without waiting for the reader thread (it may be blocked reading standard input):
+    /// it ends at its next read or send.
+    pub fn abandon(mut self) {
+        drop(self.handle.take());
+    }
+}
+
 impl Drop for Stream {
     fn drop(&mut self) {
         // unblock a reader waiting to send, then wait for it
@@ -273,6 +301,15 @@ fn chunks(mut src: Source, size: usize, whole_lines: bool) -> (Receiver<Result<C
             let end = t + n;
             let last = n < size; // `fill` stops short only at the end of the stream
             let cut = if whole_lines && !last { memchr::memrchr(b'\n', &buf[..end]).map_or(0, |i| i + 1) } else { end };
+            if end - cut > MAX_LINE {
+                let at = src.offset.load(Ordering::Relaxed);
+                let _ = tx.send(Err(format!(
+                    "{}: a line longer than {} MiB (at byte {at} of the file): not a CSV trace",
+                    src.name,
+                    MAX_LINE >> 20
+                )));
+                return;
+            }
             tail.extend_from_slice(&buf[cut..end]);
             if cut > 0 && tx.send(Ok(Chunk { buf, len: cut })).is_err() {
                 return;
@@ -388,16 +425,25 @@ fn read_oracle(
     Ok((vec!["UNKNOWN".to_string()], rows))
 }
 
-/// The whole trace in memory (for what needs it: % sizes, curves, belady).
+/// The whole trace in memory (for what needs it: curves, belady, `%` sizes of standard input).
 pub fn read_all(path: &str, format: Format) -> Result<(Columns, Vec<String>), String> {
+    read_all_until(path, format, &AtomicBool::new(false))
+}
+
+/// `read_all`, failing with "interrupted" once `cancelled` is set (Ctrl-C in Python).
+pub fn read_all_until(path: &str, format: Format, cancelled: &AtomicBool) -> Result<(Columns, Vec<String>), String> {
     let stream = Stream::start(path, format, BATCH_ROWS, false)?;
     let mut all = Columns::default();
     loop {
-        match stream.rx.recv() {
-            Ok(Msg::Batch(mut b)) => all.append(&mut b),
-            Ok(Msg::End { tier_names, .. }) => return Ok((all, tier_names)),
-            Ok(Msg::Error(e)) => return Err(e),
-            Err(_) => return Err(format!("{path}: the reader stopped unexpectedly")),
+        match stream.next_msg(cancelled) {
+            Some(Ok(Msg::Batch(mut b))) => all.append(&mut b),
+            Some(Ok(Msg::End { tier_names, .. })) => return Ok((all, tier_names)),
+            Some(Ok(Msg::Error(e))) => return Err(e),
+            Some(Err(e)) => return Err(format!("{path}: {e}")),
+            None => {
+                stream.abandon();
+                return Err("interrupted".into());
+            }
         }
     }
 }

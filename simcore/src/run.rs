@@ -6,7 +6,7 @@ use crate::reader::{Format, Msg, Stream, BATCH_ROWS};
 use crate::shadow::{CacheSpec, Shadow};
 use crate::stats::N_FIELDS;
 use crate::trace::Columns;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// How far a whole-file run is, readable from another thread while it runs (a progress bar):
@@ -17,9 +17,32 @@ pub struct Progress {
     rows_done: AtomicU64,
     /// (bytes taken from the file so far, the file's size; 0 for standard input)
     file: OnceLock<(Arc<AtomicU64>, u64)>,
+    cancelled: AtomicBool,
 }
 
+/// The error of a run stopped by `Progress::cancel` (`reader::read_all_until`'s too).
+pub const CANCELLED: &str = "interrupted";
+
+/// How often a waiting run looks whether it was cancelled.
+const CANCEL_POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
 impl Progress {
+    /// Stop the run at its next batch (from another thread: Ctrl-C in Python); it then fails
+    /// with `CANCELLED`.
+    pub fn cancel(&self) {
+        self.cancelled.store(true, Ordering::Relaxed);
+    }
+    /// The flag `cancel` sets (for `reader::read_all_until`).
+    pub fn cancelled(&self) -> &AtomicBool {
+        &self.cancelled
+    }
+    fn check(&self) -> Result<(), String> {
+        if self.cancelled.load(Ordering::Relaxed) {
+            Err(CANCELLED.into())
+        } else {
+            Ok(())
+        }
+    }
     fn read(&self, rows: usize) {
         self.rows_read.fetch_add(rows as u64, Ordering::Relaxed);
     }
@@ -81,6 +104,10 @@ fn simulate_file_in(path: &str, format: Format, specs: Vec<CacheSpec>, rows: usi
     let _ = progress.file.set((stream.consumed.clone(), size));
     let threads = threads.min(bank.shadows.len());
     let end = if threads > 1 { feed_shared(&mut bank, &stream, keys, threads, progress) } else { feed(&mut bank, &stream, keys, progress) };
+    if progress.check().is_err() {
+        stream.abandon();
+        return Err(CANCELLED.into());
+    }
     let (tier_names, rows) = end.map_err(|e| named(path, e))?;
     let n_tiers = tier_names.len().max(1);
     let all = bank.totals();
@@ -100,11 +127,16 @@ fn named(path: &str, e: String) -> String {
 
 /// The working set of a trace file, in one streamed pass without caches: the bytes of its
 /// distinct files, each at its first-seen size, and its rows (what a size of `5%` is a share of).
-pub fn working_set(path: &str, format: Format) -> Result<(u128, u64), String> {
+pub fn working_set(path: &str, format: Format, progress: &Progress) -> Result<(u128, u64), String> {
     let stream = Stream::start(path, format, BATCH_ROWS * 8, true)?;
     let (mut distinct, mut bytes) = (0u64, 0u128);
     loop {
-        match next(&stream).map_err(|e| named(path, e))? {
+        let batch = next(&stream, progress);
+        if progress.check().is_err() {
+            stream.abandon();
+            return Err(CANCELLED.into());
+        }
+        match batch.map_err(|e| named(path, e))? {
             Ok(b) => {
                 // keys number the files in order of first appearance: a new file's is the next one
                 for (&key, &size) in b.key.iter().zip(&b.size) {
@@ -135,13 +167,15 @@ fn events<'a>(b: &'a Columns, ops: &'a [u8], keys: bool) -> Events<'a> {
     }
 }
 
-/// The stream's next message: a batch, or its end (tier names, rows).
-fn next(stream: &Stream) -> Result<Result<Columns, (Vec<String>, u64)>, String> {
-    match stream.rx.recv() {
-        Ok(Msg::Batch(b)) => Ok(Ok(b)),
-        Ok(Msg::End { tier_names, rows }) => Ok(Err((tier_names, rows))),
-        Ok(Msg::Error(e)) => Err(e),
-        Err(_) => Err("the reader stopped unexpectedly".into()),
+/// The stream's next message: a batch, or its end (tier names, rows); `CANCELLED` once the run
+/// is cancelled, even while the reader waits for its input.
+fn next(stream: &Stream, progress: &Progress) -> Result<Result<Columns, (Vec<String>, u64)>, String> {
+    match stream.next_msg(&progress.cancelled) {
+        Some(Ok(Msg::Batch(b))) => Ok(Ok(b)),
+        Some(Ok(Msg::End { tier_names, rows })) => Ok(Err((tier_names, rows))),
+        Some(Ok(Msg::Error(e))) => Err(e),
+        Some(Err(e)) => Err(e),
+        None => Err(CANCELLED.into()),
     }
 }
 
@@ -156,7 +190,7 @@ fn reads(ops: &mut Arc<[u8]>, n: usize) {
 fn feed(bank: &mut Bank, stream: &Stream, keys: bool, progress: &Progress) -> Result<(Vec<String>, u64), String> {
     let mut ops: Arc<[u8]> = vec![OP_READ; stream.rows].into();
     loop {
-        match next(stream)? {
+        match next(stream, progress)? {
             Ok(b) => {
                 reads(&mut ops, b.len());
                 progress.read(b.len());
@@ -283,7 +317,7 @@ fn feed_shared(bank: &mut Bank, stream: &Stream, keys: bool, threads: usize, pro
         }
         // this thread loads batches (it waits on the reader or on the simulation threads)
         let result = loop {
-            let msg = next(stream);
+            let msg = next(stream, progress);
             let batch = match msg {
                 Ok(Ok(b)) => b,
                 Ok(Err(end)) => break Ok(end),
@@ -301,11 +335,14 @@ fn feed_shared(bank: &mut Bank, stream: &Stream, keys: bool, threads: usize, pro
             bank.events_seen += batch.len() as u64;
             progress.read(batch.len());
             let mut state = shared.lock().unwrap();
-            while state.batches.len() >= LOADED && !state.failed {
-                state = changed.wait(state).unwrap();
+            while state.batches.len() >= LOADED && !state.failed && progress.check().is_ok() {
+                state = changed.wait_timeout(state, CANCEL_POLL).unwrap().0;
             }
             if state.failed {
                 break Err("a simulation thread failed".into());
+            }
+            if let Err(e) = progress.check() {
+                break Err(e);
             }
             let seq = state.loaded;
             state.loaded += 1;
@@ -441,7 +478,7 @@ mod tests {
     fn working_set_counts_each_file_once_at_its_first_size() {
         // file 5 comes back with another size: its first one counts
         let small = csv_file("wss", &[(5, 10), (6, 3), (5, 99), (7, 1), (6, 3)], "");
-        assert_eq!(working_set(small.to_str().unwrap(), Format::Csv).unwrap(), (14, 5));
+        assert_eq!(working_set(small.to_str().unwrap(), Format::Csv, &Progress::default()).unwrap(), (14, 5));
         let t = trace(50_000);
         let path = csv_file("wss-big", &t, "");
         let mut first = std::collections::HashMap::new();
@@ -449,13 +486,45 @@ mod tests {
             first.entry(id).or_insert(size);
         }
         let want: u128 = first.values().map(|&s| s as u128).sum();
-        assert_eq!(working_set(path.to_str().unwrap(), Format::Csv).unwrap(), (want, t.len() as u64));
+        assert_eq!(working_set(path.to_str().unwrap(), Format::Csv, &Progress::default()).unwrap(), (want, t.len() as u64));
         let bad = csv_file("wss-bad", &t, "50000,x,1\n");
-        let e = working_set(bad.to_str().unwrap(), Format::Csv).unwrap_err();
+        let e = working_set(bad.to_str().unwrap(), Format::Csv, &Progress::default()).unwrap_err();
         assert!(e.contains("line 50002") && e.matches("t.csv").count() == 1, "{e}");
         for p in [small, path, bad] {
             std::fs::remove_dir_all(p.parent().unwrap()).unwrap();
         }
+    }
+
+    #[test]
+    fn a_cancelled_run_fails_as_cancelled() {
+        // cancelled before the first batch (Python cancels on Ctrl-C): fails with CANCELLED, on
+        // one thread or several (`next` looks at the flag while it waits for the reader too)
+        let t = trace(20_000);
+        let path = csv_file("cancel", &t, "");
+        let specs = vec![CacheSpec::new("lru", 400), CacheSpec::new("arc", 400)];
+        for threads in [1, 2] {
+            let progress = Progress::default();
+            progress.cancel();
+            let e = simulate_file_in(path.to_str().unwrap(), Format::Csv, specs.clone(), 1_000, threads, &progress).unwrap_err();
+            assert_eq!(e, CANCELLED);
+        }
+        let progress = Progress::default();
+        progress.cancel();
+        assert_eq!(working_set(path.to_str().unwrap(), Format::Csv, &progress).unwrap_err(), CANCELLED);
+        std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn a_line_without_end_is_refused_not_grown() {
+        let mut body = b"timestamp,obj_id,obj_size\n1,1,5\n".to_vec();
+        body.resize(body.len() + crate::reader::MAX_LINE + (1 << 20) + 5, b'7');
+        let dir = std::env::temp_dir().join(format!("simcore-run-long-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.csv");
+        std::fs::write(&path, &body).unwrap();
+        let e = simulate_file(path.to_str().unwrap(), Format::Csv, vec![CacheSpec::new("lru", 10)]).unwrap_err();
+        assert!(e.contains("t.csv") && e.contains("a line longer than 16 MiB"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

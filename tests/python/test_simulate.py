@@ -257,3 +257,27 @@ def test_a_share_of_the_working_set_streams_the_file_twice(reference):
     piped = cli("simulate", "-", "--policy", "lru,s3fifo", "--size", "5%,20%", "--json", stdin=trace.read_bytes())
     assert piped.returncode == 0, piped.stderr.decode()
     assert piped.stdout == by_share.stdout
+
+
+@pytest.mark.parametrize("sizes", ["1MB,2MB", "5%"])
+def test_ctrl_c_stops_a_streamed_simulate_waiting_on_its_input(sizes):
+    # the engine runs in a thread of its own and Ctrl-C cancels it, even while its reader waits
+    # on a pipe that never ends: one line and exit 130, not a wait for the end of the input
+    import os
+    import signal
+    import time
+
+    r, w = os.pipe()
+    proc = subprocess.Popen(CLI + ["simulate", "-", "--policy", "lru,arc", "--size", sizes, "--json"], stdin=r,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    os.close(r)
+    try:
+        os.write(w, b"timestamp,obj_id,obj_size\n1,1,5\n2,2,5\n")
+        time.sleep(1.0)  # started and waiting for more input
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)  # a hang guard: without the cancel it never ends
+    finally:
+        os.close(w)
+        proc.kill()
+    assert proc.returncode == 130, err.decode()
+    assert err.decode() == "cachescope simulate: interrupted\n" and out == b""
