@@ -336,7 +336,7 @@ fn read_csv_trace<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyDi
 #[pyo3(signature = (path, format="csv", progress=None))]
 fn read_trace<'py>(py: Python<'py>, path: &str, format: &str, progress: Option<PyRef<'py, PyProgress>>) -> PyResult<Bound<'py, PyDict>> {
     let fmt = crate::reader::Format::parse(format).map_err(err)?;
-    let progress: Arc<crate::run::Progress> = progress.map_or_else(Default::default, |p| p.inner.clone());
+    let progress = PyProgress::shared(progress);
     let (t, tier_names) = py.detach(|| crate::reader::read_all_until(path, fmt, progress.cancelled())).map_err(err)?;
     trace_dict(py, t, tier_names)
 }
@@ -348,6 +348,13 @@ struct PyProgress {
     inner: Arc<crate::run::Progress>,
 }
 
+impl PyProgress {
+    /// What a run reports into: the caller's, or one nobody reads.
+    fn shared(p: Option<PyRef<'_, PyProgress>>) -> Arc<crate::run::Progress> {
+        p.map_or_else(Default::default, |p| p.inner.clone())
+    }
+}
+
 #[pymethods]
 impl PyProgress {
     #[new]
@@ -357,10 +364,6 @@ impl PyProgress {
     /// Share of the run done, 0 to 1.
     fn fraction(&self) -> f64 {
         self.inner.fraction()
-    }
-    /// Rows every cache is done with.
-    fn rows(&self) -> u64 {
-        self.inner.rows()
     }
     /// Stop the run at its next batch; it then fails with ValueError("interrupted").
     fn cancel(&self) {
@@ -376,7 +379,7 @@ impl PyProgress {
 fn simulate_file<'py>(py: Python<'py>, path: &str, specs: Vec<SpecIn>, format: &str, progress: Option<PyRef<'py, PyProgress>>) -> PyResult<Bound<'py, PyDict>> {
     let fmt = crate::reader::Format::parse(format).map_err(err)?;
     let specs: Vec<CacheSpec> = specs.into_iter().map(SpecIn::into_spec).collect();
-    let progress = progress.map_or_else(Default::default, |p| p.inner.clone());
+    let progress = PyProgress::shared(progress);
     let run = py.detach(|| crate::run::simulate_file_with(path, fmt, specs, &progress)).map_err(err)?;
     let d = PyDict::new(py);
     d.set_item("requests", run.rows)?;
@@ -390,7 +393,7 @@ fn simulate_file<'py>(py: Python<'py>, path: &str, specs: Vec<SpecIn>, format: &
 #[pyo3(signature = (path, format="csv", progress=None))]
 fn working_set(py: Python<'_>, path: &str, format: &str, progress: Option<PyRef<'_, PyProgress>>) -> PyResult<(u128, u64)> {
     let fmt = crate::reader::Format::parse(format).map_err(err)?;
-    let progress = progress.map_or_else(Default::default, |p| p.inner.clone());
+    let progress = PyProgress::shared(progress);
     py.detach(|| crate::run::working_set(path, fmt, &progress)).map_err(err)
 }
 

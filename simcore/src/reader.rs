@@ -11,7 +11,6 @@ use std::io::{self, BufReader, Read};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 /// Rows per batch handed from the reader thread to the simulation (unless told otherwise).
 pub const BATCH_ROWS: usize = 1 << 16;
@@ -20,6 +19,8 @@ const IN_FLIGHT: usize = 4;
 /// A CSV line longer than this is refused: no trace has one, and an input without line ends
 /// (a binary file, `/dev/zero`) would otherwise grow a line until memory runs out.
 pub const MAX_LINE: usize = 16 << 20;
+/// The error of a read stopped by its caller (`Stream::next_msg`): Ctrl-C in Python.
+pub const CANCELLED: &str = "interrupted";
 /// One oracleGeneral record: u32 timestamp, u64 obj_id, u32 obj_size, i64 next_access_vtime.
 pub const ORACLE_RECORD: usize = 24;
 
@@ -157,7 +158,9 @@ impl Keys {
     }
 }
 
-/// Streams a trace as batches of columns from a thread of its own.
+/// Streams a trace as batches of columns from a thread of its own. Dropped before the end (the
+/// consumer stopped early), its reader ends at its next send, the receiver being gone; it is
+/// not waited for, as it may wait on standard input for ever.
 pub struct Stream {
     pub rx: Receiver<Msg>,
     /// Rows per batch at most.
@@ -166,7 +169,6 @@ pub struct Stream {
     pub consumed: Arc<AtomicU64>,
     /// Batches the consumer is done with go back to the reader (no fresh pages per batch).
     spent: SyncSender<Columns>,
-    handle: Option<JoinHandle<()>>,
 }
 
 impl Stream {
@@ -181,7 +183,7 @@ impl Stream {
         let rows = rows.max(1);
         let (tx, rx) = sync_channel::<Msg>(IN_FLIGHT);
         let (spent, reuse) = sync_channel::<Columns>(2);
-        let handle = std::thread::Builder::new()
+        std::thread::Builder::new()
             .name("trace-reader".into())
             .spawn(move || {
                 let numbering = std::cell::RefCell::new(Keys::default());
@@ -212,7 +214,7 @@ impl Stream {
                 }
             })
             .map_err(|e| format!("cannot start the reader thread: {e}"))?;
-        Ok(Stream { rx, rows, consumed, spent, handle: Some(handle) })
+        Ok(Stream { rx, rows, consumed, spent })
     }
 
     /// Hand a batch back once simulated (optional: dropping it is fine too).
@@ -224,43 +226,24 @@ impl Stream {
     pub fn recycler(&self) -> SyncSender<Columns> {
         self.spent.clone()
     }
-}
 
-impl Stream {
-    /// The reader's next message; None once `cancelled` is set, which is looked at while
-    /// waiting for the reader too (it may wait on standard input for ever). Err: the reader
-    /// stopped without a word.
-    pub fn next_msg(&self, cancelled: &AtomicBool) -> Option<Result<Msg, String>> {
+    /// The reader's next message; `CANCELLED` once `cancelled` is set, which is looked at while
+    /// waiting for the reader too (it may wait on standard input for ever).
+    pub fn next_msg(&self, cancelled: &AtomicBool) -> Result<Msg, String> {
         use std::sync::mpsc::RecvTimeoutError;
         loop {
             if cancelled.load(Ordering::Relaxed) {
-                return None;
+                return Err(CANCELLED.into());
             }
-            return match self.rx.recv_timeout(std::time::Duration::from_millis(50)) {
-                Ok(m) => Some(Ok(m)),
+            match self.rx.recv_timeout(std::time::Duration::from_millis(50)) {
+                Ok(m) => return Ok(m),
                 Err(RecvTimeoutError::Timeout) => continue,
-                Err(RecvTimeoutError::Disconnected) => Some(Err("the reader stopped unexpectedly".into())),
-            };
-        }
-    }
-
-    /// Stop without waiting for the reader thread (it may be blocked reading standard input):
-    /// it ends at its next read or send.
-    pub fn abandon(mut self) {
-        drop(self.handle.take());
-    }
-}
-
-impl Drop for Stream {
-    fn drop(&mut self) {
-        // unblock a reader waiting to send, then wait for it
-        let (_, dead) = sync_channel(0);
-        drop(std::mem::replace(&mut self.rx, dead));
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
+                Err(RecvTimeoutError::Disconnected) => return Err("the reader stopped unexpectedly".into()),
+            }
         }
     }
 }
+
 
 /// A piece of the decompressed stream: `buf[..len]`.
 struct Chunk {
@@ -430,21 +413,26 @@ pub fn read_all(path: &str, format: Format) -> Result<(Columns, Vec<String>), St
     read_all_until(path, format, &AtomicBool::new(false))
 }
 
-/// `read_all`, failing with "interrupted" once `cancelled` is set (Ctrl-C in Python).
+/// `read_all`, failing with `CANCELLED` once `cancelled` is set (Ctrl-C in Python).
 pub fn read_all_until(path: &str, format: Format, cancelled: &AtomicBool) -> Result<(Columns, Vec<String>), String> {
     let stream = Stream::start(path, format, BATCH_ROWS, false)?;
     let mut all = Columns::default();
     loop {
-        match stream.next_msg(cancelled) {
-            Some(Ok(Msg::Batch(mut b))) => all.append(&mut b),
-            Some(Ok(Msg::End { tier_names, .. })) => return Ok((all, tier_names)),
-            Some(Ok(Msg::Error(e))) => return Err(e),
-            Some(Err(e)) => return Err(format!("{path}: {e}")),
-            None => {
-                stream.abandon();
-                return Err("interrupted".into());
-            }
+        match stream.next_msg(cancelled).map_err(|e| named(path, e))? {
+            Msg::Batch(mut b) => all.append(&mut b),
+            Msg::End { tier_names, .. } => return Ok((all, tier_names)),
+            Msg::Error(e) => return Err(e),
         }
+    }
+}
+
+/// An error of a read of `path`, naming it once (the reader's own errors name it already; an
+/// interruption is about no file).
+pub(crate) fn named(path: &str, e: String) -> String {
+    if e.starts_with(path) || e == CANCELLED {
+        e
+    } else {
+        format!("{path}: {e}")
     }
 }
 

@@ -2,7 +2,7 @@
 //! while the caches simulate on every core (what `cachescope simulate` runs).
 
 use crate::bank::{feed_cache, Bank, Events, OP_READ};
-use crate::reader::{Format, Msg, Stream, BATCH_ROWS};
+use crate::reader::{named, Format, Msg, Stream, BATCH_ROWS, CANCELLED};
 use crate::shadow::{CacheSpec, Shadow};
 use crate::stats::N_FIELDS;
 use crate::trace::Columns;
@@ -20,15 +20,12 @@ pub struct Progress {
     cancelled: AtomicBool,
 }
 
-/// The error of a run stopped by `Progress::cancel` (`reader::read_all_until`'s too).
-pub const CANCELLED: &str = "interrupted";
-
 /// How often a waiting run looks whether it was cancelled.
 const CANCEL_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 
 impl Progress {
     /// Stop the run at its next batch (from another thread: Ctrl-C in Python); it then fails
-    /// with `CANCELLED`.
+    /// with `reader::CANCELLED`.
     pub fn cancel(&self) {
         self.cancelled.store(true, Ordering::Relaxed);
     }
@@ -104,10 +101,6 @@ fn simulate_file_in(path: &str, format: Format, specs: Vec<CacheSpec>, rows: usi
     let _ = progress.file.set((stream.consumed.clone(), size));
     let threads = threads.min(bank.shadows.len());
     let end = if threads > 1 { feed_shared(&mut bank, &stream, keys, threads, progress) } else { feed(&mut bank, &stream, keys, progress) };
-    if progress.check().is_err() {
-        stream.abandon();
-        return Err(CANCELLED.into());
-    }
     let (tier_names, rows) = end.map_err(|e| named(path, e))?;
     let n_tiers = tier_names.len().max(1);
     let all = bank.totals();
@@ -116,27 +109,13 @@ fn simulate_file_in(path: &str, format: Format, specs: Vec<CacheSpec>, rows: usi
     Ok(Run { totals, tier_names, rows })
 }
 
-/// An error of a run over `path`, naming it once (the reader's errors name it already).
-fn named(path: &str, e: String) -> String {
-    if e.starts_with(path) {
-        e
-    } else {
-        format!("{path}: {e}")
-    }
-}
-
 /// The working set of a trace file, in one streamed pass without caches: the bytes of its
 /// distinct files, each at its first-seen size, and its rows (what a size of `5%` is a share of).
 pub fn working_set(path: &str, format: Format, progress: &Progress) -> Result<(u128, u64), String> {
     let stream = Stream::start(path, format, BATCH_ROWS * 8, true)?;
     let (mut distinct, mut bytes) = (0u64, 0u128);
     loop {
-        let batch = next(&stream, progress);
-        if progress.check().is_err() {
-            stream.abandon();
-            return Err(CANCELLED.into());
-        }
-        match batch.map_err(|e| named(path, e))? {
+        match next(&stream, progress).map_err(|e| named(path, e))? {
             Ok(b) => {
                 // keys number the files in order of first appearance: a new file's is the next one
                 for (&key, &size) in b.key.iter().zip(&b.size) {
@@ -170,12 +149,10 @@ fn events<'a>(b: &'a Columns, ops: &'a [u8], keys: bool) -> Events<'a> {
 /// The stream's next message: a batch, or its end (tier names, rows); `CANCELLED` once the run
 /// is cancelled, even while the reader waits for its input.
 fn next(stream: &Stream, progress: &Progress) -> Result<Result<Columns, (Vec<String>, u64)>, String> {
-    match stream.next_msg(&progress.cancelled) {
-        Some(Ok(Msg::Batch(b))) => Ok(Ok(b)),
-        Some(Ok(Msg::End { tier_names, rows })) => Ok(Err((tier_names, rows))),
-        Some(Ok(Msg::Error(e))) => Err(e),
-        Some(Err(e)) => Err(e),
-        None => Err(CANCELLED.into()),
+    match stream.next_msg(&progress.cancelled)? {
+        Msg::Batch(b) => Ok(Ok(b)),
+        Msg::End { tier_names, rows } => Ok(Err((tier_names, rows))),
+        Msg::Error(e) => Err(e),
     }
 }
 
@@ -220,8 +197,9 @@ struct Shared {
     failed: bool,
 }
 
-/// A loaded batch and its `Events::uniform_tier`, found once for every cache.
-type Batch = (Arc<Columns>, Option<u8>);
+/// A loaded batch, its ops column (every row a read) and its `Events::uniform_tier`, found once
+/// for every cache.
+type Batch = (Arc<Columns>, Arc<[u8]>, Option<u8>);
 
 impl Shared {
     /// The oldest task a free cache can run: (cache, batch sequence number, batch).
@@ -262,11 +240,10 @@ fn feed_shared(bank: &mut Bank, stream: &Stream, keys: bool, threads: usize, pro
         failed: false,
     });
     let changed = Condvar::new();
-    let ops: Arc<[u8]> = vec![OP_READ; stream.rows].into();
-    let ops = Mutex::new(ops);
+    let mut ops: Arc<[u8]> = vec![OP_READ; stream.rows].into();
     let recycler = stream.recycler();
     let result = std::thread::scope(|scope| {
-        let (shared, changed, caches, ops) = (&shared, &changed, &caches, &ops);
+        let (shared, changed, caches) = (&shared, &changed, &caches);
         for _ in 0..threads {
             let recycler = recycler.clone();
             scope.spawn(move || {
@@ -275,9 +252,8 @@ fn feed_shared(bank: &mut Bank, stream: &Stream, keys: bool, threads: usize, pro
                     if state.failed {
                         return;
                     }
-                    if let Some((c, seq, (b, uniform))) = state.pick() {
+                    if let Some((c, seq, (b, ops, uniform))) = state.pick() {
                         state.busy[c] = true;
-                        let ops = ops.lock().unwrap().clone();
                         drop(state);
                         let t = std::time::Instant::now();
                         let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -299,7 +275,7 @@ fn feed_shared(bank: &mut Bank, stream: &Stream, keys: bool, threads: usize, pro
                         let i = (seq - state.batches[0].0) as usize;
                         state.batches[i].2 -= 1;
                         while state.batches.front().is_some_and(|(_, _, left)| *left == 0) {
-                            let (_, (b, _), _) = state.batches.pop_front().unwrap();
+                            let (_, (b, _, _), _) = state.batches.pop_front().unwrap();
                             progress.done(b.len());
                             if let Ok(cols) = Arc::try_unwrap(b) {
                                 let _ = recycler.try_send(cols);
@@ -323,15 +299,12 @@ fn feed_shared(bank: &mut Bank, stream: &Stream, keys: bool, threads: usize, pro
                 Ok(Err(end)) => break Ok(end),
                 Err(e) => break Err(e),
             };
-            let uniform = {
-                let mut o = ops.lock().unwrap();
-                reads(&mut o, batch.len());
-                let ev = events(&batch, &o, keys);
-                if let Err(e) = bank.admit(&ev) {
-                    break Err(e);
-                }
-                ev.uniform_tier()
-            };
+            reads(&mut ops, batch.len());
+            let ev = events(&batch, &ops, keys);
+            if let Err(e) = bank.admit(&ev) {
+                break Err(e);
+            }
+            let uniform = ev.uniform_tier();
             bank.events_seen += batch.len() as u64;
             progress.read(batch.len());
             let mut state = shared.lock().unwrap();
@@ -346,7 +319,7 @@ fn feed_shared(bank: &mut Bank, stream: &Stream, keys: bool, threads: usize, pro
             }
             let seq = state.loaded;
             state.loaded += 1;
-            state.batches.push_back((seq, (Arc::new(batch), uniform), n));
+            state.batches.push_back((seq, (Arc::new(batch), ops.clone(), uniform), n));
             changed.notify_all();
         };
         let mut state = shared.lock().unwrap();
