@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shutil
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from xcache_real import MiB, CacheSetup, LabError, XCacheLab, make_plan
@@ -50,8 +53,7 @@ class CacheRun:
     events: list[dict]  # what `cachescope collect --out` wrote
     purges: list  # ingest.xrdpfc_log.Purge, from the cache's log
     store: Path  # what `cachescope serve --collect` wrote
-    collect_log: str = ""
-    serve_log: str = ""
+    stored: dict = field(default_factory=dict)  # read from it through cachescope.reads (_read_store)
 
 
 @dataclass
@@ -76,6 +78,28 @@ def _site_config(path: Path, ok_cfg: Path) -> None:
     }))
 
 
+def _read_store(path: Path) -> dict:
+    """What `serve --collect` stored, through the read layer: the real cache's counters (summed),
+    the shadow cache's totals, the alert transitions and the stored accesses. chDB runs one store
+    per process at a time: opened, read, closed."""
+    from cachescope import reads
+    from cachescope.store import open_store
+
+    start, end = dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc), dt.datetime(2100, 1, 1, tzinfo=dt.timezone.utc)
+    store = open_store(store_dir=path)
+    try:
+        observed = reads.observed_series(store, start, end, 86400)
+        shadow = reads.efficiency_totals(store, start, end)
+        alerts = reads.alerts(store, start, end)
+        accesses = reads.whatif_accesses(store, start, end)
+    finally:
+        store.close()
+    return {"accesses": int(observed["accesses"].sum()), "hits": int(observed["hits"].sum()),
+            "hit_bytes": int(observed["hit_bytes"].sum()), "miss_bytes": int(observed["miss_bytes"].sum()),
+            "bypass_bytes": int(observed["bypass_bytes"].sum()),
+            "shadow": shadow.to_dict("records"), "alerts": alerts.to_dict("records"), "stored_accesses": len(accesses)}
+
+
 def _wait_for(path: Path, text: str, proc, what: str) -> None:
     while not (path.exists() and text in path.read_text(errors="replace")):
         if proc.poll() is not None:
@@ -90,12 +114,17 @@ def _lines(path: Path) -> list[dict]:
 def _wait_records(lab: XCacheLab, outs: dict[str, Path], reads: dict[str, int], flush_s: float = 5.0) -> None:
     """Until each cache's records have reached `collect`: XrdPfc sends a file's g-stream record when
     the file's last reader detaches (the log's `DetachFinalize()`; XRootD defers a detach while
-    blocks are still being written, by up to its 30 s retry) and its monitoring buffers are sent
+    blocks are still being written, and retries every 30 s) and its monitoring buffers are sent
     every `flush` (5 s), not on SIGTERM. So: every read's detach in the log, then the events, or
-    three flushes in which nothing more came."""
+    three flushes in which nothing more came. (A detach that never comes, 4 retries on: LabError.)"""
     for name, out in outs.items():
         log = lab.log_path(name)
-        while log.read_text(errors="replace").count("DetachFinalize()") < reads[name]:
+        seen, since = -1, time.monotonic()
+        while (n := log.read_text(errors="replace").count("DetachFinalize()")) < reads[name]:
+            if n != seen:
+                seen, since = n, time.monotonic()
+            elif time.monotonic() - since > 120:
+                raise LabError(f"{name}: {n} of {reads[name]} reads detached, none for 120 s: see {log}")
             time.sleep(0.5)
         last, since = -1, time.monotonic()
         while True:
@@ -144,27 +173,20 @@ def live(tmp_path_factory) -> LiveRun:
         timings["records_wait_s"] = time.monotonic() - t0 - timings["setup_s"] - timings["workload_s"]
         codes = {}
         for c in CACHES:  # SIGTERM: each writes what it received (serve: closes its windows) and exits 0
-            codes[f"collect-{c.name}"] = lab.stop_process(f"collect-{c.name}")
-            codes[f"serve-{c.name}"] = lab.stop_process(f"serve-{c.name}")
-        runs = {}
-        for c in CACHES:
-            runs[c.name] = CacheRun(
-                c, configs[c.name], per_cache[c.name], _lines(outs[c.name]), lab.purges(c.name),
-                keep / f"store-{c.name}",
-                collect_log=(lab.root / "logs" / f"collect-{c.name}.log").read_text(errors="replace"),
-                serve_log=(lab.root / "logs" / f"serve-{c.name}.log").read_text(errors="replace"))
+            for what in ("collect", "serve"):
+                codes[f"{what}-{c.name}"] = lab.stop_process(f"{what}-{c.name}")
         bad = {k: v for k, v in codes.items() if v != 0}
         if bad:
-            name = next(iter(bad))
-            raise LabError(f"{name} exited {bad[name]} on SIGTERM: {getattr(runs.get(name.split('-')[1]), name.split('-')[0] + '_log', '')[-400:]}")
+            raise LabError(f"{', '.join(bad)} exited {', '.join(map(str, bad.values()))} on SIGTERM: see {keep}/logs")
+        runs = {c.name: CacheRun(c, configs[c.name], per_cache[c.name], _lines(outs[c.name]), lab.purges(c.name),
+                                 keep / f"store-{c.name}", _read_store(keep / f"store-{c.name}"))
+                for c in CACHES}
     except LabError as e:
-        lab.stop()
         pytest.fail(str(e), pytrace=False)
     finally:
         lab.stop()
-        for name in ("ok", "small"):  # the caches' logs outlive the lab, for a failure's report
-            if lab.log_path(name).exists():
-                (keep / f"{name}.log").write_text(lab.log_path(name).read_text(errors="replace"))
+        if (lab.root / "logs").is_dir():  # for a failure's report
+            shutil.copytree(lab.root / "logs", keep / "logs", dirs_exist_ok=True)
         lab.remove()
     timings["total_s"] = time.monotonic() - t0
     return LiveRun(runs, site, timings)
@@ -195,6 +217,85 @@ def test_every_client_read_is_one_collected_access(live):
         assert len(got) == len(want), f"{name}: {len(got)} collected accesses for {len(want)} client reads"
         assert got == want, name
         assert sum(e["bytes_read"] for e in run.events) == sum(r["got"] for r in run.reads)
-        assert {e["site"] for e in run.events} == {run.setup.site}
-        # event times come from the records: each access within its read's second
         assert all(e["op"] == "read" for e in run.events)
+        # the live pipeline stored the same accesses
+        assert run.stored["stored_accesses"] == run.stored["accesses"] == len(run.reads), name
+        # event times come from the records (the attach second), not from when they arrived
+        starts = sorted(int(r["start"]) for r in run.reads)
+        assert sorted(e["ts"] // 1_000_000 for e in run.events) == starts
+
+
+def _truth(run: CacheRun) -> list[bool]:
+    """Whether each client read found its blocks on the cache's disk: the reads (what each needed:
+    a prefix of whole blocks) and the purges the cache's log lists (ingest/xcache_truth.py)."""
+    from ingest.xcache_truth import CacheAccess, Purge, on_disk
+
+    block = 1 << 20  # pfc.blocksize 1m (xcache_real.CACHE_CFG)
+    accesses = [CacheAccess(r["path"], r["start"], blocks_done=-(-r["got"] // block), blocks=-(-r["size"] // block))
+                for r in run.reads]
+    return on_disk(accesses, [Purge(p.start_ts, tuple(f.lfn for f in p.files)) for p in run.purges])
+
+
+def _ratio(num: int, den: int) -> float:
+    return num / den if den else float("nan")
+
+
+def test_real_hit_efficiency_from_the_store_is_the_truth_of_the_purge_log(live):
+    """The real cache's hit efficiency as the store has it (its verdict: nothing fetched from the
+    origin) against what its purge log says was on disk; the older rule (b_miss = 0) beside it."""
+    for name, run in live.caches.items():
+        truth = _truth(run)
+        real = _ratio(run.stored["hits"], run.stored["accesses"])
+        assert abs(real - sum(truth) / len(truth)) <= 0.01, (name, real, sum(truth) / len(truth))
+
+
+def _trace(run: CacheRun, path: Path) -> Path:
+    """The collected accesses as a `cachescope simulate` trace, in the order they happened."""
+    rows = sorted(run.events, key=lambda e: (e["ts"], e["origin"], e["seq"]))
+    path.write_text("timestamp,obj_id,obj_size,bytes_read\n" + "".join(
+        f"{e['ts'] // 1_000_000},{e['file_id']},{e['file_size']},{e['bytes_read']}\n" for e in rows))
+    return path
+
+
+def test_xcache_model_from_the_cache_configuration_reproduces_the_real_cache(live, tmp_path):
+    """`cachescope simulate --policy xcache --xcache-config` of the cache's own configuration file,
+    over its collected accesses: the real cache's hit ratio within 0.02, and each purge's removed
+    bytes within 10 %."""
+    from cachescope.simulation import CacheSpec, ShadowBank
+    from cachescope.xrdpfc import read_config
+
+    for name, run in live.caches.items():
+        p = subprocess.run([CLI, "simulate", str(_trace(run, tmp_path / f"{name}.csv")), "--policy", "xcache",
+                            "--size", f"{FS_MIB}MiB", "--xcache-config", str(run.config), "--json"],
+                           capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        (model,) = [json.loads(line) for line in p.stdout.splitlines()]
+        real = _ratio(run.stored["hits"], run.stored["accesses"])
+        assert model["requests"] == len(run.reads)
+        assert abs(model["hit_ratio"] - real) <= 0.02, (name, model["hit_ratio"], real)
+
+        # each purge: the model's purge log against the cache's (bytes of data: XrdPfc logs whole
+        # blocks, the last block of a file holds only its remainder, and the model keeps bytes)
+        rows = sorted(run.events, key=lambda e: (e["ts"], e["origin"], e["seq"]))
+        bank = ShadowBank([CacheSpec("xcache", FS_MIB * MiB, read_config(run.config))], 2)
+        zeros = np.zeros(len(rows), np.uint8)
+        bank.feed(*(np.array([e[k] for e in rows], np.uint64) for k in ("file_id", "file_size", "bytes_read")),
+                  zeros, zeros, ts=np.array([e["ts"] for e in rows], np.int64))
+        (log,) = bank.purge_log(0)
+        size_of = {r["path"]: r["size"] for r in run.reads}
+        real_purges = [p for p in run.purges if p.start_ts < max(r["end"] for r in run.reads)]
+        assert len(log) == len(real_purges), (name, [m["time"] for m in log], [p.start for p in real_purges])
+        for m, p in zip(log, real_purges):
+            removed = sum(min(size_of[f.lfn], f.bytes) for f in p.files)
+            assert abs(m["removed_bytes"] - removed) <= 0.1 * removed, (name, p.start, m, removed)
+
+
+def test_misconfigured_cache_fires_real_below_shadow_and_a_well_sized_one_does_not(live):
+    """Through the live pipeline (`serve --collect`): the shadow xcache configured as the cache should
+    be; the cache with a tiny high watermark falls more than the margin below it, the other not."""
+    fired = {name: [a for a in run.stored["alerts"] if a["rule"] == "xcache-below-shadow" and a["state"] == "firing"]
+             for name, run in live.caches.items()}
+    assert fired["small"], live.caches["small"].stored
+    assert not fired["ok"], fired["ok"]
+    a = fired["small"][0]
+    assert a["reference"] - a["value"] > MARGIN

@@ -332,7 +332,7 @@ class XCacheLab:
 
     # -- the workload --------------------------------------------------------------------------
 
-    def run_workload(self, round_seconds: float = 52.0, settle_seconds: float = 2.0) -> list[dict]:
+    def run_workload(self, round_seconds: float = 52.0, settle_seconds: float = 3.0) -> list[dict]:
         """The plan's reads through every cache (tests/python/xcache_workload.py under Debian's
         python3, in the namespace); one dict per read and cache."""
         plan_path, out_path = self.root / "plan.json", self.root / "reads.jsonl"

@@ -7,9 +7,11 @@ environment cannot import it) inside the test's network namespace, by tests/pyth
 
 PLAN: {"caches": [{"name", "url", "log"}], "rounds": [[{"path", "size", "bytes"}, ...], ...],
 "round_seconds": S, "settle_seconds": D}. Round k starts once every cache's log shows its purge
-k+1 finished (XrdPfc purges 1 s after start, then every purgeinterval), D seconds later, and
-spreads its reads evenly over S seconds, so that no read is in flight when a purge runs and the
-second-resolution times of the records cannot put a read on the wrong side of a purge. Each
+k+1 finished (XrdPfc purges 1 s after start, then every purgeinterval), D seconds later (round 0
+at once: a model of the cache purges first at its first access, then every interval of event
+time, so the first access marks the real cache's purge times), and spreads its reads evenly over
+S seconds, so that no read is in flight when a purge runs and the second-resolution times of the
+records cannot put a read on the wrong side of a purge. Each
 read goes to every cache in turn (same file, same bytes). `bytes` == size: the whole file in
 8 MiB chunks; less: one read of that many bytes at offset 0 (a prefix: the access records carry
 no offsets, so a model of the cache can only place a partial read at the file's start).
@@ -74,7 +76,7 @@ def main() -> int:
     with open(out_path, "w") as out:
         for k, reads in enumerate(plan["rounds"]):
             wait_purges(caches, k + 1)
-            t0 = time.time() + settle
+            t0 = time.time() + (settle if k else 0.0)
             step = span / max(1, len(reads))
             for i, r in enumerate(reads):
                 due = t0 + i * step
