@@ -187,6 +187,8 @@ def live(tmp_path_factory) -> LiveRun:
         lab.stop()
         if (lab.root / "logs").is_dir():  # for a failure's report
             shutil.copytree(lab.root / "logs", keep / "logs", dirs_exist_ok=True)
+            if (lab.root / "reads.jsonl").exists():
+                shutil.copy(lab.root / "reads.jsonl", keep / "reads.jsonl")
         lab.remove()
     timings["total_s"] = time.monotonic() - t0
     return LiveRun(runs, site, timings)

@@ -332,14 +332,16 @@ class XCacheLab:
 
     # -- the workload --------------------------------------------------------------------------
 
-    def run_workload(self, round_seconds: float = 52.0, settle_seconds: float = 3.0) -> list[dict]:
+    def run_workload(self, round_seconds: float = 52.0, settle_seconds: float = 3.0,
+                     hold_seconds: float = 0.3) -> list[dict]:
         """The plan's reads through every cache (tests/python/xcache_workload.py under Debian's
         python3, in the namespace); one dict per read and cache."""
         plan_path, out_path = self.root / "plan.json", self.root / "reads.jsonl"
         plan_path.write_text(json.dumps({
             "caches": [{"name": c.name, "url": f"root://127.0.0.1:{c.port}/", "log": str(self.log_path(c.name))}
                        for c in self.caches],
-            "rounds": self.plan.rounds, "round_seconds": round_seconds, "settle_seconds": settle_seconds}))
+            "rounds": self.plan.rounds, "round_seconds": round_seconds, "settle_seconds": settle_seconds,
+            "hold_seconds": hold_seconds}))
         log = self.root / "logs" / "workload.log"
         with open(log, "wb") as out:
             p = subprocess.run(self.inns([DEBIAN_PYTHON, str(WORKLOAD), str(plan_path), str(out_path)]),

@@ -6,12 +6,15 @@ environment cannot import it) inside the test's network namespace, by tests/pyth
     /usr/bin/python3 xcache_workload.py PLAN.json OUT.jsonl
 
 PLAN: {"caches": [{"name", "url", "log"}], "rounds": [[{"path", "size", "bytes"}, ...], ...],
-"round_seconds": S, "settle_seconds": D}. Round k starts once every cache's log shows its purge
-k+1 finished (XrdPfc purges 1 s after start, then every purgeinterval), D seconds later (round 0
+"round_seconds": S, "settle_seconds": D, "hold_seconds": H}. Round k starts once every cache's
+log shows its purge k+1 finished (XrdPfc purges 1 s after start, then every purgeinterval), D seconds later (round 0
 at once: a model of the cache purges first at its first access, then every interval of event
 time, so the first access marks the real cache's purge times), and spreads its reads evenly over
 S seconds, so that no read is in flight when a purge runs and the second-resolution times of the
-records cannot put a read on the wrong side of a purge. Each
+records cannot put a read on the wrong side of a purge. Each file is held open `hold_seconds`
+after its last read before it is closed, as a job that processes what it read does: a file
+closed while the cache still writes its last block is detached only at XRootD's 30 s retry, and
+a re-open meanwhile joins the same g-stream record (one record, one access's bytes, for two reads). Each
 read goes to every cache in turn (same file, same bytes). `bytes` == size: the whole file in
 8 MiB chunks; less: one read of that many bytes at offset 0 (a prefix: the access records carry
 no offsets, so a model of the cache can only place a partial read at the file's start).
@@ -47,7 +50,7 @@ def wait_purges(caches: list[dict], n: int) -> None:
         time.sleep(0.2)
 
 
-def read(url: str, size: int, want: int) -> tuple[int, str]:
+def read(url: str, size: int, want: int, hold: float) -> tuple[int, str]:
     f = client.File()
     st, _ = f.open(url, OpenFlags.READ)
     if not st.ok:
@@ -61,6 +64,7 @@ def read(url: str, size: int, want: int) -> tuple[int, str]:
         if not data:
             break
         got += len(data)
+    time.sleep(hold)
     f.close()
     if status == "ok" and got != want:
         status = f"short read: {got} of {want} bytes"
@@ -85,7 +89,7 @@ def main() -> int:
                 for c in caches:
                     before = purges(c["log"], "Started")
                     start = time.time()
-                    got, status = read(c["url"] + r["path"], r["size"], r["bytes"])
+                    got, status = read(c["url"] + r["path"], r["size"], r["bytes"], plan["hold_seconds"])
                     end = time.time()
                     after = purges(c["log"], "Started")
                     failed += status != "ok"
