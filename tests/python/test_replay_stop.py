@@ -93,7 +93,9 @@ def test_a_signal_stops_cleanly_and_the_same_command_completes_the_store(logs, u
     store = tmp_path / "store"
     cmd = [CLI, "replay", "-f", "xrootd-collector", "--config", str(logs["config"]), "--store", str(store),
            str(logs["collector"])]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # SIGINT's default in the child: a suite run as a background job ignores SIGINT (inherited)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     # the handler is in place once the rejects file is open; the replay then runs for seconds
     while not (store / "rejects.jsonl").exists() and proc.poll() is None:
         threading.Event().wait(0.05)
