@@ -488,8 +488,7 @@ impl GstreamColumns {
 /// `_accesses`: how many accesses a record of `path` on `server` stands for; remembers its count
 /// in the stream state (`state["gstream_counts"][server][path]`, shared with the Python path).
 fn accesses(py: Python<'_>, state: &Bound<'_, PyDict>, server: &str, path: &str, count: Option<u64>) -> PyResult<u64> {
-    let Some(count) = count else { return Ok(1) };
-    let dict_at = |d: &Bound<'_, PyDict>, key: &str| -> PyResult<Bound<'_, PyDict>> {
+    fn dict_at<'py>(py: Python<'py>, d: &Bound<'py, PyDict>, key: &str) -> PyResult<Bound<'py, PyDict>> {
         Ok(match d.get_item(key)? {
             Some(v) => v.cast_into::<PyDict>()?,
             None => {
@@ -498,9 +497,10 @@ fn accesses(py: Python<'_>, state: &Bound<'_, PyDict>, server: &str, path: &str,
                 v
             }
         })
-    };
-    let by_server = dict_at(state, "gstream_counts")?;
-    let counts = dict_at(&by_server, server)?;
+    }
+    let Some(count) = count else { return Ok(1) };
+    let by_server = dict_at(py, state, "gstream_counts")?;
+    let counts = dict_at(py, &by_server, server)?;
     let before = match counts.get_item(path)? {
         Some(v) => Some(v.extract::<u64>()?),
         None => None,
