@@ -25,8 +25,11 @@ possibly absent, plus `host`/`site`) parse the same way.
 * Skipped: packet headers and server idents (they only set the server/site for the records
   after them), other events, closes that served 0 bytes.
 
-`cache_record(rec, ctx, keys)` is the record -> Access function (a dict of one record; the
-key names of its path, size, counters and times): the collector formats reuse it.
+`cache_record(rec, ctx, GSTREAM_KEYS)` is the record -> Access (or a list of them) function: a
+dict of one record and the names of its path, size, counter and time keys (the collector's cache
+events use others); the server is the record's `host`, else `ctx.state["gstream_host"]`, else
+`ctx.server`; its access_cnt memory lives in `ctx.state["gstream_counts"]`. The collector formats
+and `cachescope collect` reuse it.
 """
 
 from __future__ import annotations
@@ -156,7 +159,8 @@ def cache_record(rec: dict, ctx: ParseContext, keys: tuple[str, ...]) -> Access 
     return Access(ts, path, size, served, "read", server, "", "", site, hit, miss, bypass, observed_hit=verdict)
 
 
-_KEYS = ("lfn", "size", "b_hit", "b_miss", "b_bypass", "attach_t", "detach_t")
+#: the g-stream's key names, for cache_record(rec, ctx, GSTREAM_KEYS) on a decoded record
+GSTREAM_KEYS = _KEYS = ("lfn", "size", "b_hit", "b_miss", "b_bypass", "attach_t", "detach_t")
 
 
 def _parse_dict(line: str, ctx: ParseContext) -> Access | Reject | list[Access]:
