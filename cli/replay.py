@@ -4,7 +4,8 @@ Parses the logs, runs the configured shadow caches (the `pipeline:` section of t
 writes events, efficiencies, curves and the real cache's observations into the embedded store at
 DIR. Rejected (malformed) lines and late events are kept in DIR/rejects.jsonl (JSON lines, with
 their reason), never dropped; lines skipped by design (door requests, headers ...) are counted by
-reason in the summary. Exit 1 when an input is damaged (the lines before the damage are stored),
+reason in the summary. Exit 1 when an input is damaged (the lines before the damage are stored)
+or none of its lines is usable (every one rejected),
 130/143 when stopped by SIGINT/SIGTERM (at a batch boundary; run the same command again).
 """
 
@@ -152,6 +153,10 @@ def replay(
     if summary.errors:
         raise UserError(f"{len(summary.errors)} damaged input file(s), the lines before the damage were stored: "
                         + "; ".join(summary.errors))
+    if summary.unusable:
+        raise UserError("nothing usable was read from " + "; ".join(
+            f"{name} (all {lines:,} lines rejected)" for name, lines in summary.unusable)
+            + f": not {fmt} records (is --format right?); the rejects are in {rejects_path}")
 
 
 def _check_store(store: Path) -> None:

@@ -45,6 +45,8 @@ class ReplaySummary:
     skipped_by_reason: dict[str, int] = field(default_factory=dict)
     #: damaged inputs (truncated or corrupt compressed data): the lines before the damage were replayed
     errors: list[str] = field(default_factory=list)
+    #: inputs with lines of which none was usable (every one rejected): (file, lines)
+    unusable: list[tuple[str, int]] = field(default_factory=list)
     #: set when `stop` ended the replay early: open windows were not closed, so a rerun of the same
     #: files completes the store (rows already written are replaced by identical ones)
     interrupted: bool = False
@@ -189,6 +191,8 @@ def replay(
     for s in streams:
         if s.error is not None:
             summary.errors.append(s.error)
+        elif not summary.interrupted and s.stats.unusable():
+            summary.unusable.append((s.name, s.stats.lines))
         summary.lines += s.stats.lines
         summary.rejected += s.stats.rejected
         summary.skipped += s.stats.skipped
