@@ -145,6 +145,8 @@ def replay(
     if skipped:
         err.print(f"skipped by design (not accesses, not in the rejects): {skipped}")
     if summary.interrupted:
+        if not received and summary.signal is not None:
+            received.append(summary.signal)
         name = signal.Signals(received[0]).name if received else "a signal"
         raise UserError(f"interrupted by {name}: stored {summary.events:,} events and the windows closed before "
                         "the stop (open windows were not written); run the same command again to complete the "
