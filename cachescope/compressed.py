@@ -138,13 +138,16 @@ class _LineBound(io.RawIOBase):
         n = len(data)
         if not n:
             return 0
-        last = data.rfind(b"\n")
-        if last >= 0:
-            self.lines += data.count(b"\n")
-            self.line_start = self.offset + last + 1
-        self.offset += n
-        if self.offset - self.line_start > self.limit:
+        first = data.find(b"\n")
+        # the line running into this block ends in it (at `first`) or goes on past its end; the
+        # lines that start in it are shorter than a block
+        end = self.offset + (first if first >= 0 else n)
+        if end - self.line_start > self.limit:
             raise LineTooLong(self.source, self.line_start, self.lines + 1, self.limit, self.compressed)
+        if first >= 0:
+            self.lines += data.count(b"\n")
+            self.line_start = self.offset + data.rfind(b"\n") + 1
+        self.offset += n
         buffer[:n] = data
         return n
 

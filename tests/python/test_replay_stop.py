@@ -143,3 +143,38 @@ def test_the_command_ends_without_teardown_and_leaves_the_whole_store_also_when_
     assert orjson.loads(first)["cache_group"] and "Traceback" not in err
     assert any("events/s" in line for line in err.splitlines())  # the summary still goes to stderr
     assert dump(store) == uninterrupted
+
+
+def _default_stop_signals() -> None:
+    # the test must not depend on what it inherited (CI may run it where SIGINT is ignored)
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, signal.SIG_DFL)
+
+
+@pytest.mark.parametrize("delay", [0.0, 1.0], ids=["while-starting", "while-parsing"])
+def test_sigterm_to_the_whole_process_group_stops_as_sigterm_and_the_rerun_completes(logs, uninterrupted, tmp_path,
+                                                                                      delay):
+    """systemd and container runtimes signal the whole group: the parse processes too (the input
+    is large enough to be parsed in one). The replay stops as on SIGTERM to itself: 143, resumable."""
+    import os
+
+    from runners.parse_streams import CHILD_MIN_BYTES
+
+    assert Path(logs["collector"]).stat().st_size >= CHILD_MIN_BYTES  # parsed in a child process
+    store = tmp_path / "store"
+    cmd = [CLI, "replay", "-f", "xrootd-collector", "--config", str(logs["config"]), "--store", str(store),
+           str(logs["collector"])]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, process_group=0,
+                            preexec_fn=_default_stop_signals)
+    while not (store / "rejects.jsonl").exists() and proc.poll() is None:
+        threading.Event().wait(0.01)
+    threading.Event().wait(delay)
+    os.killpg(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate()
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err and "ended unexpectedly" not in err
+    last = err.strip().splitlines()[-1]
+    assert "interrupted by SIGTERM" in last and "run the same command again" in last
+    rerun = subprocess.run(cmd, capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr
+    assert dump(store) == uninterrupted
