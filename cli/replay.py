@@ -86,15 +86,21 @@ def replay(
 
     encode = msgspec.json.Encoder().encode
 
+    def write_rejects(data: bytes) -> None:
+        try:
+            out.write(data)
+        except OSError as exc:
+            raise _rejects_failed(rejects_path, exc) from None
+
     def on_reject(source, rec) -> None:  # malformed lines only: lines skipped by design are counted
-        out.write(orjson.dumps({"file": source, **orjson.loads(encode(rec))}) + b"\n")
+        write_rejects(orjson.dumps({"file": source, **orjson.loads(encode(rec))}) + b"\n")
 
     def on_late(late) -> None:
         for i in range(len(late)):
-            out.write(orjson.dumps({"file": None, "line": None, "skipped": False,
-                                    "reason": "late: its window had closed (allowed lateness passed)",
-                                    "cache_group": late.cache_group[i], "ts": int(late.ts[i]),
-                                    "seq": int(late.seq[i]), "path": late.path[i]}) + b"\n")
+            write_rejects(orjson.dumps({"file": None, "line": None, "skipped": False,
+                                        "reason": "late: its window had closed (allowed lateness passed)",
+                                        "cache_group": late.cache_group[i], "ts": int(late.ts[i]),
+                                        "seq": int(late.seq[i]), "path": late.path[i]}) + b"\n")
 
     progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                         console=err, transient=True, disable=not err.is_terminal)
@@ -103,6 +109,7 @@ def replay(
     # the parse processes start before this process imports the store and the core: they read
     # the first batches while it does (a second of a million-line replay)
     streams = None
+    close_error: OSError | None = None
     try:
         streams = open_streams(list(files), fmt, cfg, site, on_reject)
         from cachescope.store import StoreError, open_store
@@ -127,7 +134,12 @@ def replay(
         for s in streams or []:
             s.close()
         restore_signals()
-        out.close()
+        try:
+            out.close()
+        except OSError as exc:  # the last rejects could not be written: an error once the rest is said
+            close_error = exc
+    if close_error is not None:
+        raise _rejects_failed(rejects_path, close_error)
 
     if not summary.interrupted:
         try:
@@ -159,6 +171,16 @@ def replay(
         raise UserError("nothing usable was read from " + "; ".join(
             f"{name} (all {lines:,} lines rejected)" for name, lines in summary.unusable)
             + f": not {fmt} records (is --format right?); the rejects are in {rejects_path}")
+
+
+def _rejects_failed(path: Path, exc: OSError) -> UserError:
+    import errno
+
+    if exc.errno == errno.ENOSPC:
+        return UserError(f"the disk holding the rejects file {os.path.abspath(path)} is full: free space there, then "
+                         "run the same command again (it completes the store: rows already written are replaced "
+                         "by identical ones)")
+    return UserError(f"cannot write the rejects file {path}: {exc.strerror or exc}")
 
 
 def _check_store(store: Path) -> None:

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from cachescope.store import wire as _wire
-from cachescope.store.base import QueryResult, Store, StoreError, settings_clause
+from cachescope.store.base import QueryResult, Store, StoreError, StoreFull, is_disk_full, settings_clause
 from cachescope.store.params import render, render_all
 from cachescope.store.tables import DEFAULT_DATABASE
 
@@ -56,6 +56,8 @@ class EmbeddedStore(Store):
             try:
                 return self._session.query(sql, fmt, params=render_all(params) if params else None)
             except Exception as e:
+                if is_disk_full(str(e)):
+                    raise StoreFull(_full_message(self.path)) from None
                 raise StoreError(str(e).strip()) from None
 
     def command(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
@@ -100,6 +102,17 @@ class EmbeddedStore(Store):
                 self._session.close()
                 self._session = None
                 self._holder.release()
+
+
+def _full_message(path: Path) -> str:
+    import shutil
+
+    try:
+        free = f"{shutil.disk_usage(path).free / (1 << 20):,.1f} MiB free"
+    except OSError:
+        free = "free space unknown"
+    return (f"the disk holding the store {os.path.abspath(path)} is full ({free}): free space there, then run the "
+            "same command again (it completes the store: rows already written are replaced by identical ones)")
 
 
 #: the lock file in an embedded store's directory: its holder's PID while a process has it open

@@ -178,3 +178,48 @@ def test_sigterm_to_the_whole_process_group_stops_as_sigterm_and_the_rerun_compl
     rerun = subprocess.run(cmd, capture_output=True, text=True)
     assert rerun.returncode == 0, rerun.stderr
     assert dump(store) == uninterrupted
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A tmpfs of 8 MiB (a disk that fills up during a replay); resized with remount."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mnt)], capture_output=True,
+                             text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs to fill up (needs root or CAP_SYS_ADMIN): {mounted.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_a_full_disk_is_said_with_its_path_and_the_rerun_after_freeing_space_completes_the_store(
+        logs, uninterrupted, small_disk):
+    store = small_disk / "store"
+    cmd = [CLI, "replay", "-f", "xrootd-collector", "--config", str(logs["config"]), "--store", str(store),
+           str(logs["collector"])]
+    full = subprocess.run(cmd, capture_output=True, text=True)
+    assert full.returncode == 1, full.stderr
+    last = full.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in full.stderr and "internal error" not in last and "NOT_ENOUGH_SPACE" not in last
+    assert "is full" in last and str(store) in last and "run the same command again" in last
+    subprocess.run(["mount", "-o", "remount,size=1g", str(small_disk)], check=True)  # space freed
+    rerun = subprocess.run(cmd, capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr
+    assert dump(store) == uninterrupted
+
+
+def test_a_full_disk_under_the_rejects_file_is_said_with_its_path(logs, small_disk, tmp_path):
+    filler = small_disk / "filler"
+    with open(filler, "wb") as f:  # leave the rejects a few kB
+        f.write(bytes((8 << 20) - (16 << 10)))
+    garbage = tmp_path / "garbage.jsonl"
+    garbage.write_text("".join(f"not a record {i}\n" for i in range(20_000)))
+    rejects = small_disk / "rejects.jsonl"
+    out = subprocess.run([CLI, "replay", "-f", "xrootd-collector", "--store", str(tmp_path / "store"),
+                          "--rejects", str(rejects), str(garbage)], capture_output=True, text=True)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    last = out.stderr.strip().splitlines()[-1]
+    assert "is full" in last and str(rejects) in last and "run the same command again" in last
