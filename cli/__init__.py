@@ -25,6 +25,7 @@ COMMANDS = {
     "ship": "ship",
     "simulate": "simulate",
     "tier": "tier",
+    "whatif": "whatif",
 }
 
 

@@ -19,7 +19,9 @@ def health_topic(events_topic: str) -> str:
 
 
 def health_record(shipper: str, fmt: str, lines: int, events: int, rejected: dict[str, int],
-                  skipped: dict[str, int]) -> bytes:
-    """One transaction's counts; lines rejected (malformed) and skipped (not accesses) by reason."""
+                  skipped: dict[str, int], truncated: int = 0) -> bytes:
+    """One transaction's counts; lines rejected (malformed) and skipped (not accesses) by reason;
+    truncated: times the followed file was found truncated in place (copytruncate) and read again
+    from its start since the previous transaction."""
     return orjson.dumps({"shipper": shipper, "format": fmt, "ts": time.time(), "lines": lines, "events": events,
-                         "rejected": rejected, "skipped": skipped})
+                         "rejected": rejected, "skipped": skipped, "truncated": truncated})
