@@ -331,6 +331,33 @@ def test_bad_fields_are_named_in_a_422(client, body, field):
     assert r.json()["field"].startswith(field), r.json()
 
 
+@pytest.mark.parametrize("size", [2**63, 2**64 - 1, str(2**63), "18446744073709551615", "1.5", "0.1KiB", True, 1.5,
+                                  ["1TB", True], ["1TB", "9223372036854775808"]])
+def test_whatif_sizes_beyond_the_engine_or_not_whole_bytes_are_a_422_naming_size(client, size):
+    # 2^63…2^64-1 was a 500 (the engine's bound, raised as a ValueError); "1.5" and true were 1 byte
+    r = client.post("/v1/whatif", json={"policy": "lru", "size": size, "from": FROM, "to": TO})
+    assert r.status_code == 422 and r.json()["field"] == "size", r.text
+    r = client.get("/v1/recommend", params={"max_size": str(2**64 - 1), "from": FROM, "to": TO})
+    assert r.status_code == 422 and r.json()["field"] == "max_size", r.text
+
+
+def test_the_accepted_size_forms_still_answer(client):
+    sizes = [whatif(client, policy="lru", size=s)["size_bytes"] for s in ("1TB", "1TiB", "1000000000000", 10**12,
+                                                                           "1.5TB", 2**63 - 1)]
+    assert sizes == [10**12, 2**40, 10**12, 10**12, 15 * 10**11, 2**63 - 1]
+
+
+def test_an_unknown_site_is_the_same_422_for_whatif_and_efficiency(client):
+    # the what-if answered 200 with zeros, the efficiency series 422: one rule, in the read layer
+    w = client.post("/v1/whatif", json={"policy": "lru", "size": "1TB", "from": FROM, "to": TO, "site": "NOWHERE"})
+    e = client.get("/v1/efficiency", params={"site": "NOWHERE"})
+    for r in (w, e):
+        assert r.status_code == 422 and r.json()["field"] == "site", r.text
+        assert "'SITE-A'" in r.json()["detail"][0]["msg"] and "'SITE-B'" in r.json()["detail"][0]["msg"]
+    assert whatif(client, policy="lru", size="1TB", site="SITE-B")["requests"] == \
+        whatif(client, policy="lru", size="1TB", cache_group="SITE-B")["requests"] > 0
+
+
 def test_bounds_answer_413_and_429(client):
     r = client.post("/v1/whatif", json={"policy": "lru", "size": "1TB", "from": "2020-01-01T00:00:00Z", "to": TO})
     assert r.status_code == 413 and r.json()["field"] == "to"
