@@ -11,7 +11,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.core.config import Settings
 from api.cache import AnswerCache
-from api.deps import Auth, StorePool
+from api.deps import Auth, StorePool, require
 from api.errors import ApiError, api_error, error_body, unexpected, validation_error
 from api.limits import Limits
 from api.metrics import BodyLimitMiddleware, LatencyMiddleware, Metrics
@@ -25,7 +25,7 @@ cache beside its shadows, what-if replays of the stored accesses and size recomm
 
 Sizes accept `10TB`, `10TiB` or bytes; times are ISO-8601 (UTC when no offset is given); every
 error is JSON naming the bad field. Send `Authorization: Bearer TOKEN` when the server has tokens
-(scopes `read` and `whatif`)."""
+(scopes `read` and `whatif`; `metrics` for GET /metrics alone)."""
 
 
 def create_app(settings: Settings | None = None, stores: StorePool | None = None) -> FastAPI:
@@ -71,7 +71,8 @@ def create_app(settings: Settings | None = None, stores: StorePool | None = None
     for r in (efficiency, mrc, compare, whatif, recommend, configs, alerts):
         app.include_router(r.router, prefix="/v1")
 
-    @app.get("/metrics", include_in_schema=False)
+    # with tokens configured the metrics need one too: they show the traffic and what-if load
+    @app.get("/metrics", include_in_schema=False, dependencies=[require("metrics", "read")])
     def prometheus() -> Response:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 

@@ -42,10 +42,24 @@ class LatencyMiddleware:
         try:
             await self.app(scope, receive, send_status)
         finally:
-            # no route has path parameters, so a matched path is its own template; anything
-            # unmatched shares one label (bounded cardinality)
-            path = scope.get("path", "") if scope.get("route") is not None else "unmatched"
-            self.metrics.latency.labels(scope.get("method", ""), path, str(status["code"])).observe(time.perf_counter() - t0)
+            self.metrics.latency.labels(method_label(scope.get("method", "")), route_label(scope),
+                                        str(status["code"])).observe(time.perf_counter() - t0)
+
+
+#: every label value comes from a fixed set: a client must not grow the registry (any method
+#: string or path would otherwise become a label value of its own)
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+def method_label(method: str) -> str:
+    return method if method in METHODS else "other"
+
+
+def route_label(scope) -> str:
+    """The matched API route's path template (FastAPI sets `route`); the page's files and
+    anything unknown share one label."""
+    route = scope.get("route")
+    return getattr(route, "path", "unmatched") if route is not None else "unmatched"
 
 
 class BodyLimitMiddleware:

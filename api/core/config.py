@@ -14,7 +14,8 @@ from typing import Optional
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-SCOPES = ("read", "whatif")
+#: `metrics`: GET /metrics only (a Prometheus scraper); `read` may scrape it too
+SCOPES = ("read", "whatif", "metrics")
 
 
 class SettingsError(ValueError):
@@ -28,7 +29,7 @@ class Settings(BaseSettings):
     clickhouse_url: Optional[str] = None
     database: str = "cachescope"
     host: str = "127.0.0.1"
-    #: API tokens, hashed: entries `SHA256HEX:SCOPES` (SCOPES `read`, `whatif` or `read+whatif`),
+    #: API tokens, hashed: entries `SHA256HEX:SCOPES` (SCOPES `read`, `whatif`, `metrics` joined by `+`),
     #: separated by commas or new lines. The hash is sha256 of the token as sent.
     api_tokens: str = ""
     #: a file of such entries, one a line (# comments allowed)
@@ -77,7 +78,7 @@ class Settings(BaseSettings):
             names = frozenset(s.strip() for s in (scopes or "read").split("+") if s.strip())
             bad = sorted(names - set(SCOPES))
             if bad:
-                raise SettingsError(f"token entry {digest[:12]}…: unknown scope {', '.join(bad)} (scopes: read, whatif)")
+                raise SettingsError(f"token entry {digest[:12]}…: unknown scope {', '.join(bad)} (scopes: {', '.join(SCOPES)})")
             out[d] = names
         return out
 
