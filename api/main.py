@@ -15,6 +15,7 @@ from api.deps import Auth, StorePool, require
 from api.errors import ApiError, api_error, error_body, unexpected, validation_error
 from api.limits import Limits
 from api.metrics import BodyLimitMiddleware, LatencyMiddleware, Metrics
+from api.security import SecurityHeadersMiddleware
 from api.series_index import SeriesIndex
 from api.routes import alerts, compare, configs, efficiency, health, mrc, recommend, whatif
 
@@ -85,8 +86,14 @@ def create_app(settings: Settings | None = None, stores: StorePool | None = None
                            allow_headers=["Authorization", "Content-Type"])
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
     app.add_middleware(LatencyMiddleware, metrics=metrics)
+    app.add_middleware(SecurityHeadersMiddleware)  # outermost: every answer, refusals included
     if STATIC.is_dir():  # the built-in page, when its files are there
+        from fastapi.responses import FileResponse
         from fastapi.staticfiles import StaticFiles
+
+        @app.get("/favicon.ico", include_in_schema=False)
+        def favicon() -> FileResponse:  # asked by browsers and tools that ignore the page's <link rel=icon>
+            return FileResponse(STATIC / "favicon.svg", media_type="image/svg+xml")
 
         app.mount("/", StaticFiles(directory=STATIC, html=True), name="static")
     return app
