@@ -517,6 +517,78 @@ def test_serve_answers_whatif_equal_to_simulate(tmp_path):
     assert "OPEN" in err and "Traceback" not in err
 
 
+def start_serve(store: Path, **settings) -> tuple[subprocess.Popen, int]:
+    """`cachescope serve` over `store` with CACHESCOPE_<NAME> settings, once it answers."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "CACHESCOPE_API_TOKENS"}
+    env.update({f"CACHESCOPE_{k.upper()}": str(v) for k, v in settings.items()})
+    proc = subprocess.Popen([CLI, "serve", "--store", str(store), "--port", str(port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    for _ in range(600):
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                return proc, port
+        except httpx.TransportError:
+            assert proc.poll() is None, proc.stderr.read()
+            time.sleep(0.1)
+    raise AssertionError("serve did not answer")
+
+
+def read_until_closed(sock: socket.socket) -> bytes:
+    # no timeout of the test's own: the server's configured one is what ends the wait
+    got = b""
+    while chunk := sock.recv(65536):
+        got += chunk
+    return got
+
+
+def test_serve_closes_a_connection_stalled_in_its_header_or_body(data):
+    # a connection stalled in the middle of its headers stayed open for minutes (issue 28)
+    proc, port = start_serve(data["store"], header_timeout_seconds=1, body_timeout_seconds=1)
+    try:
+        for stalled in (b"", b"GET /v1/configs HTTP/1.1\r\nHost: x\r\nX-Slow: ",
+                        b"POST /v1/whatif HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        b"Content-Length: 100\r\n\r\n{\"policy\": "):
+            with socket.create_connection(("127.0.0.1", port)) as s:
+                t0 = time.monotonic()
+                s.sendall(stalled)
+                answer = read_until_closed(s)
+                print(f"{stalled[:20]!r}…: closed after {time.monotonic() - t0:.2f} s: {answer[:40]!r}")
+                assert answer.startswith(b"HTTP/1.1 408") if not stalled.startswith(b"POST") else answer == b""
+        # a kept-alive connection: the next request's header has its own deadline
+        with socket.create_connection(("127.0.0.1", port)) as s:
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHo")
+            answer = read_until_closed(s)
+            assert answer.startswith(b"HTTP/1.1 200") and answer.count(b"HTTP/1.1 ") == 2 and b" 408 " in answer
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200
+    finally:
+        proc.terminate()
+        _, err = proc.communicate()
+    assert "Traceback" not in err, err
+
+
+def test_serve_caps_open_connections(data):
+    proc, port = start_serve(data["store"], max_connections=3, header_timeout_seconds=3600)
+    try:
+        held = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
+        with socket.create_connection(("127.0.0.1", port)) as extra:
+            assert read_until_closed(extra).startswith(b"HTTP/1.1 503")
+        for s in held:
+            s.close()
+        for _ in range(600):  # the server sees the three closes, then serves again
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        else:
+            raise AssertionError("the server did not serve again after the connections closed")
+    finally:
+        proc.terminate()
+        _, err = proc.communicate()
+    assert "Traceback" not in err, err
+
+
 def test_serve_refuses_to_start_open_off_loopback_and_names_a_missing_store(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "CACHESCOPE_API_TOKENS"}
     (tmp_path / "s").mkdir()
