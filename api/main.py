@@ -54,7 +54,7 @@ def create_app(settings: Settings | None = None, stores: StorePool | None = None
     app.state.auth = Auth(settings.tokens())
     app.state.metrics = metrics
     app.state.limits = Limits(settings, metrics)
-    app.state.answers = AnswerCache(settings.answer_cache_seconds)
+    app.state.answers = AnswerCache(settings.answer_cache_seconds, counter=metrics.answers)
     app.state.series = SeriesIndex(max_rows=settings.series_copy_max_rows,
                                    check_seconds=settings.series_copy_check_seconds)
 

@@ -18,6 +18,8 @@ class Metrics:
                                         registry=self.registry, buckets=(.1, .25, .5, 1, 2, 3, 5, 10, 20, 60, 120, 300))
         self.whatif_rows = Counter("cachescope_whatif_rows_scanned", "stored accesses read by what-if replays",
                                    registry=self.registry)
+        self.answers = Counter("cachescope_api_answers", "read answers: computed, joined (shared with an identical "
+                               "request in flight) or cached", ["outcome"], registry=self.registry)
         self.whatif_refused = Counter("cachescope_whatif_refused", "what-if replays refused (too many at once)",
                                       registry=self.registry)
 

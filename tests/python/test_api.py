@@ -312,6 +312,43 @@ def test_mrc_configs_compare_recommend_alerts_health(client):
     assert 'route="/v1/whatif"' in metrics and "cachescope_whatif_rows_scanned_total" in metrics
 
 
+@pytest.mark.parametrize("cache_seconds", [0, 15])
+def test_identical_requests_in_flight_compute_once(data, monkeypatch, cache_seconds):
+    # 16 identical concurrent cold /v1/efficiency requests each computed the answer with the answer
+    # cache off; in flight they share one computation whatever the cache keeps afterwards
+    from fastapi.testclient import TestClient
+
+    from api.core.config import Settings
+    from api.main import create_app
+    from cachescope import reads
+
+    reads_of_span, release = [], threading.Event()
+    real = reads.time_span
+
+    def time_span(store):  # the store's real answer, once every request is in
+        reads_of_span.append(1)
+        release.wait()
+        return real(store)
+
+    monkeypatch.setattr(reads, "time_span", time_span)
+    app = create_app(Settings(store_dir=data["store"], answer_cache_seconds=cache_seconds, series_copy_max_rows=0))
+    with TestClient(app) as c:
+        answers = app.state.answers
+        got: list = []
+        threads = [threading.Thread(target=lambda: got.append(c.get("/v1/efficiency", params={"step": "1h"})))
+                   for _ in range(16)]
+        for t in threads:
+            t.start()
+        while len(reads_of_span) + getattr(answers, "joined", 0) < 16:  # all 16 computing or waiting
+            time.sleep(0.01)
+        release.set()
+        for t in threads:
+            t.join()
+        assert [r.status_code for r in got] == [200] * 16 and len({r.content for r in got}) == 1
+        assert len(reads_of_span) == 1 and answers.computed == 1 and answers.joined == 15
+        assert 'cachescope_api_answers_total{outcome="joined"} 15.0' in c.get("/metrics").text
+
+
 # ------------------------------------------------------------------------------------------ errors and limits
 
 @pytest.mark.parametrize("body, field", [
