@@ -61,7 +61,11 @@ def route_label(scope) -> str:
     """The matched API route's path template (FastAPI sets `route`); the page's files and
     anything unknown share one label."""
     route = scope.get("route")
-    return getattr(route, "path", "unmatched") if route is not None else "unmatched"
+    if route is None:
+        return "unmatched"
+    if getattr(route, "param_convertors", None):  # a template (without the router's prefix)
+        return getattr(route, "path_format", "unmatched")
+    return scope.get("path", "")  # a route without parameters matches one path: its own template
 
 
 class BodyLimitMiddleware:

@@ -571,6 +571,15 @@ def start_serve(store: Path, **settings) -> tuple[subprocess.Popen, int]:
     raise AssertionError("serve did not answer")
 
 
+@pytest.fixture(scope="module")
+def serve_store(tmp_path_factory) -> Path:
+    """A store of its own for `serve` processes (the module's store is held open by `client`)."""
+    d = tmp_path_factory.mktemp("serve")
+    write_trace(d / "t.csv", 500, seed=4)
+    assert run("replay", "--format", "csv", "--site", "S", "--store", str(d / "store"), str(d / "t.csv")).returncode == 0
+    return d / "store"
+
+
 def read_until_closed(sock: socket.socket) -> bytes:
     # no timeout of the test's own: the server's configured one is what ends the wait
     got = b""
@@ -579,9 +588,9 @@ def read_until_closed(sock: socket.socket) -> bytes:
     return got
 
 
-def test_serve_closes_a_connection_stalled_in_its_header_or_body(data):
+def test_serve_closes_a_connection_stalled_in_its_header_or_body(serve_store):
     # a connection stalled in the middle of its headers stayed open for minutes (issue 28)
-    proc, port = start_serve(data["store"], header_timeout_seconds=1, body_timeout_seconds=1)
+    proc, port = start_serve(serve_store, header_timeout_seconds=1, body_timeout_seconds=1)
     try:
         for stalled in (b"", b"GET /v1/configs HTTP/1.1\r\nHost: x\r\nX-Slow: ",
                         b"POST /v1/whatif HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -604,8 +613,8 @@ def test_serve_closes_a_connection_stalled_in_its_header_or_body(data):
     assert "Traceback" not in err, err
 
 
-def test_serve_caps_open_connections(data):
-    proc, port = start_serve(data["store"], max_connections=3, header_timeout_seconds=3600)
+def test_serve_caps_open_connections(serve_store):
+    proc, port = start_serve(serve_store, max_connections=3, header_timeout_seconds=3600)
     try:
         held = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
         with socket.create_connection(("127.0.0.1", port)) as extra:
