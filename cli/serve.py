@@ -57,7 +57,14 @@ def serve(
         typer.echo(f"serve: no API tokens configured: serving OPEN (no authentication) on {host}:{port} "
                    "(loopback only); set CACHESCOPE_API_TOKENS to require tokens", err=True)
     typer.echo(f"serve: {where}, database {database}: http://{host}:{port}/v1 (OpenAPI at /docs)", err=True)
-    config = uvicorn.Config(application, host=host, port=port, log_level=log_level, lifespan="on")
+    from api.connections import guarded_protocol
+
+    # uvicorn's own h11 protocol has no header or body timeout: ours adds them and the connection cap
+    config = uvicorn.Config(application, host=host, port=port, log_level=log_level, lifespan="on",
+                            http=guarded_protocol(settings.header_timeout_seconds, settings.body_timeout_seconds,
+                                                  settings.max_connections),
+                            timeout_keep_alive=settings.keep_alive_seconds,
+                            h11_max_incomplete_event_size=settings.max_header_bytes)
     server = uvicorn.Server(config)
     try:
         server.run()
