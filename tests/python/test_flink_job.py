@@ -377,3 +377,31 @@ def test_bounded_job_that_rides_out_a_clickhouse_crash_writes_every_window(kafka
         store.close()
     finally:
         server.stop()
+
+
+def test_bounded_job_that_cannot_write_its_rows_exits_1_with_one_line(kafka, flink_jars, kafka_topic, tmp_path):
+    """The job never exits 0 with rows not written: when the store stays down past its restarts,
+    it ends with exit 1 and one line naming the cause, not a Java stack."""
+    log = tmp_path / "gstream.log"
+    generate(log, 12_000)
+    ship(log, kafka.bootstrap, kafka_topic)
+    server = PrivateClickHouse(tmp_path / "var")
+    try:
+        store = ClickHouseStore(server.url, database="down")
+        migrations.migrate(store, events_ttl_days=0)
+        job = start_job(tmp_path, kafka, server, kafka_topic, "down", "--bounded", "--restart-attempts", "1",
+                        "--monitor-every", "0")
+        try:
+            wait_for("some events stored", lambda: row_count(store, "access_events") > 0, job, tmp_path)
+            store.close()
+            server.kill()
+            code = job.wait()
+        finally:
+            kill(job)
+        out = job_log(tmp_path)
+        assert code == 1, out
+        last = out.strip().splitlines()[-1]
+        assert last.startswith("shadow_caches: the job failed (") and "run it again" in last, out
+        assert "127.0.0.1" in last or "store" in last, last  # the cause: the store's failure
+    finally:
+        server.stop()
