@@ -362,7 +362,12 @@ def test_bounded_job_that_rides_out_a_clickhouse_crash_writes_every_window(kafka
                      job, tmp_path)
             server.kill()
             store.close()
-            time.sleep(15)  # the outage: the job fails its writes and restarts while the server is down
+            killed = time.monotonic()
+            # the outage: the job fails a write (and restarts from its checkpoint) while the server is down
+            wait_for("the job to fail a write", lambda: any("writing rows to the store failed" in p.read_text()
+                                                                for p in tmp_path.glob("job-*.log")),
+                     job, tmp_path)
+            time.sleep(max(0.0, 15 - (time.monotonic() - killed)))  # down 15 s at least, as in the issue
             server.start()
             assert (int(server.info["CLICKHOUSE_TCP_PORT"]), int(server.info["CLICKHOUSE_HTTP_PORT"])) == \
                 (server.tcp_port, server.http_port)
