@@ -78,6 +78,8 @@ def shipper_health_metrics(doc: dict) -> Counter:
         for reason, n in (doc.get(kind) or {}).items():
             m[kind] += int(n)
             m[f"{kind}:{reason}"] += int(n)
+    for metric, n in (doc.get("counts") or {}).items():  # e.g. collect's lost_datagrams
+        m[str(metric)] += int(n)
     return m
 
 
