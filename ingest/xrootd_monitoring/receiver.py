@@ -48,7 +48,7 @@ class Receiver:
             self.sock.bind((host, port))
         except OSError as exc:
             self.sock.close()
-            raise UsageError(f"--listen udp://{host}:{port}: cannot bind: {exc.strerror or exc}") from None
+            raise UsageError(f"udp://{host}:{port}: cannot listen there: {exc.strerror or exc}") from None
         self.address = self.sock.getsockname()[:2]
         self.sock.settimeout(0.2)
         self.queue: queue.SimpleQueue = queue.SimpleQueue()

@@ -292,3 +292,62 @@ def test_to_kafka_exactly_once_across_a_restart_of_the_collector(kafka, kafka_to
     assert sum(h["lines"] for h in health) == len(payloads)  # datagrams, as committed
     # the second collector starts mid-sequence: nothing is lost (its first datagram sets the counter)
     assert sum(h.get("counts", {}).get("lost_datagrams", 0) for h in health) == 0
+
+
+def test_serve_collect_receives_runs_the_caches_and_serves_the_events(tmp_path):
+    import urllib.request
+
+    with socket.socket() as s:  # a free TCP port for the API
+        s.bind(("127.0.0.1", 0))
+        api_port = s.getsockname()[1]
+    store = tmp_path / "store"
+    p = subprocess.Popen([CLI, "serve", "--store", str(store), "--port", str(api_port), "--collect",
+                          "udp://127.0.0.1:0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        line = p.stderr.readline().decode()
+        m = re.search(r"collecting XRootD monitoring on udp://([\d.]+):(\d+)", line)
+        assert m, line + p.stderr.read().decode()
+        payloads = datagrams("run1-default")
+        g = [i for i, d in enumerate(payloads) if d[:1] == b"g"]
+        lost = g[20]
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            for i, d in enumerate(payloads):
+                if i != lost:
+                    sock.sendto(d, (m.group(1), int(m.group(2))))
+        expected = 994 - payloads[lost].count(b'"file_close"')
+        body = json.dumps({"policy": "lru", "size": "1GB", "from": "2026-11-20T00:00:00Z",
+                           "to": "2026-12-20T00:00:00Z"}).encode()
+
+        def get(path: str, data: bytes | None = None) -> bytes:
+            req = urllib.request.Request(f"http://127.0.0.1:{api_port}{path}", data=data,
+                                         headers={"content-type": "application/json"})
+            with urllib.request.urlopen(req) as r:
+                return r.read()
+
+        answer = None
+        for _ in range(2000):  # the events reach the store a moment after they arrive (no clock: a count)
+            try:
+                answer = json.loads(get("/v1/whatif", body))
+            except OSError:
+                answer = None
+            if answer is not None and answer["requests"] == expected:
+                break
+            assert p.poll() is None, p.stderr.read().decode()
+            import time
+            time.sleep(0.1)
+        assert answer is not None and answer["requests"] == expected
+        metrics = get("/metrics").decode()
+        assert "cachescope_collect_datagrams_total 1539.0" in metrics
+        assert re.search(r'cachescope_collect_lost_datagrams_total\{[^}]*stream="g"\} 1\.0', metrics)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate()
+    assert p.returncode == 0, err.decode()
+    assert "1 lost in sequence gaps" in err.decode()
+    from cachescope.store import open_store
+
+    with open_store(store_dir=store) as st:  # the collector's counts in pipeline_health
+        rows = st.query("SELECT metric, max(value) FROM pipeline_health WHERE component = 'collect' "
+                        "GROUP BY metric").rows
+    assert dict(rows)["lost_datagrams"] == 1
