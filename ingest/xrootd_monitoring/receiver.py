@@ -1,11 +1,18 @@
-"""The UDP socket and its receiving thread: it does nothing but receive into a queue, so a burst
-is held in memory (and the kernel's buffer, made large) while decoding runs elsewhere."""
+"""The UDP socket, its receiving process (recv_process: nothing but recv, into a pipe) and the
+thread that reads the pipe into a queue: a burst is held in memory (and the kernel's buffer, made
+large) while decoding runs elsewhere."""
 
 from __future__ import annotations
 
+import os
 import queue
+import signal
 import socket
+import struct
+import subprocess
+import sys
 import threading
+from pathlib import Path
 from urllib.parse import urlparse
 
 from cachescope.errors import UsageError
@@ -13,7 +20,9 @@ from cachescope.errors import UsageError
 #: the receive buffer asked for (the kernel caps SO_RCVBUF at net.core.rmem_max unless the
 #: process may force it): 20k datagrams/s of ~1 KiB for a second and more
 RCVBUF_BYTES = 64 << 20
-_RECV_BYTES = 65536  # a UDP payload is at most 65,507 bytes
+_ADDR = struct.Struct("<H")  # recv_process's frames: {u16 address length; address; u32 length; payload}
+_LEN = struct.Struct("<I")
+_ROOT = str(Path(__file__).resolve().parents[2])  # where `ingest` is, for the child's `-m`
 
 
 def parse_listen(url: str) -> tuple[str, int]:
@@ -29,8 +38,10 @@ def parse_listen(url: str) -> tuple[str, int]:
 
 
 class Receiver:
-    """Binds at once (a port in use fails here); `start()` starts the thread; `get(timeout)` gives
-    (payload, sender address) or None; `stop()` ends the thread and closes the socket."""
+    """Binds at once (a port in use fails here); `start()` starts the receiving process
+    (recv_process) and the thread that reads its pipe into the queue; `get(timeout)` gives
+    (payload, sender address) or None; `stop()` has the process hand over everything the kernel
+    still holds for the socket, reads it to the end, and closes the socket."""
 
     def __init__(self, host: str, port: int):
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -50,31 +61,59 @@ class Receiver:
             self.sock.close()
             raise UsageError(f"udp://{host}:{port}: cannot listen there: {exc.strerror or exc}") from None
         self.address = self.sock.getsockname()[:2]
-        self.sock.settimeout(0.2)
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
         self.received = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="collect-recv", daemon=True)
+        self._proc: subprocess.Popen | None = None
+        self._thread = threading.Thread(target=self._read, name="collect-recv", daemon=True)
+        self._stopped = False
+        self._ready = threading.Event()
 
     def start(self) -> "Receiver":
+        r, w = os.pipe()
+        self._pipe = r
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "ingest.xrootd_monitoring.recv_process", str(self.sock.fileno()), str(w)],
+                pass_fds=(self.sock.fileno(), w), env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                    p for p in (_ROOT, os.environ.get("PYTHONPATH", "")) if p)})
+        finally:
+            os.close(w)  # the child's end: EOF here once the child is gone
         self._thread.start()
+        self._ready.wait()  # its first frame (or its end): from here on an idle time means no data
         return self
 
-    def _run(self) -> None:
-        recv, put, stop = self.sock.recvfrom, self.queue.put, self._stop.is_set
+    def _read(self) -> None:
+        """The pipe -> the queue, datagram by datagram (one read takes up to 1 MiB of them)."""
+        put = self.queue.put
+        buf = b""
         n = 0
-        while not stop():
+        while True:
             try:
-                data, addr = recv(_RECV_BYTES)
-            except (socket.timeout, InterruptedError):
+                chunk = os.read(self._pipe, 1 << 20)
+            except InterruptedError:
                 continue
-            except OSError:
-                if stop():
+            if not chunk:
+                break
+            buf = buf + chunk if buf else chunk
+            off, end = 0, len(buf)
+            while off + 2 <= end:
+                (alen,) = _ADDR.unpack_from(buf, off)
+                head = off + 2 + alen + 4
+                if head > end:
                     break
-                continue
-            put((data, addr[0]))
-            n += 1
+                (plen,) = _LEN.unpack_from(buf, off + 2 + alen)
+                if head + plen > end:
+                    break
+                if alen:
+                    put((buf[head:head + plen], buf[off + 2:off + 2 + alen].decode()))
+                    n += 1
+                else:
+                    self._ready.set()
+                off = head + plen
+            buf = buf[off:]
             self.received = n
+        self._ready.set()
+        os.close(self._pipe)
 
     def get(self, timeout: float | None) -> tuple[bytes, str] | None:
         try:
@@ -89,18 +128,14 @@ class Receiver:
             return None
 
     def stop(self) -> None:
-        """Stop receiving and close the socket; what the kernel holds for it is queued first (a
-        signal ends a run with everything received written)."""
-        self._stop.set()
-        if self._thread.is_alive():
+        """Stop receiving: what the kernel holds for the socket and what the process holds is
+        queued first (a signal ends a run with everything received written)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._proc is not None:
+            if self._proc.poll() is None:
+                self._proc.send_signal(signal.SIGTERM)
+            self._proc.wait()
             self._thread.join()
-        if self.sock.fileno() >= 0:
-            self.sock.setblocking(False)
-            while True:
-                try:
-                    data, addr = self.sock.recvfrom(_RECV_BYTES)
-                except OSError:  # BlockingIOError: nothing left
-                    break
-                self.queue.put((data, addr[0]))
-                self.received += 1
-            self.sock.close()
+        self.sock.close()
