@@ -94,9 +94,9 @@ def collect(
 
         for s in (signal.SIGINT, signal.SIGTERM):
             signal.signal(s, on_signal)
+        receiver.start()  # returns once the receiving process receives
         typer.echo(f"collect: listening on udp://{receiver.address[0]}:{receiver.address[1]} "
                    f"(receive buffer {receiver.rcvbuf >> 20} MiB)", err=True)
-        receiver.start()
         try:
             collector.run()
         except BrokenPipeError:

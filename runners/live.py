@@ -103,7 +103,7 @@ class LiveCollector:
             self.error = exc
 
     def start(self) -> "LiveCollector":
-        self.receiver.start()
+        self.receiver.start()  # returns once the receiving process receives
         self._thread.start()
         return self
 
