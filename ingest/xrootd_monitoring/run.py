@@ -119,6 +119,7 @@ class Collector:
         try:
             while not self.stop.is_set():
                 item = receiver.get(0.1)
+                quiet = item is None  # nothing for 0.1 s: write what is decoded now
                 now = time.monotonic()
                 if item is not None:
                     last_data = now
@@ -131,7 +132,8 @@ class Collector:
                             break
                         write(feed(*item))
                     now = time.monotonic()
-                if dirty and now - last_flush >= self.linger or (dirty and item is None):
+                # a burst is written (a Kafka transaction) every `linger` s, not per datagram
+                if dirty and (quiet or now - last_flush >= self.linger):
                     sink.flush(assembler)
                     self.on_flush()
                     last_flush, dirty = now, False
