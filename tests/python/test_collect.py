@@ -235,6 +235,17 @@ def test_usage_errors_are_one_line_and_exit_2(tmp_path):
         p = subprocess.run([CLI, "collect", *args], capture_output=True, text=True)
         assert p.returncode == 2, args
         assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as busy:  # a port in use: usage, one line
+        busy.bind(("127.0.0.1", 0))
+        p = subprocess.run([CLI, "collect", "--listen", f"udp://127.0.0.1:{busy.getsockname()[1]}", "--out", "-"],
+                           capture_output=True, text=True)
+    assert p.returncode == 2 and "cannot listen there" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    with socket.socket() as s:  # a closed TCP port: no broker there
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    p = subprocess.run([CLI, "collect", "--listen", "udp://127.0.0.1:0", "--to", f"kafka://127.0.0.1:{closed}/t"],
+                       capture_output=True, text=True)
+    assert p.returncode == 1 and "unreachable" in p.stderr and len(p.stderr.strip().splitlines()) == 1
 
 
 _SAMPLES = [d for run in RUNS[:1] for d in datagrams(run)[:200]]
@@ -351,3 +362,36 @@ def test_serve_collect_receives_runs_the_caches_and_serves_the_events(tmp_path):
         rows = st.query("SELECT metric, max(value) FROM pipeline_health WHERE component = 'collect' "
                         "GROUP BY metric").rows
     assert dict(rows)["lost_datagrams"] == 1
+
+
+def _feed(asm: Assembler, payloads) -> list:
+    out = []
+    for d in payloads:
+        out += asm.feed(d, "127.0.0.1")
+    return out
+
+
+def test_a_storage_elements_accesses_go_out_as_its_f_stream_time_passes_the_hold():
+    payloads = [d for d in datagrams("run1-default") if d[:1] != b"g"]
+    asm = Assembler(load_config(), name_of=lambda ip: ip)
+    during = _feed(asm, payloads)
+    after = asm.finish()
+    assert 0 < len(during) < 1000 and len(during) + len(after) == 1000  # live, not only at the end
+    assert [e.seq for e in during + after] == list(range(1000))
+    first_close = min(e.ts for e in during)
+    assert all(e.ts >= first_close for e in after)
+
+
+def test_a_cache_whose_g_stream_comes_late_within_the_hold_counts_no_access_twice():
+    payloads = datagrams("run1-default")
+    tod = [struct.unpack_from(">i", d, 16)[0] for d in payloads if d[:1] == b"f"]  # f-stream tBeg
+    split = next(i for i, d in enumerate(payloads) if d[:1] == b"f"
+                 and struct.unpack_from(">i", d, 16)[0] > tod[0] + 60)
+    head, rest = payloads[:split], payloads[split:]
+    asm = Assembler(load_config(), name_of=lambda ip: ip)
+    # the first minute without its g-stream datagrams, which then come late (before the rest)
+    events = _feed(asm, [d for d in head if d[:1] != b"g"])
+    assert events == []  # held: the server may still turn out to be a cache
+    events += _feed(asm, [d for d in head if d[:1] == b"g"] + rest) + asm.finish()
+    assert len(events) == 994 and {e.source for e in events} == {"xrootd-gstream"}
+    assert asm.stats.superseded == 1000
