@@ -238,7 +238,7 @@ class ComparePoint(BaseModel):
     observed_bytes: int
     shadow: dict[str, Optional[float]]
     difference: dict[str, Optional[float]]
-    #: accesses the real cache served wholly from disk (no miss or bypass bytes) / its accesses
+    #: accesses for which the real cache fetched nothing from the origin (its verdict) / its accesses
     observed_hit_efficiency: Optional[float] = None
     observed_accesses: int = 0
     shadow_hit_efficiency: dict[str, Optional[float]] = {}

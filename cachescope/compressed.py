@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import IO
 
-from cachescope.errors import InputError
+from cachescope.errors import InputError, UserError
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -19,6 +19,11 @@ _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 #: step can expand to
 _CHUNK = 1 << 16
 _SLICE = 4 << 10
+#: decompressed bytes one gzip step may give (a gzip of zeros expands 1,000 times)
+_OUT = 1 << 20
+#: the longest line a log reader accepts (as `simulate`'s CSV reader): a longer one is not a log
+#: record, and reading it whole would take memory without bound (a gzip of zeros: 6 GB in 28 MB)
+MAX_LINE_BYTES = 16 << 20
 
 
 class _Decompressed(io.RawIOBase):
@@ -34,6 +39,7 @@ class _Decompressed(io.RawIOBase):
         self.offset = 0  # compressed bytes read from the file
         self.pending = b""
         self.at = 0  # bytes of `pending` already returned
+        self.tail, self.tail_pos, self.tail_at = b"", 0, 0  # the compressed chunk in hand, where it starts
         self.decoder = self._new_decoder()
         self.fed = False  # the current decoder has been given bytes (a member/frame is open)
 
@@ -51,16 +57,20 @@ class _Decompressed(io.RawIOBase):
 
     def readinto(self, buffer) -> int:  # type: ignore[override]
         while not self.pending:
-            chunk = self.raw.read(_CHUNK)
-            if not chunk:
-                if self.fed and not self.decoder.eof:
-                    raise InputError(self.source, self.offset,
-                                     f"truncated {self.kind} data (the file ends inside a compressed block)")
-                return 0
-            at = self.offset
-            self.offset += len(chunk)
+            if self.tail_pos >= len(self.tail):
+                chunk = self.raw.read(_CHUNK)
+                if not chunk:
+                    if self.fed and not self.decoder.eof:
+                        raise InputError(self.source, self.offset,
+                                         f"truncated {self.kind} data (the file ends inside a compressed block)")
+                    return 0
+                self.tail, self.tail_pos, self.tail_at = chunk, 0, self.offset
+                self.offset += len(chunk)
             # in slices, so a corruption is located to within _SLICE bytes
-            self.pending = b"".join(self._feed(chunk[i:i + _SLICE], at + i) for i in range(0, len(chunk), _SLICE))
+            at = self.tail_at + self.tail_pos
+            data = self.tail[self.tail_pos:self.tail_pos + _SLICE]
+            self.pending, used = self._feed(data, at)
+            self.tail_pos += used
         n = min(len(buffer), len(self.pending) - self.at)
         buffer[:n] = self.pending[self.at:self.at + n]
         self.at += n
@@ -68,26 +78,82 @@ class _Decompressed(io.RawIOBase):
             self.pending, self.at = b"", 0
         return n
 
-    def _feed(self, data: bytes, at: int) -> bytes:
-        out = []
-        while data:
-            if self.decoder.eof:  # the next member/frame
-                if not data.strip(b"\x00"):  # zero padding after the last member (tape, dd)
-                    return b"".join(out)
-                self.decoder = self._new_decoder()
-                self.fed = False
-            self.fed = True
-            try:
-                out.append(self.decoder.decompress(data))
-            except Exception as exc:  # zlib.error, zstandard.ZstdError
-                raise InputError(self.source, at, f"corrupt {self.kind} data ({exc}) in the {_SLICE:,} bytes "
-                                                  "from") from None
-            data = self.decoder.unused_data if self.decoder.eof else b""
-        return b"".join(out)
+    def _feed(self, data: bytes, at: int) -> tuple[bytes, int]:
+        """(output, bytes of `data` used): one step of the decoder. gzip gives at most _OUT bytes a
+        step (the rest of the input is fed again), so a bomb never expands in memory at once."""
+        if self.decoder.eof:  # the next member/frame
+            if not data.strip(b"\x00"):  # zero padding after the last member (tape, dd)
+                return b"", len(data)
+            self.decoder = self._new_decoder()
+            self.fed = False
+        self.fed = True
+        decoder = self.decoder
+        try:
+            if self.kind == "gzip":
+                out = decoder.decompress(data, _OUT)
+                left = len(decoder.unconsumed_tail)
+            else:
+                out, left = decoder.decompress(data), 0
+        except Exception as exc:  # zlib.error, zstandard.ZstdError
+            raise InputError(self.source, at, f"corrupt {self.kind} data ({exc}) in the {_SLICE:,} bytes "
+                                              "from") from None
+        if decoder.eof:
+            left = len(decoder.unused_data)
+        return out, len(data) - left
 
     def close(self) -> None:
         try:
             self.raw.close()
+        finally:
+            super().close()
+
+
+class LineTooLong(InputError):
+    """A line longer than the bound: reading stops there (the lines before it were returned)."""
+
+    def __init__(self, source: str, offset: int, line: int, limit: int, compressed: bool):
+        self.source, self.offset, self.problem = source, offset, "line too long"
+        where = f"byte {offset:,} of the decompressed data" if compressed else f"byte {offset:,}"
+        UserError.__init__(self, f"{source}: line {line:,} (from {where}) is longer than {limit >> 20} MiB: not a log "
+                                 "record (a binary or damaged file?); the lines before it were read")
+
+
+class _LineBound(io.RawIOBase):
+    """The bytes of a stream, refusing a line longer than `limit`: raises LineTooLong once that
+    many bytes follow the last newline, so a reader above never holds more than one bounded line
+    (every whole line before it has been returned: they precede the chunk that raises)."""
+
+    def __init__(self, inner: IO[bytes], source: str, limit: int, compressed: bool):
+        super().__init__()
+        self.inner, self.source, self.limit, self.compressed = inner, source, limit, compressed
+        self.offset = 0  # bytes returned
+        self.line_start = 0  # offset of the current (unfinished) line
+        self.lines = 0  # newlines returned
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        data = self.inner.read1(len(buffer)) if hasattr(self.inner, "read1") else self.inner.read(len(buffer))
+        n = len(data)
+        if not n:
+            return 0
+        first = data.find(b"\n")
+        # the line running into this block ends in it (at `first`) or goes on past its end; the
+        # lines that start in it are shorter than a block
+        end = self.offset + (first if first >= 0 else n)
+        if end - self.line_start > self.limit:
+            raise LineTooLong(self.source, self.line_start, self.lines + 1, self.limit, self.compressed)
+        if first >= 0:
+            self.lines += data.count(b"\n")
+            self.line_start = self.offset + data.rfind(b"\n") + 1
+        self.offset += n
+        buffer[:n] = data
+        return n
+
+    def close(self) -> None:
+        try:
+            self.inner.close()
         finally:
             super().close()
 
@@ -112,3 +178,12 @@ def open_decompressed(source: str | Path) -> IO[bytes]:
     else:
         stream = raw  # type: ignore[assignment]
     return stream
+
+
+def open_bounded(source: str | Path, max_line: int = MAX_LINE_BYTES) -> IO[bytes]:
+    """`open_decompressed`, refusing a line longer than max_line bytes (LineTooLong, an InputError
+    naming the file, the line and its byte offset)."""
+    stream = open_decompressed(source)
+    name = "stdin" if str(source) == "-" else str(source)
+    compressed = isinstance(stream, io.BufferedReader) and isinstance(stream.raw, _Decompressed)
+    return io.BufferedReader(_LineBound(stream, name, max_line, compressed), _CHUNK)  # type: ignore[arg-type]

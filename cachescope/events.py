@@ -16,7 +16,31 @@ Decisions written into the contract:
   statistics count the clamp, and for cache records `observed_*` keep the cache's own raw
   counters, so `observed_hit + observed_miss + observed_bypass > bytes_read` shows it.
 * `observed_*` are null unless the record comes from a real cache (XCache g-stream, cinfo
-  reporter, collector cache events).
+  reporter, collector cache events). The byte fields split what this access read by where the
+  cache took it from: `observed_miss_bytes` fetched from the origin and stored,
+  `observed_bypass_bytes` fetched without storing, `observed_hit_bytes` the cache's `b_hit`
+  (served from its disk or RAM, including blocks another read was already fetching). When the
+  cache's counters add up to more than `bytes_read` (re-reads inside one open, opens merged into
+  one record) they are clamped to it: miss first, then bypass, then hit takes what is left, so
+  hit + miss + bypass <= bytes_read and `observed_hit_bytes` never exceeds the bytes read (the
+  parse statistics count the clamp).
+* `observed_hit` is the real cache's own verdict on the access: 1 when nothing was fetched from
+  the origin for it (XrdPfc's g-stream `remotes` is empty and, in XRootD 5.7+, `b_todisk` and
+  `b_prefetch` are 0; no bypass bytes), 0 when something was, null when the record does not say
+  (no `remotes` nor `b_todisk`: cinfo reporter documents, the collector's cache events). It is
+  not `b_miss == 0`: XrdPfc counts a block already being fetched (prefetch, another client) as
+  a hit, so a cold read with prefetching reports `b_miss = 0` (306 of 327 first reads in the
+  xcache-lab). Consumers count a real cache's hits from it, and only where it is null from the
+  byte counters (hit bytes and neither miss nor bypass bytes: the older rule).
+* One XrdPfc record covers one attach of the file (all opens that overlap it, `n_ios` in its
+  cinfo). Its `access_cnt` is the file's cumulative attach count in the cache (restarting at 1
+  when a purge removed the file): when it grew by k > 1 since the previous record of that file
+  on that server, the k - 1 attaches between had no record (lost datagrams, or accesses XrdPfc
+  counts without a close record) and the record becomes k events of one `ts`, its counters
+  split evenly (remainders to the first events, so sums stay exact), each with its own `seq`.
+  The first record of a file in a stream, and one whose count went down (the file was purged
+  and fetched again, or records arrived out of order), is one access: what came before the
+  stream started is not guessed. Opens merged into one attach are not visible in the g-stream.
 * Deletes are namespace removals (a door's, the MGM's): `server` is "" and `cache_group` is the
   one a server-less record gets (the site's; the region's in region mode). A deleted file leaves
   every shadow cache, so consumers apply a delete to all cache groups, not only the one it names.
@@ -50,6 +74,8 @@ from cachescope.units import U64_MAX  # noqa: E402 - re-exported: the contract's
 
 # msgspec cannot express an upper bound above int64 in Meta; the schema adds it (see schema()).
 _U64 = Annotated[int, msgspec.Meta(ge=0)]
+#: a yes/no the record states (1/0), null when it does not: UInt8 in the store, int8 in columns
+_FLAG = Annotated[int, msgspec.Meta(ge=0, le=1)]
 
 Op = Literal["read", "write", "delete"]
 
@@ -95,6 +121,10 @@ class AccessEvent(msgspec.Struct, gc=False):
     observed_bypass_bytes: Annotated[
         _U64 | None, _doc("bytes the real cache fetched from remote without storing (null unless from a cache)")
     ]
+    observed_hit: Annotated[
+        _FLAG | None, _doc("1 when the real cache fetched nothing from the origin for this access (its g-stream "
+                           "`remotes` empty), 0 when it did, null unless the record says")
+    ]
     origin: Annotated[str, _doc("stable id of the log stream the record came from (file:HOST:PATH, "
                                 "kafka:TOPIC/PARTITION, collector:SERVER); with seq, the event's identity")]
     seq: Annotated[int, msgspec.Meta(ge=0, description="ingest sequence number, increasing per origin in input order")]
@@ -107,7 +137,7 @@ FIELD_NAMES: tuple[str, ...] = AccessEvent.__struct_fields__
 
 
 def _kind(name: str, t: msgspec.inspect.Type) -> str:
-    """ts | text | u64 | op | observed: how a field is held in columns and in the store."""
+    """ts | text | u64 | op | observed | flag: how a field is held in columns and in the store."""
     while isinstance(t, msgspec.inspect.Metadata):
         t = t.type
     if name == "ts":
@@ -115,7 +145,8 @@ def _kind(name: str, t: msgspec.inspect.Type) -> str:
     if isinstance(t, msgspec.inspect.LiteralType):
         return "op"
     if isinstance(t, msgspec.inspect.UnionType):
-        return "observed"
+        ints = [x for x in t.types if isinstance(x, msgspec.inspect.IntType)]
+        return "flag" if ints and ints[0].le == 1 else "observed"
     if isinstance(t, msgspec.inspect.StrType):
         return "text"
     return "u64"
@@ -125,6 +156,7 @@ FIELD_KINDS: dict[str, str] = {f.name: _kind(f.name, f.type) for f in msgspec.in
 TEXT_FIELDS = tuple(n for n, k in FIELD_KINDS.items() if k == "text")
 U64_FIELDS = tuple(n for n, k in FIELD_KINDS.items() if k == "u64")
 OBSERVED_FIELDS = tuple(n for n, k in FIELD_KINDS.items() if k == "observed")
+FLAG_FIELDS = tuple(n for n, k in FIELD_KINDS.items() if k == "flag")
 _U64_FIELDS = U64_FIELDS + OBSERVED_FIELDS
 
 #: text fields with many distinct values are stored plain, the rest as LowCardinality
@@ -139,6 +171,7 @@ CLICKHOUSE_TYPES: dict[str, str] = {
         "u64": "UInt64",
         "op": _OP_ENUM,
         "observed": "Nullable(UInt64)",
+        "flag": "Nullable(UInt8)",
     }[kind]
     for name, kind in FIELD_KINDS.items()
 }

@@ -194,8 +194,9 @@ OBSERVED_SERIES = NamedQuery(
     "AS transfer_efficiency, if(accesses = 0, nan, hits / accesses) AS hit_efficiency "
     f"FROM {tables.OBSERVED} FINAL WHERE {_WINDOW_GROUP_TIER_FILTER} "
     "GROUP BY time, cache_group, tier_key ORDER BY cache_group, tier_key, time",
-    "the real cache's own numbers (XCache hit/miss/bypass bytes): transfer efficiency = hit bytes / all bytes; "
-    "hit efficiency = accesses served wholly from its disk (no miss or bypass bytes) / accesses",
+    "the real cache's own numbers (XCache hit/miss/bypass bytes, each access's within its bytes read): transfer "
+    "efficiency = hit bytes / all bytes; hit efficiency = accesses for which it fetched nothing from the origin "
+    "(its verdict, observed_hit; without one: no miss or bypass bytes) / accesses",
 )
 
 OBSERVED_SERVERS = NamedQuery(

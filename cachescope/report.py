@@ -24,6 +24,7 @@ from cachescope import reads
 #: Belady needs every access of the period in memory: beyond this many, the first ones only
 BELADY_MAX_ACCESSES = 2_000_000
 MAX_GROUPS = 6
+TB = 10**12  # the capacity axes' unit (sizes are decimal, as sites write them)
 
 
 @dataclass
@@ -87,6 +88,7 @@ def curves_section(store, start, end) -> Section:
     groups = reads.cache_groups(store)
     groups = groups.sort_values("accesses", ascending=False)["cache_group"].tolist()[:MAX_GROUPS]
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
     fig, axes = plt.subplots(len(groups) or 1, 2, figsize=(11, 3.6 * max(1, len(groups))), squeeze=False)
     table, notes = [], []
@@ -102,14 +104,16 @@ def curves_section(store, start, end) -> Section:
             ax = axes[row][col]
             c = curve[curve["requests"] > 0]
             if len(c):
-                ax.plot(c["capacity_bytes"], c[metric], color="0.3", lw=1.5, label="LRU exact curve")
+                ax.plot(c["capacity_bytes"] / TB, c[metric], color="0.3", lw=1.5, label="LRU exact curve")
             for policy, part in live.groupby("policy"):
-                ax.plot(part["size_bytes"], part[metric], "o-", label=policy)
+                ax.plot(part["size_bytes"] / TB, part[metric], "o-", label=policy)
             if len(bel):
-                ax.plot(bel["size_bytes"], bel[metric], "k^--", label="belady (bound)")
+                ax.plot(bel["size_bytes"] / TB, bel[metric], "k^--", label="belady (bound)")
             ax.set_xscale("log")
+            # operators size caches in TB: plain numbers on the log axis, not powers of ten of bytes
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
             ax.set_ylim(0, 1)
-            ax.set_xlabel("cache size (bytes)")
+            ax.set_xlabel("cache size (TB)")
             ax.set_ylabel(label)
             ax.set_title(f"{g}: {label}")
             ax.grid(alpha=0.3)

@@ -26,6 +26,7 @@ COMMANDS = {
     "ship": "ship",
     "simulate": "simulate",
     "tier": "tier",
+    "whatif": "whatif",
 }
 
 

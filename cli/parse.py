@@ -4,7 +4,9 @@ AccessEvent JSON lines on stdout; every line that gives no event as a JSON line
 `{"line": N, "reason": ..., "text": ..., "skipped": bool}` on stderr or in --rejects
 (`skipped`: well-formed but not an access that counts, e.g. a dCache door request).
 Exit status 0 unless the input (or the config) cannot be read: 1 when the input is damaged
-(truncated or corrupt gzip/zstd; the events before the damage are written), 2 for bad usage.
+(truncated or corrupt gzip/zstd, or a line longer than 16 MiB; the events before the damage are
+written) or has lines of which none is usable (every one rejected: the wrong --format, or not a
+log), 2 for bad usage.
 """
 
 from __future__ import annotations
@@ -96,3 +98,8 @@ def parse(
             reject_out.close()
         else:
             reject_out.flush()
+    if parser.stats.unusable():  # no line usable: as unreadable as a damaged file, not a short success
+        where = f"in {rejects}" if rejects else "on stderr"
+        typer.echo(f"cachescope parse: none of the {parser.stats.lines:,} lines of {source} is a {fmt} record "
+                   f"(every line rejected, see the rejects {where}): is --format right?", err=True)
+        raise typer.Exit(1)

@@ -4,7 +4,8 @@ Parses the logs, runs the configured shadow caches (the `pipeline:` section of t
 writes events, efficiencies, curves and the real cache's observations into the embedded store at
 DIR. Rejected (malformed) lines and late events are kept in DIR/rejects.jsonl (JSON lines, with
 their reason), never dropped; lines skipped by design (door requests, headers ...) are counted by
-reason in the summary. Exit 1 when an input is damaged (the lines before the damage are stored),
+reason in the summary. Exit 1 when an input is damaged (the lines before the damage are stored)
+or none of its lines is usable (every one rejected),
 130/143 when stopped by SIGINT/SIGTERM (at a batch boundary; run the same command again).
 """
 
@@ -85,15 +86,21 @@ def replay(
 
     encode = msgspec.json.Encoder().encode
 
+    def write_rejects(data: bytes) -> None:
+        try:
+            out.write(data)
+        except OSError as exc:
+            raise _rejects_failed(rejects_path, exc) from None
+
     def on_reject(source, rec) -> None:  # malformed lines only: lines skipped by design are counted
-        out.write(orjson.dumps({"file": source, **orjson.loads(encode(rec))}) + b"\n")
+        write_rejects(orjson.dumps({"file": source, **orjson.loads(encode(rec))}) + b"\n")
 
     def on_late(late) -> None:
         for i in range(len(late)):
-            out.write(orjson.dumps({"file": None, "line": None, "skipped": False,
-                                    "reason": "late: its window had closed (allowed lateness passed)",
-                                    "cache_group": late.cache_group[i], "ts": int(late.ts[i]),
-                                    "seq": int(late.seq[i]), "path": late.path[i]}) + b"\n")
+            write_rejects(orjson.dumps({"file": None, "line": None, "skipped": False,
+                                        "reason": "late: its window had closed (allowed lateness passed)",
+                                        "cache_group": late.cache_group[i], "ts": int(late.ts[i]),
+                                        "seq": int(late.seq[i]), "path": late.path[i]}) + b"\n")
 
     progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                         console=err, transient=True, disable=not err.is_terminal)
@@ -102,6 +109,7 @@ def replay(
     # the parse processes start before this process imports the store and the core: they read
     # the first batches while it does (a second of a million-line replay)
     streams = None
+    close_error: OSError | None = None
     try:
         streams = open_streams(list(files), fmt, cfg, site, on_reject)
         from cachescope.store import StoreError, open_store
@@ -126,7 +134,12 @@ def replay(
         for s in streams or []:
             s.close()
         restore_signals()
-        out.close()
+        try:
+            out.close()
+        except OSError as exc:  # the last rejects could not be written: an error once the rest is said
+            close_error = exc
+    if close_error is not None:
+        raise _rejects_failed(rejects_path, close_error)
 
     if not summary.interrupted:
         try:
@@ -144,6 +157,8 @@ def replay(
     if skipped:
         err.print(f"skipped by design (not accesses, not in the rejects): {skipped}")
     if summary.interrupted:
+        if not received and summary.signal is not None:
+            received.append(summary.signal)
         name = signal.Signals(received[0]).name if received else "a signal"
         raise UserError(f"interrupted by {name}: stored {summary.events:,} events and the windows closed before "
                         "the stop (open windows were not written); run the same command again to complete the "
@@ -152,6 +167,20 @@ def replay(
     if summary.errors:
         raise UserError(f"{len(summary.errors)} damaged input file(s), the lines before the damage were stored: "
                         + "; ".join(summary.errors))
+    if summary.unusable:
+        raise UserError("nothing usable was read from " + "; ".join(
+            f"{name} (all {lines:,} lines rejected)" for name, lines in summary.unusable)
+            + f": not {fmt} records (is --format right?); the rejects are in {rejects_path}")
+
+
+def _rejects_failed(path: Path, exc: OSError) -> UserError:
+    import errno
+
+    if exc.errno == errno.ENOSPC:
+        return UserError(f"the disk holding the rejects file {os.path.abspath(path)} is full: free space there, then "
+                         "run the same command again (it completes the store: rows already written are replaced "
+                         "by identical ones)")
+    return UserError(f"cannot write the rejects file {path}: {exc.strerror or exc}")
 
 
 def _check_store(store: Path) -> None:

@@ -171,23 +171,9 @@ def simulate(
 
 
 def _with_progress(show: bool, what: str, work, total: int | None = None):
-    """`work(tick)` under a progress bar on stderr (stdout may be the JSON): `tick(n)` advances by
-    n of `total` rows or, with no total (a streamed trace's rows are known only at its end),
-    `tick(fraction)` sets the share done."""
-    if not show:
-        return work(None)
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TimeRemainingColumn
+    from cli._progress import with_progress
 
-    done = MofNCompleteColumn() if total is not None else TaskProgressColumn()
-    console = Console(stderr=True)
-    # off a terminal rich draws no bar, only a stray newline before an error's one line
-    with Progress("[progress.description]{task.description}", BarColumn(), done, TimeRemainingColumn(),
-                  transient=True, console=console, disable=not console.is_terminal) as bar:
-        task = bar.add_task(f"simulating {what}", total=total if total is not None else 1.0)
-        if total is not None:
-            return work(lambda n: bar.advance(task, n))
-        return work(lambda fraction: bar.update(task, completed=fraction))
+    return with_progress(show, f"simulating {what}", work, total)
 
 
 def _print_tables(results: list[dict], curve: list[dict], n: int, working_set: int | None) -> None:

@@ -6,7 +6,8 @@ file_id (xxh3-64 of the normalised path, unless the record states its own id), p
 rules, else the record's hint, else the site's configured VO), the cache group (config
 `cache_groups`), clamps bytes_read to file_size (counted in `clamped`), rejects values the
 contract cannot hold (sizes above 64 bits, times before 1970), and numbers events with `seq` in
-input order within its origin (the log stream).
+input order within its origin (the log stream). A real cache's counters that add up to more than
+the bytes read are clamped to them (`clamp_observed`: the rule is written in cachescope/events.py).
 """
 
 from __future__ import annotations
@@ -26,6 +27,22 @@ def _out_of_range(a: Access) -> None:
     if a.bytes_read < 0:
         raise BadRecord(f"bytes read {a.bytes_read} is negative")
     raise BadRecord(f"time {a.ts} us is outside 1970 .. year 292278")
+
+
+def clamp_observed(nbytes: int, hit: int | None, miss: int | None, bypass: int | None
+                   ) -> tuple[int | None, int | None, int | None]:
+    """A cache's hit/miss/bypass bytes within `nbytes`: miss first, then bypass, then hit takes
+    what is left (re-read bytes were served from the cache; what came from the origin stays)."""
+    room = nbytes
+    if miss is not None:
+        miss = min(miss, room)
+        room -= miss
+    if bypass is not None:
+        bypass = min(bypass, room)
+        room -= bypass
+    if hit is not None:
+        hit = min(hit, room)
+    return hit, miss, bypass
 
 
 class Enricher:
@@ -113,9 +130,11 @@ class Enricher:
             self.clamped += 1
         if size > U64_MAX or nbytes < 0 or not 0 <= a.ts < _TS_LIMIT:
             _out_of_range(a)
+        hit, miss, bypass = a.observed_hit_bytes, a.observed_miss_bytes, a.observed_bypass_bytes
+        if (hit or 0) + (miss or 0) + (bypass or 0) > nbytes:
+            hit, miss, bypass = clamp_observed(nbytes, hit, miss, bypass)
         seq = self.seq
         self.seq = seq + 1
         # positional: a third of the cost of keywords on this hot path (field order of AccessEvent)
         return AccessEvent(a.ts, site, self.source, server, a.client, vo, path, file_id, size, nbytes, a.op, tier,
-                           group, a.observed_hit_bytes, a.observed_miss_bytes, a.observed_bypass_bytes, self.origin,
-                           seq)
+                           group, hit, miss, bypass, a.observed_hit, self.origin, seq)

@@ -32,13 +32,27 @@ from cachescope.core.columns import EventColumns
 from cachescope.errors import InputError
 from cachescope.events import AccessEvent
 from cachescope.tiers import TierClassifier
-from cachescope.compressed import open_decompressed
+from cachescope.compressed import open_bounded
 from ingest.enrich import Enricher
 from ingest.formats import INTERNAL_ERROR, Access, BadRecord, Format, ParseContext, Reject, get_format
 
 
+#: characters of a rejected line kept in its record: enough to see what the line is, while a
+#: hostile or binary input (lines of up to 16 MiB) cannot blow up the rejects or the memory
+REJECT_TEXT_CHARS = 1024
+
+
+def reject_text(line: str) -> str:
+    """The line as a reject record keeps it: whole, or its first REJECT_TEXT_CHARS characters and
+    how many more there were."""
+    if len(line) <= REJECT_TEXT_CHARS:
+        return line
+    return f"{line[:REJECT_TEXT_CHARS]}… [{len(line) - REJECT_TEXT_CHARS:,} more characters]"
+
+
 class RejectRecord(msgspec.Struct, gc=False):
-    """One rejected input line, as written to stderr / --rejects (JSON lines)."""
+    """One rejected input line, as written to stderr / --rejects (JSON lines); `text` is the line,
+    cut to its first REJECT_TEXT_CHARS characters when longer (see reject_text)."""
 
     line: int
     reason: str
@@ -56,6 +70,11 @@ class ParseStats:
     internal_errors: int = 0  # parser bugs (must stay 0)
     reasons: Counter = field(default_factory=Counter)  # rejected and skipped lines by reason
     skipped_reasons: Counter = field(default_factory=Counter)  # skipped lines only, by reason
+
+    def unusable(self) -> bool:
+        """Lines were read and every one was rejected as malformed (none an event, none even a
+        well-formed line skipped by design): a wrong --format, or not a log at all."""
+        return self.lines > 0 and self.events == 0 and self.rejected == self.lines
 
     def as_dict(self) -> dict:
         return {
@@ -206,7 +225,7 @@ class LineParser:
         stats.reasons[key] += 1
         if rej.skipped:
             stats.skipped_reasons[key] += 1
-        self._on_reject(RejectRecord(line_no, reason, text, rej.skipped))
+        self._on_reject(RejectRecord(line_no, reason, reject_text(text), rej.skipped))
 
     def _count_skipped(self, quiet: dict[str, int]) -> None:
         stats = self.stats
@@ -414,6 +433,7 @@ def open_lines(source: str | Path) -> IO[str]:
 
     Undecodable bytes become U+FFFD (the line still parses or is rejected with its reason).
     Raises OSError when the input cannot be opened; reading raises InputError (file and byte
-    offset) when compressed data is corrupt or truncated.
+    offset) when compressed data is corrupt or truncated, or at a line longer than 16 MiB
+    (`cachescope.compressed.MAX_LINE_BYTES`; memory stays bounded whatever the input).
     """
-    return io.TextIOWrapper(open_decompressed(source), encoding="utf-8", errors="replace", newline="\n")
+    return io.TextIOWrapper(open_bounded(source), encoding="utf-8", errors="replace", newline="\n")

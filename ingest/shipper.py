@@ -47,6 +47,8 @@ from ingest.pipeline import LineParser, ParseStats, RejectRecord, file_origin, r
 LINES_READ = Counter("cachescope_shipper_lines_read", "log lines read", ["shipper"])
 EVENTS_SENT = Counter("cachescope_shipper_events_sent", "events committed to Kafka", ["shipper"])
 REJECTS = Counter("cachescope_shipper_rejects", "lines rejected or skipped, by reason", ["shipper", "reason"])
+TRUNCATIONS = Counter("cachescope_shipper_truncations", "times the followed file was found truncated in place "
+                      "(copytruncate) and read again from its start", ["shipper"])
 BATCHES = Counter("cachescope_shipper_transactions", "Kafka transactions committed", ["shipper"])
 
 
@@ -322,9 +324,10 @@ class RdKafkaSink:
 
     def commit(self, events: list, rejects: Sequence[tuple[Location, RejectRecord]],
                mark: Callable[["RdKafkaSink"], None], by_reason: dict[str, int], lines: int | None = None,
-               counts: dict[str, int] | None = None) -> None:
+               truncated: int = 0, counts: dict[str, int] | None = None) -> None:
         """One transaction: events by cache group, malformed lines, then mark(self); by_reason
         (lines rejected or skipped, counted by the parser) goes to the metrics once it commits;
+        truncated: times the input was found truncated in place since the last transaction;
         `counts` into the health record (see ingest.health).
         Raises (after aborting) when the transaction fails: nothing of it is visible then."""
         from confluent_kafka import KafkaException
@@ -338,7 +341,7 @@ class RdKafkaSink:
                 rejected, skipped = _split_reasons(rejects, by_reason)
                 self.send(self.health_topic, self.id.encode(), health_record(
                     self.id, self.fmt, len(events) + sum(by_reason.values()) if lines is None else lines,
-                    len(events), rejected, skipped, counts))
+                    len(events), rejected, skipped, truncated=truncated, counts=counts))
                 mark(self)
                 producer.commit_transaction(_RD_TIMEOUT)
             except BaseException:
@@ -350,6 +353,8 @@ class RdKafkaSink:
         except KafkaException as exc:
             raise _rd_error(self.bootstrap, "a transaction", exc) from None
         _count(self.id, len(events), by_reason)
+        if truncated:
+            TRUNCATIONS.labels(self.id).inc(truncated)
 
     def close(self) -> None:
         self.producer.flush(10)
@@ -364,6 +369,11 @@ class Position:
     offset: int = 0  # bytes of the current file consumed (whole lines only)
     line: int = 0  # lines of the current file consumed
     seq: int = 0  # next seq number to give an event
+    # the file's identity beyond its inode: a digest of its first head_len bytes (at most
+    # HEAD_BYTES, all consumed). A file truncated in place and written again past our offset
+    # before we look has the same inode and a size above the offset: only its first bytes differ
+    head: str = ""
+    head_len: int = 0
 
     def to_json(self) -> bytes:
         return orjson.dumps(asdict(self))
@@ -373,13 +383,30 @@ class Position:
         return cls(**orjson.loads(data))
 
 
+#: bytes of a followed file's start its identity is taken from (Filebeat's fingerprint takes 1 KiB)
+HEAD_BYTES = 1024
+
+
+def _digest(data: bytes) -> str:
+    import xxhash
+
+    return xxhash.xxh3_64_hexdigest(data)
+
+
 class FileFollower:
-    """Whole lines of a file from a byte offset; follows growth, rotation and truncation."""
+    """Whole lines of a file from a byte offset; follows growth, rotation and truncation.
+
+    Truncation is told by identity, as log shippers do: the file's size below our offset, or its
+    first bytes (Position.head) no longer those we read (copytruncate, then writes that grew it
+    past our offset before we looked: reading on from the offset would lose the new lines before
+    it and cut one in half). A truncated file is read again from its start; `truncations` counts
+    the times."""
 
     def __init__(self, path: str | Path, pos: Position):
         self.path = str(path)
         self.pos = pos
         self.fh = None
+        self.truncations = 0
         self._open(resume=True)
 
     def _open(self, resume: bool) -> bool:
@@ -388,20 +415,55 @@ class FileFollower:
         except FileNotFoundError:
             return False
         st = os.fstat(fh.fileno())
-        if resume and self.pos.inode == st.st_ino and self.pos.offset <= st.st_size:
+        same_inode = resume and self.pos.inode == st.st_ino
+        if same_inode and self.pos.offset <= st.st_size and self._head_matches(fh):
             fh.seek(self.pos.offset)
-        else:  # a new file (first start, or rotated while we were away)
+        else:  # a new file (first start, rotated while we were away, or truncated in place)
+            if same_inode and self.pos.offset:
+                self.truncations += 1
             self.pos.inode, self.pos.offset, self.pos.line = st.st_ino, 0, 0
+            self.pos.head, self.pos.head_len = "", 0
         self.pos.path = self.path
         if self.fh:
             self.fh.close()
         self.fh = fh
         return True
 
+    def _head_matches(self, fh) -> bool:
+        """The file still starts with the bytes we consumed."""
+        n = self.pos.head_len
+        if n == 0:
+            return True
+        got = os.pread(fh.fileno(), n, 0)
+        return len(got) == n and _digest(got) == self.pos.head
+
+    def _check_identity(self) -> None:
+        """Before reading on: a file truncated in place (even if grown again) is read from 0."""
+        if not self._head_matches(self.fh):
+            self._truncated()
+
+    def _truncated(self) -> None:
+        self.fh.seek(0)
+        self.pos.offset, self.pos.line = 0, 0
+        self.pos.head, self.pos.head_len = "", 0
+        self.truncations += 1
+
+    def _extend_head(self) -> None:
+        """Take the identity from up to HEAD_BYTES consumed bytes (checked against the shorter one
+        taken before: a mismatch is a truncation, told at the next read)."""
+        pos = self.pos
+        if pos.head_len >= HEAD_BYTES or pos.offset <= pos.head_len:
+            return
+        n = min(HEAD_BYTES, pos.offset)
+        got = os.pread(self.fh.fileno(), n, 0)
+        if len(got) == n and (pos.head_len == 0 or _digest(got[:pos.head_len]) == pos.head):
+            pos.head, pos.head_len = _digest(got), n
+
     def lines(self) -> Iterator[tuple[str, int]]:
         """(line, byte length) of every complete line available now."""
         if self.fh is None and not self._open(resume=True):
             return
+        self._check_identity()
         while True:
             chunk = self.fh.readline()
             if not chunk:
@@ -410,6 +472,9 @@ class FileFollower:
                 # a partial last line: leave it for the next poll
                 self.fh.seek(-len(chunk), os.SEEK_CUR)
                 break
+            self.pos.offset += len(chunk)
+            self.pos.line += 1
+            self._extend_head()
             yield chunk.decode("utf-8", "replace"), len(chunk)
         # rotation: the path names another file now; finish ours first (done above), then switch
         self._follow_rotation()
@@ -425,6 +490,7 @@ class FileFollower:
         out: list[str] = []
         if self.fh is None and not self._open(resume=True):
             return out
+        self._check_identity()
         fh = self.fh
         at_end = False
         while len(out) < max_lines:
@@ -456,6 +522,7 @@ class FileFollower:
             if whole:
                 at_end = True  # no need to ask again
                 break
+        self._extend_head()
         if at_end:
             self._follow_rotation()
         return out
@@ -468,8 +535,7 @@ class FileFollower:
         if st.st_ino != self.pos.inode:
             self._open(resume=False)
         elif st.st_size < self.fh.tell():  # truncated in place (copytruncate)
-            self.fh.seek(0)
-            self.pos.offset, self.pos.line = 0, 0
+            self._truncated()
 
     def close(self) -> None:
         if self.fh:
@@ -537,13 +603,14 @@ class Shipper:
 
     # ---------------------------------------------------------------- shipping
 
-    def _commit(self, events: list, rejects: list[RejectRecord], pos: Position, by_reason: dict[str, int]) -> None:
+    def _commit(self, events: list, rejects: list[RejectRecord], pos: Position, by_reason: dict[str, int],
+                truncated: int = 0) -> None:
         """One transaction: events by cache group, malformed lines, and the position after them."""
         key = self.id.encode()
-        same_file = (pos.path, pos.inode) == (self.pos.path, self.pos.inode)
+        same_file = (pos.path, pos.inode) == (self.pos.path, self.pos.inode) and not truncated
         self.sink.commit(events, [({"file": pos.path}, r) for r in rejects],
                          lambda sink: sink.send(self.state_topic, key, pos.to_json()), by_reason,
-                         lines=pos.line - self.pos.line if same_file else None)
+                         lines=pos.line - self.pos.line if same_file else None, truncated=truncated)
         self.pos = pos
         self._save_local()
 
@@ -565,6 +632,7 @@ class Shipper:
         self._warm_up(parser, follower)
         rejects.clear()
         counted: dict[str, int] = {}  # parser.stats.reasons already given to a transaction
+        truncations = 0  # follower.truncations already given to a transaction
         shipped = 0
         committer = ThreadPoolExecutor(1, thread_name_prefix="shipper-commit")
         pending = None
@@ -592,8 +660,9 @@ class Shipper:
                             by_reason[reason] = n - counted.get(reason, 0)
                             counted[reason] = n
                     settle()
+                    truncated, truncations = follower.truncations - truncations, follower.truncations
                     pending = committer.submit(self._commit, events, list(rejects), Position(**asdict(follower.pos)),
-                                               by_reason)
+                                               by_reason, truncated)
                     rejects.clear()
                     if shipped == max_lines:
                         settle()

@@ -25,7 +25,7 @@ from cachescope.core.shards import split
 from cachescope.core.writer import RowWriter
 from cachescope.simulation import FIELDS, factorize_text
 from cachescope.store import Store, migrations, tables
-from runners.parse_streams import Stream, chunks, merged, open_streams
+from runners.parse_streams import ParserStopped, Stream, chunks, merged, open_streams
 from ingest.pipeline import RejectRecord
 
 SUMMARY_FIELDS = ("requests", "hits", "bytes_requested", "bytes_hit")
@@ -45,9 +45,13 @@ class ReplaySummary:
     skipped_by_reason: dict[str, int] = field(default_factory=dict)
     #: damaged inputs (truncated or corrupt compressed data): the lines before the damage were replayed
     errors: list[str] = field(default_factory=list)
+    #: inputs with lines of which none was usable (every one rejected): (file, lines)
+    unusable: list[tuple[str, int]] = field(default_factory=list)
     #: set when `stop` ended the replay early: open windows were not closed, so a rerun of the same
     #: files completes the store (rows already written are replaced by identical ones)
     interrupted: bool = False
+    #: the signal that stopped it when a parse process saw it first (a signal to the process group)
+    signal: int | None = None
     rows: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     #: per (cache_group, policy, size_bytes), over all tiers and windows of the replay
@@ -184,6 +188,8 @@ def replay(
             if stop is not None and stop.is_set():
                 summary.interrupted = True
                 break
+    except ParserStopped as exc:  # the group's signal reached a parse process as it started
+        summary.interrupted, summary.signal = True, exc.signum
     finally:
         batches.close()
         for s in streams:
@@ -198,6 +204,8 @@ def replay(
     for s in streams:
         if s.error is not None:
             summary.errors.append(s.error)
+        elif not summary.interrupted and s.stats.unusable():
+            summary.unusable.append((s.name, s.stats.lines))
         summary.lines += s.stats.lines
         summary.rejected += s.stats.rejected
         summary.skipped += s.stats.skipped

@@ -13,7 +13,8 @@ Every tick it writes:
 * `pipeline_health` rows from the shippers' health records (`<events topic>.health`, one per
   Kafka transaction, written in the same transaction as the events, so they count exactly what
   was committed): component `shipper`, cache group = the shipper's id, metrics `lines`, `events`,
-  `rejected:<reason>`, `skipped:<reason>`, stamped with the record's time. The monitor's own
+  `rejected:<reason>`, `skipped:<reason>`, `truncated` (the file was truncated in place and read
+  again from its start), stamped with the record's time. The monitor's own
   consumer group commits after the rows are written (at least once: a crash in between writes a
   tick's rows twice; `reads.parse_health` sums them).
 
@@ -78,6 +79,8 @@ def shipper_health_metrics(doc: dict) -> Counter:
         for reason, n in (doc.get(kind) or {}).items():
             m[kind] += int(n)
             m[f"{kind}:{reason}"] += int(n)
+    if doc.get("truncated"):  # the followed file was truncated in place and read again from its start
+        m["truncated"] += int(doc["truncated"])
     for metric, n in (doc.get("counts") or {}).items():  # e.g. collect's lost_datagrams
         m[str(metric)] += int(n)
     return m

@@ -132,22 +132,52 @@ def _unpack(packed: dict) -> dict[str, np.ndarray]:
     return out
 
 
+class ParserStopped(Exception):
+    """A parse child was ended by SIGINT/SIGTERM before it could ignore them (a signal to the
+    whole process group while it started): the replay stops as on that signal."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+#: rejects a child holds before it sends them (as a ("rejects", …) message of their own): a file
+#: of garbage gives no events to send them with, and kept they grew without bound (8 GB for 1 GB)
+CHILD_REJECTS = 2048
+#: … or characters of rejected text it holds
+CHILD_REJECT_CHARS = 1 << 20
+
+
 def _child(conn, name: str, fmt: str, config: CachescopeConfig, site: str) -> None:
-    """A child process: parse `name`, send ("events", columns, rejects, stats) per batch, then
-    ("end", stats, error). Signals are the parent's to handle (it stops the children)."""
+    """A child process: parse `name`, send ("events", columns, rejects, stats) per batch,
+    ("rejects", rejects) as they accumulate between batches, then ("end", rejects, stats, error).
+    Signals are the parent's to handle: it stops the children (SIGINT and SIGTERM are ignored
+    here, so a signal to the whole process group, as systemd and container runtimes send, stops
+    the replay the way a signal to the replay alone does)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         os.nice(CHILD_NICENESS)
     except OSError:
         pass  # only ever lowers the priority; a sandbox may refuse even that, and parsing goes on
     try:
         rejects: list[RejectRecord] = []
-        parser = _parser(name, fmt, config, site, lambda source, rec: rejects.append(rec))
+        held = 0  # characters of text in `rejects`
+
+        def on_reject(source: str, rec: RejectRecord) -> None:
+            nonlocal rejects, held
+            rejects.append(rec)
+            held += len(rec.text) + len(rec.reason)
+            if len(rejects) >= CHILD_REJECTS or held >= CHILD_REJECT_CHARS:
+                conn.send(("rejects", rejects))
+                rejects, held = [], 0
+
+        parser = _parser(name, fmt, config, site, on_reject)
         error = None
         try:
             for cols in parser.column_batches(open_lines(name), batch_size=CHILD_BATCH):
                 conn.send(("events", _pack(cols.columns()), rejects, parser.stats))
-                rejects = []
+                rejects, held = [], 0
         except InputError as exc:
             error = str(exc)
         conn.send(("end", rejects, parser.stats, error))
@@ -207,10 +237,17 @@ class ChildStream(Stream):
                 msg = self._queue.get()
                 kind = msg[0]
                 if kind == "eof":
+                    self._proc.join()
+                    if self._proc.exitcode in (-signal.SIGINT, -signal.SIGTERM):
+                        raise ParserStopped(-self._proc.exitcode)
                     raise UserError(f"the parser process of {self.name} ended unexpectedly "
                                        f"(exit code {self._proc.exitcode})")
                 if kind == "fail":
                     raise UserError(f"parsing {self.name} failed: {msg[1]}")
+                if kind == "rejects":
+                    for rec in msg[1]:
+                        self._on_reject(self.name, rec)
+                    continue
                 if kind == "end":
                     _, rejects, self.stats, self.error = msg
                 else:
@@ -226,7 +263,7 @@ class ChildStream(Stream):
     def close(self) -> None:
         self._stop.set()
         if self._proc.is_alive():
-            self._proc.terminate()  # our own child, by its handle
+            self._proc.kill()  # our own child, by its handle (it ignores SIGTERM)
         self._proc.join()
         self._reader.join()  # it sees the end of the pipe (the child is gone) or the stop
         self._conn.close()

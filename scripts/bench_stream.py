@@ -140,7 +140,7 @@ def preload(bootstrap: str, topic: str, events: int, days: float, per_message: i
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--events", type=int, default=1_000_000, help="generated accesses (reads are ~90%)")
+    ap.add_argument("--events", type=int, default=1_000_000, help="generated accesses (reads are ~90%%)")
     ap.add_argument("--event-rate", type=float, default=100_000,
                     help="events per second of event time: a live stream at the target rate (default)")
     ap.add_argument("--days", type=float, default=None,

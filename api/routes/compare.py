@@ -17,7 +17,7 @@ from api import params as P
 from api.deps import get_store, require
 from api.errors import ApiError
 from api.models import ERRORS, CompareAnswer
-from api.whatif import F, WhatIf
+from cachescope.whatif import F, WhatIf
 from cachescope import reads
 
 router = APIRouter(tags=["compare"])
@@ -102,7 +102,7 @@ def compare(
         def point(t: str, o: list[int], sh: dict[str, list[int]]) -> dict:
             oe = _eff(o[0], o[1])
             se = {p: _eff(v[0], v[1]) for p, v in sorted(sh.items())}
-            # hit efficiency: the real cache's accesses served wholly from its disk / its accesses
+            # hit efficiency: the real cache's accesses it fetched nothing for from the origin / its accesses
             return {"time": t, "observed_transfer_efficiency": oe, "observed_bytes": o[1], "shadow": se,
                     "difference": {p: (None if v is None or oe is None else v - oe) for p, v in se.items()},
                     "observed_hit_efficiency": _eff(o[2], o[3]), "observed_accesses": o[3],

@@ -10,7 +10,7 @@ from api import params as P
 from api.deps import get_store, require
 from api.errors import ApiError
 from api.models import ERRORS, WhatIfAnswer, WhatIfRequest, WhatIfResults
-from api.whatif import Admission, WhatIf
+from cachescope.whatif import Admission, WhatIf
 
 router = APIRouter(tags=["whatif"])
 

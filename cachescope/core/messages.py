@@ -23,7 +23,7 @@ import numpy as np
 import orjson
 
 from cachescope.core.columns import DTYPES, NO_OBSERVATION, OP_NAME_ARRAY, EventColumns
-from cachescope.events import FIELD_KINDS, FIELD_NAMES, OBSERVED_FIELDS, OP_CODES, AccessEvent
+from cachescope.events import FIELD_KINDS, FIELD_NAMES, FLAG_FIELDS, OBSERVED_FIELDS, OP_CODES, AccessEvent
 
 _PREFIX = b'{"cache_group":'
 FIELDS = FIELD_NAMES
@@ -72,7 +72,7 @@ def encode_columns(cache_group: str, cols: EventColumns) -> bytes:
         v = getattr(cols, f)
         if f == "op":
             columns[f] = OP_NAME_ARRAY[v].tolist()
-        elif f in OBSERVED_FIELDS:
+        elif f in OBSERVED_FIELDS or f in FLAG_FIELDS:
             columns[f] = [None if x < 0 else x for x in v.tolist()]
         else:
             columns[f] = v.tolist()
@@ -80,13 +80,14 @@ def encode_columns(cache_group: str, cols: EventColumns) -> bytes:
 
 
 def _observed(name: str, values: list) -> np.ndarray:
-    """int64 with NO_OBSERVATION for null (byte counts stay far below 2⁶³)."""
+    """int64 (int8 for flags) with NO_OBSERVATION for null (byte counts stay far below 2⁶³)."""
+    dtype = DTYPES[name]
     try:
         if None not in values:
-            return np.array(values, dtype=np.int64)
+            return np.array(values, dtype=dtype)
         a = np.array(values, dtype=object)
         a[a == None] = NO_OBSERVATION  # noqa: E711 - elementwise
-        return a.astype(np.int64)
+        return a.astype(dtype)
     except OverflowError:
         raise ValueError(f"message column {name!r}: a value above 2⁶³-1 bytes") from None
 
@@ -125,7 +126,7 @@ def decode_batch(message: bytes | str) -> tuple[str, EventColumns]:
             out[f] = text(values)
         elif kind == "op":
             out[f] = np.fromiter(map(OP_CODES.__getitem__, values), dtype=np.uint8, count=n)
-        elif kind == "observed":
+        elif kind == "observed" or kind == "flag":
             out[f] = _observed(f, values)
         else:
             out[f] = number(f, DTYPES[f])

@@ -34,7 +34,10 @@ STATE_VERSION = 2  # 2: hour and day windows in the state
 #: same counters summed, emitted when their last window closed, so every resolution agrees
 ROLLUPS = {"hourly": 3_600_000_000, "daily": 86_400_000_000}
 _NEG_INF = np.iinfo(np.int64).min // 2
-#: hits: accesses the real cache served wholly from disk (hit bytes, no miss or bypass bytes)
+#: hits: accesses for which the real cache fetched nothing from the origin, by its own verdict
+#: (AccessEvent.observed_hit); a record without one: served wholly from disk by its byte counters
+#: (hit bytes, no miss or bypass bytes: the older rule, which counts a block XrdPfc was already
+#: fetching as a hit)
 OBSERVED_FIELDS = ("accesses", "bytes_read", "hit_bytes", "miss_bytes", "bypass_bytes", "hits")
 
 
@@ -237,14 +240,17 @@ class GroupProcessor:
 
     def _observe(self, ev: EventColumns, win: np.ndarray) -> None:
         """The real cache's own numbers (XCache records) for the same windows."""
-        has = (ev.op == 0) & ((ev.observed_hit_bytes != NO_OBSERVATION) | (ev.observed_miss_bytes != NO_OBSERVATION))
+        has = (ev.op == 0) & ((ev.observed_hit_bytes != NO_OBSERVATION) | (ev.observed_miss_bytes != NO_OBSERVATION)
+                              | (ev.observed_hit != NO_OBSERVATION))
         if not has.any():
             return
         idx = np.flatnonzero(has)
         hit, miss, bypass = (np.maximum(c[idx], 0) for c in (ev.observed_hit_bytes, ev.observed_miss_bytes,
                                                                 ev.observed_bypass_bytes))
+        verdict = ev.observed_hit[idx]
+        hits = np.where(verdict != NO_OBSERVATION, verdict == 1, (hit > 0) & (miss == 0) & (bypass == 0))
         values = np.stack([np.ones(len(idx), dtype=np.int64), ev.bytes_read[idx].astype(np.int64), hit, miss, bypass,
-                           ((hit > 0) & (miss == 0) & (bypass == 0)).astype(np.int64)], axis=1)
+                           hits.astype(np.int64)], axis=1)
         self.open_observed = _Observed.concat([self.open_observed,
                                                _Observed(win[idx], ev.server[idx], ev.tier[idx], values)]).summed(self.window_us)
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from cachescope.core.outbox import Batch
 from cachescope.store import tables
+from cachescope.store.base import StoreFull
 
 Written = Callable[[dict[str, dict[str, np.ndarray]]], None]
 _STOP = object()
@@ -84,6 +85,8 @@ class RowWriter:
     def check(self) -> None:
         if self._prepare_error is not None:
             raise self._prepare_error
+        if isinstance(self._error, StoreFull):  # the user's to act on: said as it is
+            raise self._error
         if self._error is not None:
             raise RuntimeError(f"writing rows to the store failed: {self._error}") from self._error
 

@@ -20,6 +20,19 @@ class StoreError(RuntimeError):
     """A query or command the ClickHouse engine refused (message from the engine)."""
 
 
+class StoreFull(StoreError):
+    """The disk holding the store is full: said as such (with the path and what to do), never as
+    an engine error; raised as it is by whoever meets it (the row writer's thread too)."""
+
+
+#: how ClickHouse and the OS say a disk is full
+_FULL = ("NOT_ENOUGH_SPACE", "No space left on device", "ENOSPC")
+
+
+def is_disk_full(message: str) -> bool:
+    return any(m in message for m in _FULL)
+
+
 @dataclass
 class QueryResult:
     """Rows of a query, with column names and ClickHouse types.

@@ -6,13 +6,16 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import datetime as dt
+import fcntl
+import os
 import re
+import threading
 
 import numpy as np
 import pandas as pd
 
 from cachescope.store import wire as _wire
-from cachescope.store.base import QueryResult, Store, StoreError, settings_clause
+from cachescope.store.base import QueryResult, Store, StoreError, StoreFull, is_disk_full, settings_clause
 from cachescope.store.params import render, render_all
 from cachescope.store.tables import DEFAULT_DATABASE
 
@@ -33,9 +36,11 @@ class EmbeddedStore(Store):
 
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
+        self._holder = _StoreLock.acquire(self.path)
         try:
             self._session = session.Session(str(self.path))
         except Exception as e:  # chdb raises plain RuntimeError/ChdbError
+            self._holder.release()
             raise StoreError(f"cannot open the embedded store at {self.path}: {e}") from None
         self._run(f"CREATE DATABASE IF NOT EXISTS {self.database}", fmt="CSV")
         self._run(f"USE {self.database}", fmt="CSV")
@@ -51,6 +56,8 @@ class EmbeddedStore(Store):
             try:
                 return self._session.query(sql, fmt, params=render_all(params) if params else None)
             except Exception as e:
+                if is_disk_full(str(e)):
+                    raise StoreFull(_full_message(self.path)) from None
                 raise StoreError(str(e).strip()) from None
 
     def command(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
@@ -94,6 +101,83 @@ class EmbeddedStore(Store):
             if self._session is not None:
                 self._session.close()
                 self._session = None
+                self._holder.release()
+
+
+def _full_message(path: Path) -> str:
+    import shutil
+
+    try:
+        free = f"{shutil.disk_usage(path).free / (1 << 20):,.1f} MiB free"
+    except OSError:
+        free = "free space unknown"
+    return (f"the disk holding the store {os.path.abspath(path)} is full ({free}): free space there, then run the "
+            "same command again (it completes the store: rows already written are replaced by identical ones)")
+
+
+#: the lock file in an embedded store's directory: its holder's PID while a process has it open
+LOCK_FILE = "cachescope.lock"
+
+
+class _StoreLock:
+    """An exclusive lock on a store directory for this process (chdb's engine cannot share its
+    directory with another process: it failed with `Error initializing EmbeddedServer: .`).
+    flock on DIR/cachescope.lock, which holds the PID; the kernel drops it when the process ends,
+    so a killed replay leaves no stale lock. Stores of one process share it (counted)."""
+
+    _held: dict[str, "_StoreLock"] = {}
+    _guard = threading.Lock()
+
+    def __init__(self, key: str, fd: int):
+        self.key, self.fd, self.count = key, fd, 0
+
+    @classmethod
+    def acquire(cls, path: Path) -> "_StoreLock":
+        key = os.path.realpath(path)
+        with cls._guard:
+            held = cls._held.get(key)
+            if held is None:
+                lock_path = os.path.join(key, LOCK_FILE)
+                try:
+                    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                except OSError as exc:
+                    raise StoreError(f"cannot open the embedded store at {path}: {lock_path}: {exc.strerror}") from None
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    owner = _owner(fd)
+                    os.close(fd)
+                    raise StoreError(f"the embedded store at {path} is in use by another process ({owner}): wait for "
+                                     "it to end, or give another store directory") from None
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+                held = cls._held[key] = cls(key, fd)
+            held.count += 1
+            return held
+
+    def release(self) -> None:
+        with self._guard:
+            self.count -= 1
+            if self.count == 0:
+                del self._held[self.key]
+                os.close(self.fd)  # drops the flock; the file stays (another process may hold it now)
+
+
+def _owner(fd: int) -> str:
+    """'PID n: command' of the lock's holder, as far as it can be told."""
+    try:
+        pid = int(os.pread(fd, 32, 0).split()[0])
+    except (OSError, ValueError, IndexError):
+        return "its PID is not known yet"
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+    except OSError:
+        return f"PID {pid}"
+    while argv and os.path.basename(argv[0]).startswith("python"):  # python [-m] cachescope …: say what runs
+        argv = argv[2:] if argv[1:2] == ["-m"] else argv[1:]
+    words = [os.path.basename(argv[0]), *argv[1:2]] if argv else []
+    return f"PID {pid}: {' '.join(words)}" if words else f"PID {pid}"
 
 
 #: inserts of at most this many rows go as a `values()` literal: setting up chdb's `Python()`

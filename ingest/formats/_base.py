@@ -42,6 +42,7 @@ class Access(msgspec.Struct, gc=False):
     observed_bypass_bytes: int | None = None
     tier: str = ""  # when the record states it (csv trace)
     file_id: int | None = None  # when the record states it (csv trace obj_id)
+    observed_hit: int | None = None  # a real cache's verdict: 1 nothing fetched from the origin, 0 fetched
 
 
 class Reject(msgspec.Struct, gc=False):

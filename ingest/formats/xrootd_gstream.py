@@ -6,14 +6,30 @@ b_prefetch, n_cks_errs]); documents of the ATLAS `xc-gstream` index (the same ke
 possibly absent, plus `host`/`site`) parse the same way.
 
 * file_close -> read; bytes = b_hit + b_miss + b_bypass (the bytes clients were served; b_todisk
-  and b_prefetch are cache-side); observed_hit/miss/bypass = b_hit/b_miss/b_bypass as reported;
-  ts = attach_t (attach/detach are those of the last access; one record merges concurrent
-  opens); server = the record's `host`, else the host of the last packet header in the stream
-  (`{"code":"g",...,"src":{"host":...}}` or `{"siteID":...,"hostID":...}`), else --server.
+  and b_prefetch are cache-side); observed_hit/miss/bypass bytes = b_hit/b_miss/b_bypass (the
+  Enricher clamps them to the bytes read); observed_hit = 1 when nothing was fetched from the
+  origin for the access (`remotes` empty, b_todisk/b_prefetch 0 when present, no miss or bypass
+  bytes), 0 when something was, null when the record has neither `remotes` nor `b_todisk`;
+  ts = attach_t (attach/detach are those of the file's attach: opens overlapping it are merged
+  into one record); server = the record's `host`, else the host of the last packet header or
+  server ident in the stream (`{"code":"g"|"=",...,"src":{"host":...}}` or
+  `{"siteID":...,"hostID":...}`), else --server.
+* `access_cnt` (the file's cumulative attach count in the cache) against the previous record of
+  the file on that server: grown by k > 1 (at most 64), the record is k accesses (the rule and
+  its limits: cachescope/events.py). Kept per server and file in the stream's state.
+* Raw binary datagrams kept as lines (24-byte header, then the JSON records): the header is
+  stripped, also when its bytes hold a newline and the relay split it over two lines (the pieces
+  before the JSON are skipped).
 * Decoded into a struct of the keys above (msgspec skips the others unread: a third of the cost
   of a dict); a line that does not decode so is parsed as a dict, which names its problem.
-* Skipped: packet headers (they only set the server/site for the records after them), other
-  events, closes that served 0 bytes.
+* Skipped: packet headers and server idents (they only set the server/site for the records
+  after them), other events, closes that served 0 bytes.
+
+`cache_record(rec, ctx, GSTREAM_KEYS)` is the record -> Access (or a list of them) function: a
+dict of one record and the names of its path, size, counter and time keys (the collector's cache
+events use others); the server is the record's `host`, else `ctx.state["gstream_host"]`, else
+`ctx.server`; its access_cnt memory lives in `ctx.state["gstream_counts"]`. The collector formats
+and `cachescope collect` reuse it.
 """
 
 from __future__ import annotations
@@ -53,10 +69,63 @@ def _header(rec: dict, ctx: ParseContext) -> Reject:
         site = rec.get("siteID") if type(rec.get("siteID")) is str else ""
     ctx.state["gstream_host"] = host
     ctx.state["gstream_site"] = site
-    return skip(f"g-stream packet header (server {host or '?'})")
+    what = "XRootD server ident" if rec.get("code") == "=" else "g-stream packet header"
+    return skip(f"{what} (server {host or '?'})")
 
 
-def cache_record(rec: dict, ctx: ParseContext, keys: tuple[str, ...]) -> Access | Reject:
+MAX_SPLIT = 64  # accesses one record may stand for; a larger jump of access_cnt is taken as a restart
+COUNTS_LIMIT = 1_000_000  # files remembered per server before the memory starts over
+
+
+def _verdict(remotes: Any, todisk: Any, prefetch: Any, miss: int, bypass: int) -> int | None:
+    """observed_hit: 1 nothing fetched from the origin, 0 fetched, None the record does not say."""
+    says = type(remotes) is list
+    fetched = says and len(remotes) > 0
+    for value, name in ((todisk, "b_todisk"), (prefetch, "b_prefetch")):
+        if value is None or value is _UNSET:
+            continue
+        if type(value) is not int or not 0 <= value <= U64_MAX:
+            value = uint(value, name)
+        says = True
+        fetched = fetched or value > 0
+    if not says:
+        return None
+    return 0 if fetched or miss or bypass else 1
+
+
+def _accesses(ctx: ParseContext, server: str, path: str, count: Any) -> int:
+    """How many accesses a record of `path` on `server` stands for (1, or the growth of its
+    access_cnt since the previous record of it); remembers the count."""
+    if type(count) is not int or not 1 <= count <= U64_MAX:
+        return 1
+    by_server = ctx.state.get("gstream_counts")
+    if by_server is None:
+        by_server = ctx.state["gstream_counts"] = {}
+    counts = by_server.get(server)
+    if counts is None:
+        counts = by_server[server] = {}
+    before = counts.get(path)
+    if before is None and len(counts) >= COUNTS_LIMIT:
+        counts.clear()  # bounded memory: a forgotten file's next record counts as one access
+    counts[path] = count
+    if before is None or count <= before or count - before > MAX_SPLIT:
+        return 1
+    return count - before
+
+
+def _split(k: int, ts: int, path: str, size: int, hit: int, miss: int, bypass: int, server: str, site: str,
+           verdict: int | None) -> list[Access]:
+    """k accesses of one record: each counter split evenly, remainders to the first."""
+    out = []
+    for i in range(k):
+        h = hit // k + (i < hit % k)
+        m = miss // k + (i < miss % k)
+        b = bypass // k + (i < bypass % k)
+        out.append(Access(ts, path, size, h + m + b, "read", server, "", "", site, h, m, b, observed_hit=verdict))
+    return out
+
+
+def cache_record(rec: dict, ctx: ParseContext, keys: tuple[str, ...]) -> Access | Reject | list[Access]:
     """A cache file-close record; `keys` name path, size, hit, miss, bypass, attach, detach."""
     k_path, k_size, k_hit, k_miss, k_bypass, k_attach, k_detach = keys
     path = rec.get(k_path)
@@ -69,7 +138,10 @@ def cache_record(rec: dict, ctx: ParseContext, keys: tuple[str, ...]) -> Access 
     miss = uint(rec.get(k_miss, 0), k_miss)
     bypass = uint(rec.get(k_bypass, 0), k_bypass)
     served = hit + miss + bypass
+    host = rec.get("host")
+    server = host if type(host) is str and host else ctx.state.get("gstream_host") or ctx.server
     if served == 0:
+        _accesses(ctx, server, path, rec.get("access_cnt"))
         return skip("cache access that served 0 bytes")
     when = rec.get(k_attach)
     if when is None or when == 0:
@@ -77,23 +149,26 @@ def cache_record(rec: dict, ctx: ParseContext, keys: tuple[str, ...]) -> Access 
         ts = epoch_us(when, k_detach)
     else:
         ts = epoch_us(when, k_attach)
-    host = rec.get("host")
-    server = host if type(host) is str and host else ctx.state.get("gstream_host") or ctx.server
+    verdict = _verdict(rec.get("remotes"), rec.get("b_todisk"), rec.get("b_prefetch"), miss, bypass)
     site = rec.get("site")
     if type(site) is not str or not site:
         site = ctx.state.get("gstream_site") or ""
-    return Access(ts, path, size, served, "read", server, "", "", site, hit, miss, bypass)
+    k = _accesses(ctx, server, path, rec.get("access_cnt"))
+    if k > 1:
+        return _split(k, ts, path, size, hit, miss, bypass, server, site, verdict)
+    return Access(ts, path, size, served, "read", server, "", "", site, hit, miss, bypass, observed_hit=verdict)
 
 
-_KEYS = ("lfn", "size", "b_hit", "b_miss", "b_bypass", "attach_t", "detach_t")
+#: the g-stream's key names, for cache_record(rec, ctx, GSTREAM_KEYS) on a decoded record
+GSTREAM_KEYS = _KEYS = ("lfn", "size", "b_hit", "b_miss", "b_bypass", "attach_t", "detach_t")
 
 
-def _parse_dict(line: str, ctx: ParseContext) -> Access | Reject:
+def _parse_dict(line: str, ctx: ParseContext) -> Access | Reject | list[Access]:
     rec = json_object(line, _loads)
     event = rec.get("event")
     if event == "file_close" or (event is None and "lfn" in rec and "b_hit" in rec):
         return cache_record(rec, ctx, _KEYS)
-    if rec.get("code") == "g" or "hostID" in rec:
+    if rec.get("code") in ("g", "=") or "hostID" in rec:
         return _header(rec, ctx)
     if event is None:
         raise BadRecord("field event: missing (not a g-stream record)")
@@ -117,6 +192,10 @@ class _Record(msgspec.Struct, gc=False):
     detach_t: Any = _UNSET
     host: Any = _UNSET
     site: Any = _UNSET
+    remotes: Any = _UNSET
+    access_cnt: Any = _UNSET
+    b_todisk: Any = _UNSET
+    b_prefetch: Any = _UNSET
     code: Any = _UNSET
     src: Any = _UNSET
     hostID: Any = _UNSET  # noqa: N815 - the record's key
@@ -131,7 +210,7 @@ def _present(value: Any) -> Any:
     return None if value is _UNSET else value
 
 
-def _close(r: _Record, ctx: ParseContext) -> Access | Reject:
+def _close(r: _Record, ctx: ParseContext) -> Access | Reject | list[Access]:
     """cache_record() over the struct (same checks, same reasons)."""
     path = r.lfn
     if type(path) is not str or not path:
@@ -151,7 +230,10 @@ def _close(r: _Record, ctx: ParseContext) -> Access | Reject:
     if type(bypass) is not int or not 0 <= bypass <= U64_MAX:
         bypass = uint(0 if bypass is _UNSET else bypass, "b_bypass")
     served = hit + miss + bypass
+    host = r.host
+    server = host if type(host) is str and host else ctx.state.get("gstream_host") or ctx.server
     if served == 0:
+        _accesses(ctx, server, path, r.access_cnt)
         return skip("cache access that served 0 bytes")
     when = r.attach_t
     if type(when) is int and 0 < when < _SECONDS_BELOW:  # epoch seconds
@@ -160,17 +242,44 @@ def _close(r: _Record, ctx: ParseContext) -> Access | Reject:
         ts = epoch_us(_present(r.detach_t), "detach_t")
     else:
         ts = epoch_us(when, "attach_t")
-    host = r.host
-    server = host if type(host) is str and host else ctx.state.get("gstream_host") or ctx.server
+    verdict = _verdict(r.remotes, r.b_todisk, r.b_prefetch, miss, bypass)
     site = r.site
     if type(site) is not str or not site:
         site = ctx.state.get("gstream_site") or ""
-    return Access(ts, path, size, served, "read", server, "", "", site, hit, miss, bypass)
+    k = _accesses(ctx, server, path, r.access_cnt)
+    if k > 1:
+        return _split(k, ts, path, size, hit, miss, bypass, server, site, verdict)
+    return Access(ts, path, size, served, "read", server, "", "", site, hit, miss, bypass, observed_hit=verdict)
 
 
-def _parse(line: str, ctx: ParseContext) -> Access | Reject:
-    if line[:1] == "g" and len(line) > 24 and line[24:25] == "{":
-        line = line[24:]  # insthdr: 24-byte binary prefix before the header JSON
+_HEADER_BYTES = 24  # the binary g-stream header: code, pseq, plen, stod, tBeg, tEnd, sID
+
+
+def _binary_json(line: str, ctx: ParseContext) -> str | Reject:
+    """The JSON after a raw binary g-stream header, or a skip for a piece of such a header (its
+    bytes may hold a newline: a relay keeping datagrams as lines then splits it). Lines decoded
+    with errors replaced: a header char stands for one byte or more, so the JSON starts at a
+    brace within the first 25 chars (tried in order: header bytes may hold a brace too)."""
+    at = line.find("{", 0, _HEADER_BYTES + 1)
+    while at >= 0:
+        try:
+            _decode(line[at:])
+        except _DECODE_ERRORS:
+            at = line.find("{", at + 1, _HEADER_BYTES + 1)
+            continue
+        ctx.state.pop("gstream_binary_header", None)
+        return line[at:]
+    if len(line) < _HEADER_BYTES:
+        ctx.state["gstream_binary_header"] = True
+        return skip("g-stream binary header (a piece: its bytes hold a newline)")
+    return line  # not a header after all: the parse names what it is
+
+
+def _parse(line: str, ctx: ParseContext) -> Access | Reject | list[Access]:
+    if line[:1] != "{" and (line[:1] == "g" or ctx.state.get("gstream_binary_header")):
+        line = _binary_json(line, ctx)  # a raw datagram: binary header, then JSON
+        if type(line) is Reject:
+            return line
     try:
         r = _decode(line)
     except _DECODE_ERRORS:
@@ -179,9 +288,9 @@ def _parse(line: str, ctx: ParseContext) -> Access | Reject:
     if event == "file_close" or ((event is _UNSET or event is None) and r.lfn is not _UNSET
                                  and r.b_hit is not _UNSET):
         return _close(r, ctx)
-    if r.code == "g" or r.hostID is not _UNSET:
-        return _header({k: v for k, v in (("src", r.src), ("hostID", r.hostID), ("siteID", r.siteID))
-                        if v is not _UNSET}, ctx)
+    if r.code == "g" or r.code == "=" or r.hostID is not _UNSET:
+        return _header({k: v for k, v in (("code", r.code), ("src", r.src), ("hostID", r.hostID),
+                                          ("siteID", r.siteID)) if v is not _UNSET}, ctx)
     if event is _UNSET or event is None:
         raise BadRecord("field event: missing (not a g-stream record)")
     return skip(f"g-stream event {text(event, 'event')[:40]!r} (not a file close)")

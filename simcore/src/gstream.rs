@@ -19,6 +19,10 @@ use crate::json::{Json, Val};
 
 /// Distinct paths kept before the cache starts over (the Enricher's `_PATH_CACHE_LIMIT`).
 const PATH_CACHE_LIMIT: usize = 500_000;
+/// `MAX_SPLIT` and `COUNTS_LIMIT` of xrootd_gstream.py: accesses one record may stand for, files
+/// remembered per server.
+const MAX_SPLIT: u64 = 64;
+const COUNTS_LIMIT: usize = 1_000_000;
 const SECONDS_BELOW: u64 = 100_000_000_000; // 1e11: epoch seconds (epoch_us's rule)
 
 /// The keys `_Record` decodes; the rest are validated and skipped.
@@ -34,6 +38,10 @@ struct Rec<'a> {
     detach_t: Option<Val<'a>>,
     host: Option<Val<'a>>,
     site: Option<Val<'a>>,
+    remotes: Option<Val<'a>>,
+    access_cnt: Option<Val<'a>>,
+    b_todisk: Option<Val<'a>>,
+    b_prefetch: Option<Val<'a>>,
     code: Option<Val<'a>>,
     src: Option<Val<'a>>,
     host_id: Option<Val<'a>>,
@@ -53,6 +61,10 @@ impl<'a> Rec<'a> {
             "detach_t" => &mut self.detach_t,
             "host" => &mut self.host,
             "site" => &mut self.site,
+            "remotes" => &mut self.remotes,
+            "access_cnt" => &mut self.access_cnt,
+            "b_todisk" => &mut self.b_todisk,
+            "b_prefetch" => &mut self.b_prefetch,
             "code" => &mut self.code,
             "src" => &mut self.src,
             "hostID" => &mut self.host_id,
@@ -136,12 +148,33 @@ struct Close<'a> {
     bypass: u64,
     host: &'a str,
     site: &'a str,
+    /// observed_hit: 1, 0, or -1 (the record does not say)
+    verdict: i8,
+    /// access_cnt when a count (>= 1)
+    count: Option<u64>,
 }
 
 enum Outcome<'a> {
     Close(Close<'a>),
-    Header(&'a str, &'a str),
-    ZeroBytes,
+    /// host, site, whether a server ident (`"code":"="`) rather than a packet header
+    Header(&'a str, &'a str, bool),
+    /// a close that served 0 bytes: path, host, access_cnt (its count is still remembered)
+    ZeroBytes(&'a str, &'a str, Option<u64>),
+}
+
+fn text<'a>(v: Option<Val<'a>>) -> &'a str {
+    match v {
+        Some(Val::Str(s)) => s,
+        _ => "",
+    }
+}
+
+/// `_accesses`'s reading of access_cnt: a count >= 1, else none.
+fn count(v: Option<Val>) -> Option<u64> {
+    match v {
+        Some(Val::Int(x)) if x >= 1 => Some(x),
+        _ => None,
+    }
 }
 
 fn counter(v: Option<Val>) -> Option<u64> {
@@ -158,7 +191,8 @@ fn outcome(line: &str) -> Option<Outcome<'_>> {
     let unset_or_null = matches!(r.event, None | Some(Val::Null));
     let is_close = r.event == Some(Val::Str("file_close")) || (unset_or_null && r.lfn.is_some() && r.b_hit.is_some());
     if !is_close {
-        if r.code == Some(Val::Str("g")) || r.host_id.is_some() {
+        let ident = r.code == Some(Val::Str("="));
+        if r.code == Some(Val::Str("g")) || ident || r.host_id.is_some() {
             let (host, site) = match r.src {
                 Some(Val::Obj(a, b)) => src_fields(line, a, b)?,
                 _ => match r.host_id {
@@ -172,7 +206,7 @@ fn outcome(line: &str) -> Option<Outcome<'_>> {
                     _ => ("", ""),
                 },
             };
-            return Some(Outcome::Header(host, site));
+            return Some(Outcome::Header(host, site, ident));
         }
         return None; // BadRecord or another event's skip: Python words it
     }
@@ -187,7 +221,7 @@ fn outcome(line: &str) -> Option<Outcome<'_>> {
     let (hit, miss, bypass) = (counter(r.b_hit)?, counter(r.b_miss)?, counter(r.b_bypass)?);
     let served = hit as u128 + miss as u128 + bypass as u128;
     if served == 0 {
-        return Some(Outcome::ZeroBytes);
+        return Some(Outcome::ZeroBytes(path, text(r.host), count(r.access_cnt)));
     }
     let ts = match r.attach_t {
         Some(Val::Int(w)) if w > 0 && w < SECONDS_BELOW => epoch_us(w)?,
@@ -202,13 +236,39 @@ fn outcome(line: &str) -> Option<Outcome<'_>> {
     if hit > i64::MAX as u64 || miss > i64::MAX as u64 || bypass > i64::MAX as u64 {
         return None;
     }
-    fn text<'a>(v: Option<Val<'a>>) -> &'a str {
+    // `_verdict`: remotes (an array) and b_todisk/b_prefetch (integers; other values are Python's)
+    let mut says = matches!(r.remotes, Some(Val::Arr(_)));
+    let mut fetched = matches!(r.remotes, Some(Val::Arr(n)) if n > 0);
+    for v in [r.b_todisk, r.b_prefetch] {
         match v {
-            Some(Val::Str(s)) => s,
-            _ => "",
+            None | Some(Val::Null) => {}
+            Some(Val::Int(x)) => {
+                says = true;
+                fetched |= x > 0;
+            }
+            _ => return None,
         }
     }
-    Some(Outcome::Close(Close { ts, path, size, served, hit, miss, bypass, host: text(r.host), site: text(r.site) }))
+    let verdict = if !says {
+        -1
+    } else if fetched || miss > 0 || bypass > 0 {
+        0
+    } else {
+        1
+    };
+    Some(Outcome::Close(Close {
+        ts,
+        path,
+        size,
+        served,
+        hit,
+        miss,
+        bypass,
+        host: text(r.host),
+        site: text(r.site),
+        verdict,
+        count: count(r.access_cnt),
+    }))
 }
 
 /// What the Enricher knows of a path: normalised path, file id, tier, VO ("" when none).
@@ -237,6 +297,7 @@ struct Columns {
     hit: Vec<i64>,
     miss: Vec<i64>,
     bypass: Vec<i64>,
+    verdict: Vec<i8>,
     origin: Vec<Py<PyAny>>,
     seq: Vec<u64>,
 }
@@ -336,8 +397,10 @@ impl GstreamColumns {
         Ok(v)
     }
 
-    /// Enrich and append one close; false when it declines (nothing appended).
-    fn add(&mut self, py: Python<'_>, c: &Close, state_host: &str, state_site: &str) -> PyResult<bool> {
+    /// Enrich and append one close (as many events as it stands for); false when it declines
+    /// (nothing appended, nothing remembered).
+    fn add(&mut self, py: Python<'_>, c: &Close, state_host: &str, state_site: &str, state: &Bound<'_, PyDict>)
+        -> PyResult<bool> {
         let fallback: String;
         let server: &str = if !c.host.is_empty() {
             c.host
@@ -376,33 +439,80 @@ impl GstreamColumns {
         let vo = vo.unwrap_or_else(|| last.site_vo.clone_ref(py));
         let (site_obj, server_obj, group) =
             (last.site_obj.clone_ref(py), last.server_obj.clone_ref(py), last.group.clone_ref(py));
-        let mut nbytes = c.served;
-        if nbytes > c.size as u128 {
-            nbytes = c.size as u128;
-            self.clamped += 1;
+        let n = accesses(py, state, server, c.path, c.count)?;
+        for i in 0..n {
+            // `_split`: each counter evenly, remainders to the first events
+            let part = |x: u64| x / n + u64::from(i < x % n);
+            let (hit, miss, bypass) = if n == 1 { (c.hit, c.miss, c.bypass) } else { (part(c.hit), part(c.miss), part(c.bypass)) };
+            let served = if n == 1 { c.served } else { hit as u128 + miss as u128 + bypass as u128 };
+            let mut nbytes = served;
+            if nbytes > c.size as u128 {
+                nbytes = c.size as u128;
+                self.clamped += 1;
+            }
+            let nbytes = nbytes as u64;
+            // `clamp_observed`: miss first, then bypass, then hit takes what is left
+            let (hit, miss, bypass) = if served > nbytes as u128 {
+                let miss = miss.min(nbytes);
+                let bypass = bypass.min(nbytes - miss);
+                (hit.min(nbytes - miss - bypass), miss, bypass)
+            } else {
+                (hit, miss, bypass)
+            };
+            let k = &mut self.cols;
+            k.ts.push(c.ts as i64);
+            k.site.push(site_obj.clone_ref(py));
+            k.source.push(self.source.clone_ref(py));
+            k.server.push(server_obj.clone_ref(py));
+            k.client.push(self.empty.clone_ref(py));
+            k.vo.push(vo.clone_ref(py));
+            k.path.push(path.clone_ref(py));
+            k.file_id.push(file_id);
+            k.file_size.push(c.size);
+            k.bytes_read.push(nbytes);
+            k.op.push(0);
+            k.tier.push(tier.clone_ref(py));
+            k.cache_group.push(group.clone_ref(py));
+            k.hit.push(hit as i64);
+            k.miss.push(miss as i64);
+            k.bypass.push(bypass as i64);
+            k.verdict.push(c.verdict);
+            k.origin.push(self.origin.clone_ref(py));
+            k.seq.push(self.seq);
+            self.seq += 1;
         }
-        let k = &mut self.cols;
-        k.ts.push(c.ts as i64);
-        k.site.push(site_obj);
-        k.source.push(self.source.clone_ref(py));
-        k.server.push(server_obj);
-        k.client.push(self.empty.clone_ref(py));
-        k.vo.push(vo);
-        k.path.push(path);
-        k.file_id.push(file_id);
-        k.file_size.push(c.size);
-        k.bytes_read.push(nbytes as u64);
-        k.op.push(0);
-        k.tier.push(tier);
-        k.cache_group.push(group);
-        k.hit.push(c.hit as i64);
-        k.miss.push(c.miss as i64);
-        k.bypass.push(c.bypass as i64);
-        k.origin.push(self.origin.clone_ref(py));
-        k.seq.push(self.seq);
-        self.seq += 1;
         Ok(true)
     }
+}
+
+/// `_accesses`: how many accesses a record of `path` on `server` stands for; remembers its count
+/// in the stream state (`state["gstream_counts"][server][path]`, shared with the Python path).
+fn accesses(py: Python<'_>, state: &Bound<'_, PyDict>, server: &str, path: &str, count: Option<u64>) -> PyResult<u64> {
+    fn dict_at<'py>(py: Python<'py>, d: &Bound<'py, PyDict>, key: &str) -> PyResult<Bound<'py, PyDict>> {
+        Ok(match d.get_item(key)? {
+            Some(v) => v.cast_into::<PyDict>()?,
+            None => {
+                let v = PyDict::new(py);
+                d.set_item(key, &v)?;
+                v
+            }
+        })
+    }
+    let Some(count) = count else { return Ok(1) };
+    let by_server = dict_at(py, state, "gstream_counts")?;
+    let counts = dict_at(py, &by_server, server)?;
+    let before = match counts.get_item(path)? {
+        Some(v) => Some(v.extract::<u64>()?),
+        None => None,
+    };
+    if before.is_none() && counts.len() >= COUNTS_LIMIT {
+        counts.clear();
+    }
+    counts.set_item(path, count)?;
+    Ok(match before {
+        Some(b) if count > b && count - b <= MAX_SPLIT => count - b,
+        _ => 1,
+    })
 }
 
 fn state_text(state: &Bound<'_, PyDict>, key: &str) -> PyResult<Option<String>> {
@@ -475,16 +585,27 @@ impl GstreamColumns {
             let line = text.trim_end_matches(['\r', '\n']);
             match outcome(line) {
                 None => break,
-                Some(Outcome::ZeroBytes) => skips.append((i, "cache access that served 0 bytes"))?,
-                Some(Outcome::Header(h, st)) => {
+                Some(Outcome::ZeroBytes(path, h, cnt)) => {
+                    let server = if !h.is_empty() {
+                        h
+                    } else if !host.is_empty() {
+                        host.as_str()
+                    } else {
+                        self.default_server.as_str()
+                    };
+                    accesses(py, state, server, path, cnt)?;
+                    skips.append((i, "cache access that served 0 bytes"))?
+                }
+                Some(Outcome::Header(h, st, ident)) => {
                     host = h.to_owned();
                     site = st.to_owned();
                     header_seen = true;
                     let shown = if h.is_empty() { "?" } else { h };
-                    skips.append((i, format!("g-stream packet header (server {shown})")))?;
+                    let what = if ident { "XRootD server ident" } else { "g-stream packet header" };
+                    skips.append((i, format!("{what} (server {shown})")))?;
                 }
                 Some(Outcome::Close(c)) => {
-                    if !self.add(py, &c, &host, &site)? {
+                    if !self.add(py, &c, &host, &site, state)? {
                         break;
                     }
                 }
@@ -503,6 +624,14 @@ impl GstreamColumns {
         let text = |name: &str| -> PyResult<Py<PyAny>> {
             let v = ev.getattr(name)?;
             Ok(if v.is_truthy()? { v.unbind() } else { self.empty.clone_ref(py) })
+        };
+        let flag = |name: &str| -> PyResult<i8> {
+            let v = ev.getattr(name)?;
+            if v.is_none() {
+                Ok(-1)
+            } else {
+                v.extract::<i8>()
+            }
         };
         let observed = |name: &str| -> PyResult<i64> {
             let v = ev.getattr(name)?;
@@ -525,10 +654,12 @@ impl GstreamColumns {
              ev.getattr("bytes_read")?.extract::<u64>()?],
             [text("tier")?, text("cache_group")?],
             [observed("observed_hit_bytes")?, observed("observed_miss_bytes")?, observed("observed_bypass_bytes")?],
+            flag("observed_hit")?,
             text("origin")?,
             ev.getattr("seq")?.extract::<u64>()?,
         );
-        let (ts, [site, source, server, client, vo, path], [file_id, size, nbytes], [tier, group], [h, m, b], origin, seq) = row;
+        let (ts, [site, source, server, client, vo, path], [file_id, size, nbytes], [tier, group], [h, m, b], v, origin, seq) =
+            row;
         let k = &mut self.cols;
         k.ts.push(ts);
         k.site.push(site);
@@ -546,6 +677,7 @@ impl GstreamColumns {
         k.hit.push(h);
         k.miss.push(m);
         k.bypass.push(b);
+        k.verdict.push(v);
         k.origin.push(origin);
         k.seq.push(seq);
         Ok(())
@@ -575,6 +707,7 @@ impl GstreamColumns {
         d.set_item("observed_hit_bytes", PyArray1::from_vec(py, k.hit))?;
         d.set_item("observed_miss_bytes", PyArray1::from_vec(py, k.miss))?;
         d.set_item("observed_bypass_bytes", PyArray1::from_vec(py, k.bypass))?;
+        d.set_item("observed_hit", PyArray1::from_vec(py, k.verdict))?;
         d.set_item("origin", PyArray1::from_vec(py, k.origin))?;
         d.set_item("seq", PyArray1::from_vec(py, k.seq))?;
         Ok(d)
@@ -601,9 +734,29 @@ mod tests {
         ] {
             assert!(outcome(bad).is_none(), "{bad}");
         }
-        let Some(Outcome::Header(h, s)) = outcome(r#"{"code":"g","src":{"site":"S","host":"h1","port":1}}"#) else {
+        let Some(Outcome::Header(h, s, false)) = outcome(r#"{"code":"g","src":{"site":"S","host":"h1","port":1}}"#) else {
             panic!()
         };
         assert_eq!((h, s), ("h1", "S"));
+        let Some(Outcome::Header(h, _, true)) = outcome(r#"{"code":"=","src":{"host":"h2","pgm":"xrootd"}}"#) else {
+            panic!("the server ident is a header")
+        };
+        assert_eq!(h, "h2");
+    }
+
+    #[test]
+    fn the_verdict_is_whether_anything_came_from_the_origin() {
+        let verdict = |tail: &str| match outcome(&format!(r#"{{"event":"file_close","lfn":"/a","size":9,"b_hit":9,"attach_t":5{tail}}}"#)) {
+            Some(Outcome::Close(c)) => Some(c.verdict),
+            _ => None,
+        };
+        assert_eq!(verdict(r#","remotes":[]"#), Some(1));
+        assert_eq!(verdict(r#","remotes":["o:1094"]"#), Some(0));
+        assert_eq!(verdict(r#","remotes":[],"b_todisk":0,"b_prefetch":0"#), Some(1));
+        assert_eq!(verdict(r#","remotes":[],"b_todisk":4"#), Some(0));
+        assert_eq!(verdict(r#","remotes":[],"b_miss":1"#), Some(0));
+        assert_eq!(verdict(""), Some(-1));
+        assert_eq!(verdict(r#","remotes":"x""#), Some(-1));
+        assert_eq!(verdict(r#","b_todisk":"4""#), None); // Python converts or rejects it
     }
 }

@@ -13,7 +13,9 @@ pub(crate) enum Val<'a> {
     Null,
     /// an object: its byte range, braces included
     Obj(usize, usize),
-    /// any other valid value (negative or huge integer, true/false, array)
+    /// an array: its number of elements
+    Arr(usize),
+    /// any other valid value (negative or huge integer, true/false)
     Other,
 }
 
@@ -96,8 +98,12 @@ impl<'a> Json<'a> {
                 Some(Val::Obj(a, self.i))
             }
             b'[' => {
-                self.array(depth + 1, |_| Some(()))?;
-                Some(Val::Other)
+                let mut n = 0;
+                self.array(depth + 1, |_| {
+                    n += 1;
+                    Some(())
+                })?;
+                Some(Val::Arr(n))
             }
             b't' => self.word(b"true").map(|_| Val::Other),
             b'f' => self.word(b"false").map(|_| Val::Other),

@@ -5,9 +5,10 @@
 //! It takes only the messages whose outcome it can decide exactly as `decode_batch`'s msgspec
 //! path does: no backslash anywhere, every field once with a list of one length, integers
 //! within their column's range, text where text is due, an op name, null only in the observed
-//! counters, unknown keys holding valid JSON (msgspec skips them). Anything else gives None and
-//! the Python decoder's answer stands (its error message included). tests/python/test_messages.py
-//! compares both on encoded, mutated and Hypothesis messages.
+//! counters and flags (a flag 0 or 1), unknown keys holding valid JSON (msgspec skips them).
+//! Anything else gives None and the Python decoder's answer stands (its error message
+//! included). tests/python/test_messages.py compares both on encoded, mutated and Hypothesis
+//! messages.
 
 use crate::json::{Json, Val};
 use numpy::PyArray1;
@@ -16,7 +17,7 @@ use pyo3::types::{PyBytes, PyDict, PyString};
 use rustc_hash::FxHashMap;
 
 /// AccessEvent's fields in order (cachescope.events.FIELD_NAMES; a test checks they agree).
-pub const FIELDS: [&str; 18] = [
+pub const FIELDS: [&str; 19] = [
     "ts",
     "site",
     "source",
@@ -33,6 +34,7 @@ pub const FIELDS: [&str; 18] = [
     "observed_hit_bytes",
     "observed_miss_bytes",
     "observed_bypass_bytes",
+    "observed_hit",
     "origin",
     "seq",
 ];
@@ -44,6 +46,8 @@ enum Kind {
     U64,
     Op,
     Observed,
+    /// a nullable 0/1 (the contract's flag kind): int8, -1 for null
+    Flag,
 }
 
 fn kind(field: usize) -> Kind {
@@ -52,6 +56,7 @@ fn kind(field: usize) -> Kind {
         "file_id" | "file_size" | "bytes_read" | "seq" => Kind::U64,
         "op" => Kind::Op,
         "observed_hit_bytes" | "observed_miss_bytes" | "observed_bypass_bytes" => Kind::Observed,
+        "observed_hit" => Kind::Flag,
         _ => Kind::Text,
     }
 }
@@ -62,6 +67,7 @@ enum Column<'a> {
     I64(Vec<i64>),
     U64(Vec<u64>),
     U8(Vec<u8>),
+    I8(Vec<i8>),
 }
 
 impl Column<'_> {
@@ -71,6 +77,7 @@ impl Column<'_> {
             Column::I64(v) => v.len(),
             Column::U64(v) => v.len(),
             Column::U8(v) => v.len(),
+            Column::I8(v) => v.len(),
         }
     }
 }
@@ -83,6 +90,7 @@ fn column<'a>(j: &mut Json<'a>, field: usize) -> Option<Column<'a>> {
         Kind::Ts | Kind::Observed => Column::I64(Vec::new()),
         Kind::U64 => Column::U64(Vec::new()),
         Kind::Op => Column::U8(Vec::new()),
+        Kind::Flag => Column::I8(Vec::new()),
     };
     j.array(2, |v| {
         match (&mut col, k, v) {
@@ -90,6 +98,8 @@ fn column<'a>(j: &mut Json<'a>, field: usize) -> Option<Column<'a>> {
             (Column::I64(c), Kind::Ts, Val::Int(x)) if x <= i64::MAX as u64 => c.push(x as i64),
             (Column::I64(c), Kind::Observed, Val::Int(x)) if x <= i64::MAX as u64 => c.push(x as i64),
             (Column::I64(c), Kind::Observed, Val::Null) => c.push(-1), // NO_OBSERVATION
+            (Column::I8(c), Kind::Flag, Val::Int(x)) if x <= 1 => c.push(x as i8),
+            (Column::I8(c), Kind::Flag, Val::Null) => c.push(-1), // NO_OBSERVATION
             (Column::U64(c), _, Val::Int(x)) => c.push(x),
             (Column::U8(c), _, Val::Str(s)) => c.push(match s {
                 "read" => 0,
@@ -180,6 +190,7 @@ pub fn decode_message<'py>(py: Python<'py>, message: &Bound<'py, PyAny>) -> PyRe
             Column::I64(v) => d.set_item(name, PyArray1::from_vec(py, v))?,
             Column::U64(v) => d.set_item(name, PyArray1::from_vec(py, v))?,
             Column::U8(v) => d.set_item(name, PyArray1::from_vec(py, v))?,
+            Column::I8(v) => d.set_item(name, PyArray1::from_vec(py, v))?,
         }
     }
     Ok(Some((group.to_string(), d)))

@@ -32,5 +32,6 @@ def event_stream(n: int = 20_000, files: int = 400, seed: int = 1, start_us: int
         path=np.array([f"/atlas/rucio/f{r}" for r in ranks], dtype=object),
         cache_group=np.full(n, "site-A", dtype=object), observed_hit_bytes=hit, observed_miss_bytes=miss,
         observed_bypass_bytes=np.where(obs, 0, NO_OBSERVATION).astype(np.int64),
+        observed_hit=np.full(n, NO_OBSERVATION, dtype=np.int8),
         origin=np.full(n, "file:test-host:/var/log/xrootd/gstream.log", dtype=object),
     )

@@ -118,6 +118,38 @@ def test_whatif_equals_simulate_for_every_policy_and_size(client, data):
     same(whatif(client, policy="lru", size="1TiB", cache_group="SITE-A"), tib[("lru", 2**40)])
 
 
+def test_whatif_command_answers_as_the_route_does(data, tmp_path):
+    # `cachescope whatif --json`: one object per (policy, size), the route's answer, no server (a
+    # store of its own: chDB opens a store in one process at a time, and `client` holds the other)
+    from fastapi.testclient import TestClient
+
+    from api.core.config import Settings
+    from api.main import create_app
+
+    store = tmp_path / "store"
+    out = run("replay", "--format", "csv", "--site", "SITE-A", "--store", str(store), str(data["dir"] / "a.csv"))
+    assert out.returncode == 0, out.stderr
+    args = ["whatif", "--store", str(store), "--policy", "lru,arc", "--size", ",".join(SIZES),
+            "--from", FROM, "--to", TO, "--cache-group", "SITE-A", "--warmup", "1d"]
+    out = run(*args, "--json")
+    assert out.returncode == 0, out.stderr
+    got = [orjson.loads(line) for line in out.stdout.splitlines()]
+    table = run(*args)  # the table names the metrics in the field's words
+    assert table.returncode == 0 and "hit efficiency" in table.stdout and "transfer efficiency" in table.stdout
+    # one line and exit 1 for a group the store does not hold, 2 for bad usage
+    bad = run(*args[:-4], "--cache-group", "NOPE")
+    assert bad.returncode == 1 and "NOPE" in bad.stderr and "SITE-A" in bad.stderr and len(bad.stderr.splitlines()) == 1
+    usage = run("whatif", "--store", str(store), "--policy", "lru", "--size", "1TB", "--from", TO, "--to", FROM)
+    assert usage.returncode == 2 and "--to" in usage.stderr and "Traceback" not in usage.stderr
+    with TestClient(create_app(Settings(store_dir=store))) as own:
+        route = whatif(own, policy=["lru", "arc"], size=SIZES, cache_group="SITE-A", warmup="P1D")["results"]
+    assert [(g["policy"], g["size_bytes"]) for g in got] == [(r["policy"], r["size_bytes"]) for r in route]
+    for g, r in zip(got, route):
+        same(g, r)
+        assert g["hit_ratio"] == r["hit_ratio"] and g["byte_hit_ratio"] == r["byte_hit_ratio"]
+    assert sum(g["requests"] for g in got) > 0
+
+
 def test_warmup_feeds_the_cache_but_is_not_counted(client, data):
     rows = data["a"]
     cut = rows[len(rows) // 2][0]  # a timestamp half-way
@@ -150,7 +182,7 @@ def test_admission_filter_counts_excluded_reads_as_misses_never_inserted(client,
 
 
 def test_several_groups_merge_in_replay_order_with_the_split_by_group(client, data):
-    from api.whatif import WhatIf, run_whatif  # noqa: F401  (the library the route runs)
+    from cachescope.whatif import WhatIf, run_whatif  # noqa: F401  (the library the route runs)
     from cachescope import reads
 
     # the same accesses the store holds, in (ts, origin, seq) order, as a simulator trace

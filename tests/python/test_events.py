@@ -26,7 +26,8 @@ def _event(**kw):
         ts=1_700_000_000_000_000, site="MWT2", source="csv", server="pool1", client="", vo="atlas",
         path="/atlas/rucio/mc16_13TeV/61/1d/EVNT.18541195._000368.pool.root.1", file_id=U64_MAX,
         file_size=5 * 2**30, bytes_read=2**31, op="read", tier="EVNT", cache_group="MWT2",
-        observed_hit_bytes=None, observed_miss_bytes=None, observed_bypass_bytes=None, origin="file:h:/log", seq=0,
+        observed_hit_bytes=None, observed_miss_bytes=None, observed_bypass_bytes=None, observed_hit=None,
+        origin="file:h:/log", seq=0,
     )
     base.update(kw)
     return AccessEvent(**base)
@@ -42,7 +43,8 @@ def test_schema_is_valid_and_strict_on_u64_and_op():
     validator = jsonschema.Draft202012Validator(s)
     good = json.loads(encode_lines([_event()]))
     validator.validate(good)
-    for field, bad in (("file_id", U64_MAX + 1), ("file_size", -1), ("op", "stat"), ("observed_hit_bytes", "x")):
+    for field, bad in (("file_id", U64_MAX + 1), ("file_size", -1), ("op", "stat"), ("observed_hit_bytes", "x"),
+                       ("observed_hit", 2), ("observed_hit", -1)):
         doc = dict(good, **{field: bad})
         assert list(validator.iter_errors(doc)), field
     missing = dict(good)
@@ -54,7 +56,8 @@ def test_json_field_order_and_null_observed():
     line = encode_lines([_event()]).decode()
     assert list(json.loads(line)) == [
         "ts", "site", "source", "server", "client", "vo", "path", "file_id", "file_size", "bytes_read", "op",
-        "tier", "cache_group", "observed_hit_bytes", "observed_miss_bytes", "observed_bypass_bytes", "origin", "seq",
+        "tier", "cache_group", "observed_hit_bytes", "observed_miss_bytes", "observed_bypass_bytes", "observed_hit",
+        "origin", "seq",
     ]
     assert '"observed_hit_bytes":null' in line
     assert '"file_id":18446744073709551615' in line

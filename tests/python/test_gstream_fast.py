@@ -156,12 +156,34 @@ def test_edge_lines_agree():
         _close().replace('"size":1000', '"size":01000'), _close().replace('"size":1000', '"size":-0'),
         'g12345678901234567890123' + _HEADER, 'g12345678901234567890123' + _close(),
         _close(lfn="/same/path/AOD.1.root"), _close(lfn="/same/path/AOD.1.root", host="other"),
+        # the server ident, the verdict's keys, access_cnt growth, raw binary headers split by a newline byte
+        '{"code":"=","src":{"site":"S2","host":"id-host","pgm":"xrootd"}}', _close(), '{"code":"="}', _close(),
+        _close(remotes=["a", "b"]), _close(remotes="x"), _close(remotes=None), _close(remotes=_DROP),
+        _close(remotes={"a": 1}), _close(remotes=[], b_miss=0), _close(remotes=[], b_miss=0, b_todisk=0, b_prefetch=0),
+        _close(remotes=[], b_miss=0, b_todisk=5), _close(remotes=_DROP, b_miss=0, b_todisk=0), _close(b_todisk="5"),
+        _close(b_todisk=-1), _close(b_todisk=1.0), _close(b_prefetch=None), _close(b_todisk=True),
+        _close(b_prefetch=2**64), _close(remotes=[], b_miss=0, b_bypass=3),
+        _close(lfn="/c/AOD.2.root", access_cnt=1), _close(lfn="/c/AOD.2.root", access_cnt=5),
+        _close(lfn="/c/AOD.2.root", access_cnt=5), _close(lfn="/c/AOD.2.root", access_cnt=2, b_hit=0, b_miss=0),
+        _close(lfn="/c/AOD.2.root", access_cnt=4, b_hit=7, b_miss=0), _close(lfn="/c/AOD.2.root", access_cnt="9"),
+        _close(lfn="/c/AOD.2.root", access_cnt=0), _close(lfn="/c/AOD.2.root", access_cnt=2**64 - 1),
+        _close(lfn="/c/AOD.2.root", access_cnt=2**64), _close(lfn="/c/AOD.2.root", access_cnt=1.5),
+        _close(lfn="/c/AOD.2.root", access_cnt=True), _close(lfn="/c/AOD.2.root", access_cnt=None),
+        _close(lfn="/c/AOD.3.root", access_cnt=1, size=10), _close(lfn="/c/AOD.3.root", access_cnt=4, size=10, b_hit=95, b_miss=2),
+        _close(lfn="/c/AOD.3.root", access_cnt=70, size=10), _close(lfn="/c/AOD.3.root", access_cnt=71, host="h2"),
+        _close(lfn="/c/AOD.3.root", access_cnt=72, b_hit=0, b_miss=0, size=-1), _close(lfn="/c/AOD.3.root", access_cnt=74),
+        'g\x07', '\x0bUk\tD' + _close(), 'g', 'abc', 'Qk' + _close(lfn="/c/AOD.4.root"), 'abc', 'g' + '{' * 30,
+        'g\x01{\x02' + 'x' * 20 + _close(), _close(lfn="/c/AOD.2.root", access_cnt=6),
     ]
     _compare(lines)
     _compare(lines, server="srv0", site="SITE")
     assert type(_outcome(lines, True)) is tuple  # compared event by event, not as two equal errors
-    for line in (_close(b_hit=big), _close(b_miss=2**64 - 1)):  # fits the contract, not the int64 columns
-        assert _outcome([line], False) == _outcome([line], True) == "OverflowError: Python int too large to convert to C long"
+    for line in (_close(b_hit=big), _close(b_miss=2**64 - 1)):  # fits the contract: clamped to the bytes read
+        _compare([line])
+        cols = _outcome([line], True)[0]
+        assert cols.observed_hit_bytes.max() <= 1000 and cols.observed_miss_bytes.max() <= 1000
+    line = _close(b_hit=big, size=2**64 - 1)  # within the file size, beyond the int64 columns: both raise
+    assert _outcome([line], False) == _outcome([line], True) == "OverflowError: Python int too large to convert to C long"
 
 
 DELIMS = ['"', "{", "}", "[", "]", ":", ",", " ", "\t", "\\", "é", "-", "0", "1e5", ".5", "null", "true",

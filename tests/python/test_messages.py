@@ -20,7 +20,7 @@ def _event(i: int, **kw) -> AccessEvent:
              vo="atlas", path=f"/atlas/rucio/mc23/f{i}.root", file_id=2**64 - 1 - i, file_size=10 + i, bytes_read=i % 10,
              op=("read", "write", "delete")[i % 3], tier="DAOD_PHYS", cache_group="MWT2",
              observed_hit_bytes=None if i % 2 else i, observed_miss_bytes=None if i % 2 else 0,
-             observed_bypass_bytes=None, origin="file:h:/log", seq=i)
+             observed_bypass_bytes=None, observed_hit=None if i % 3 == 0 else i % 2, origin="file:h:/log", seq=i)
     d.update(kw)
     return AccessEvent(**d)
 
@@ -158,7 +158,8 @@ def test_messages_the_compiled_decoder_declines_get_pythons_answer(message):
                      (b'"op":["write"', b'"op":["stat"'), (b'"vo":["atlas"', b'"vo":[null'), (b'"seq":[1,', b'"seq":[true,'),
                      (b'"path":["', b'"path":["\\u00e9'), (b'"seq":[1,2]', b'"seq":[1]'), (b'"tier":', b'"tier_":'),
                      (b'"observed_hit_bytes":[null,', b'"observed_hit_bytes":[9223372036854775808,'),
-                     (b'"seq":[1,', b'"seq":[18446744073709551616,'), (b'"ts":[', b'"ts":[9223372036854775808,')]:
+                     (b'"seq":[1,', b'"seq":[18446744073709551616,'), (b'"ts":[', b'"ts":[9223372036854775808,'),
+                     (b'"observed_hit":[1,', b'"observed_hit":[2,'), (b'"observed_hit":[1,', b'"observed_hit":[-1,')]:
         assert old in full, old
         assert not _agree(full.replace(old, new, 1)), new
 
@@ -171,7 +172,8 @@ _TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x7f")
     "ts": st.integers(-2, 2**63 - 1), "site": _TEXT, "path": _TEXT, "file_id": st.integers(0, 2**64 - 1),
     "file_size": st.integers(0, 2**64 - 1), "bytes_read": st.integers(0, 2**64 - 1),
     "op": st.sampled_from(["read", "write", "delete"]), "tier": _TEXT,
-    "observed_hit_bytes": st.none() | st.integers(0, 2**64 - 1), "seq": st.integers(0, 2**64 - 1)}), max_size=6),
+    "observed_hit_bytes": st.none() | st.integers(0, 2**64 - 1), "observed_hit": st.none() | st.integers(0, 1),
+    "seq": st.integers(0, 2**64 - 1)}), max_size=6),
     _TEXT)
 def test_the_compiled_decoder_agrees_on_generated_messages(events, group):
     _agree(encode_batch(group, [_event(i, **e) for i, e in enumerate(events)]))

@@ -82,8 +82,9 @@ def test_exit_status(tmp_path: Path):
     assert unknown.exit_code == 2 and "unknown format" in unknown.stderr
     garbage = _write(tmp_path, "junk.txt", ["not a record", "{]", "a=b&c"])
     all_bad = runner.invoke(app, ["parse", "-f", "rucio-trace", str(garbage)])
-    assert all_bad.exit_code == 0 and all_bad.stdout == ""
-    assert len(all_bad.stderr.splitlines()) == 3
+    # no line usable: as unreadable as a damaged file (the rejects, then one line saying so)
+    assert all_bad.exit_code == 1 and all_bad.stdout == ""
+    assert len(all_bad.stderr.splitlines()) == 4 and "none of the 3 lines" in all_bad.stderr
     no_dir = runner.invoke(app, ["parse", "-f", "csv", "--rejects", str(tmp_path / "no" / "r.jsonl"), str(garbage)])
     assert no_dir.exit_code == 2 and "--rejects" in no_dir.stderr
     truncated = tmp_path / "t.gz"

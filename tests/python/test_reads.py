@@ -123,19 +123,21 @@ def test_residence_ages_add_up_at_every_resolution(filled):
     assert series["mean_age_s"].notna().any() and series["residence_s"].notna().any()
 
 
-def test_the_real_cache_hits_are_its_accesses_served_wholly_from_disk(filled):
+def test_the_real_cache_hits_are_its_accesses_with_nothing_fetched_from_the_origin(filled):
     store, _ = filled
     first, last = reads.time_span(store)
     real = reads.observed_series(store, first, last, 3600)
     assert real["hits"].sum() > 0 and (real["hits"] <= real["accesses"]).all()
     e = real["hit_efficiency"].dropna()
     assert len(e) and ((e >= 0) & (e <= 1)).all()
-    # the same count straight from the stored accesses (their XCache bytes)
+    # the same count straight from the stored accesses (the cache's verdict; its bytes where it has none)
     direct = store.query_frame(
-        "SELECT countIf(observed_hit_bytes > 0 AND ifNull(observed_miss_bytes, 0) = 0 AND "
-        "ifNull(observed_bypass_bytes, 0) = 0) AS hits, count() AS accesses FROM access_events FINAL "
+        "SELECT countIf(if(observed_hit IS NULL, observed_hit_bytes > 0 AND ifNull(observed_miss_bytes, 0) = 0 AND "
+        "ifNull(observed_bypass_bytes, 0) = 0, observed_hit = 1)) AS hits, countIf(observed_hit IS NOT NULL) AS "
+        "verdicts, count() AS accesses FROM access_events FINAL "
         "WHERE op = 'read' AND (observed_hit_bytes IS NOT NULL OR observed_miss_bytes IS NOT NULL)", {})
     assert int(direct["hits"].iloc[0]) == int(real["hits"].sum())
+    assert int(direct["verdicts"].iloc[0]) == int(direct["accesses"].iloc[0])  # the generator's records say
     assert int(direct["accesses"].iloc[0]) == int(real["accesses"].sum())
 
 

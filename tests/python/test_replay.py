@@ -102,3 +102,27 @@ def test_a_store_migrated_by_a_newer_cachescope_is_refused_in_one_line(tmp_path)
     assert "migrations [999] this code does not know" in out.stderr and len(out.stderr.strip().splitlines()) == 1
     with open_store(store_dir=tmp_path / "store") as store:
         assert store.query("SELECT count() FROM access_events").scalar() == before == 0
+
+
+def test_a_store_in_use_by_another_process_is_named_with_its_pid(tmp_path):
+    """chdb cannot share a store directory between processes; a second replay said
+    `Error initializing EmbeddedServer: . (BAD_ARGUMENTS)`."""
+    store = tmp_path / "store"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys\nfrom cachescope.store import open_store\n"
+                               f"st = open_store(store_dir={str(store)!r})\nprint('open', flush=True)\nsys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "open\n"
+        trace(tmp_path / "t.csv", 600)
+        out = run("replay", "--format", "csv", "--store", str(store), str(tmp_path / "t.csv"))
+        assert out.returncode == 1 and "Traceback" not in out.stderr
+        (line,) = out.stderr.strip().splitlines()
+        assert "in use by another process" in line and f"PID {holder.pid}" in line and str(store) in line
+        assert "BAD_ARGUMENTS" not in line
+    finally:
+        holder.stdin.close()
+        holder.wait()
+    # the holder is gone (the kernel dropped its lock with it): the store is free again
+    out = run("replay", "--format", "csv", "--store", str(store), str(tmp_path / "t.csv"))
+    assert out.returncode == 0, out.stderr

@@ -93,7 +93,9 @@ def test_a_signal_stops_cleanly_and_the_same_command_completes_the_store(logs, u
     store = tmp_path / "store"
     cmd = [CLI, "replay", "-f", "xrootd-collector", "--config", str(logs["config"]), "--store", str(store),
            str(logs["collector"])]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # SIGINT's default in the child: a suite run as a background job ignores SIGINT (inherited)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     # the handler is in place once the rejects file is open; the replay then runs for seconds
     while not (store / "rejects.jsonl").exists() and proc.poll() is None:
         threading.Event().wait(0.05)
@@ -143,3 +145,83 @@ def test_the_command_ends_without_teardown_and_leaves_the_whole_store_also_when_
     assert orjson.loads(first)["cache_group"] and "Traceback" not in err
     assert any("events/s" in line for line in err.splitlines())  # the summary still goes to stderr
     assert dump(store) == uninterrupted
+
+
+def _default_stop_signals() -> None:
+    # the test must not depend on what it inherited (CI may run it where SIGINT is ignored)
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, signal.SIG_DFL)
+
+
+@pytest.mark.parametrize("delay", [0.0, 1.0], ids=["while-starting", "while-parsing"])
+def test_sigterm_to_the_whole_process_group_stops_as_sigterm_and_the_rerun_completes(logs, uninterrupted, tmp_path,
+                                                                                      delay):
+    """systemd and container runtimes signal the whole group: the parse processes too (the input
+    is large enough to be parsed in one). The replay stops as on SIGTERM to itself: 143, resumable."""
+    import os
+
+    from runners.parse_streams import CHILD_MIN_BYTES
+
+    assert Path(logs["collector"]).stat().st_size >= CHILD_MIN_BYTES  # parsed in a child process
+    store = tmp_path / "store"
+    cmd = [CLI, "replay", "-f", "xrootd-collector", "--config", str(logs["config"]), "--store", str(store),
+           str(logs["collector"])]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, process_group=0,
+                            preexec_fn=_default_stop_signals)
+    while not (store / "rejects.jsonl").exists() and proc.poll() is None:
+        threading.Event().wait(0.01)
+    threading.Event().wait(delay)
+    os.killpg(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate()
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err and "ended unexpectedly" not in err
+    last = err.strip().splitlines()[-1]
+    assert "interrupted by SIGTERM" in last and "run the same command again" in last
+    rerun = subprocess.run(cmd, capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr
+    assert dump(store) == uninterrupted
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A tmpfs of 8 MiB (a disk that fills up during a replay); resized with remount."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mnt)], capture_output=True,
+                             text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs to fill up (needs root or CAP_SYS_ADMIN): {mounted.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_a_full_disk_is_said_with_its_path_and_the_rerun_after_freeing_space_completes_the_store(
+        logs, uninterrupted, small_disk):
+    store = small_disk / "store"
+    cmd = [CLI, "replay", "-f", "xrootd-collector", "--config", str(logs["config"]), "--store", str(store),
+           str(logs["collector"])]
+    full = subprocess.run(cmd, capture_output=True, text=True)
+    assert full.returncode == 1, full.stderr
+    last = full.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in full.stderr and "internal error" not in last and "NOT_ENOUGH_SPACE" not in last
+    assert "is full" in last and str(store) in last and "run the same command again" in last
+    subprocess.run(["mount", "-o", "remount,size=1g", str(small_disk)], check=True)  # space freed
+    rerun = subprocess.run(cmd, capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr
+    assert dump(store) == uninterrupted
+
+
+def test_a_full_disk_under_the_rejects_file_is_said_with_its_path(logs, small_disk, tmp_path):
+    filler = small_disk / "filler"
+    with open(filler, "wb") as f:  # leave the rejects a few kB
+        f.write(bytes((8 << 20) - (16 << 10)))
+    garbage = tmp_path / "garbage.jsonl"
+    garbage.write_text("".join(f"not a record {i}\n" for i in range(20_000)))
+    rejects = small_disk / "rejects.jsonl"
+    out = subprocess.run([CLI, "replay", "-f", "xrootd-collector", "--store", str(tmp_path / "store"),
+                          "--rejects", str(rejects), str(garbage)], capture_output=True, text=True)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    last = out.stderr.strip().splitlines()[-1]
+    assert "is full" in last and str(rejects) in last and "run the same command again" in last

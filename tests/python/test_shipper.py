@@ -89,3 +89,60 @@ def test_follower_leaves_a_partial_last_line(tmp_path):
         h.write(b"o\n")
     assert [l for l, _ in fol.lines()] == ["two\n"]
     fol.close()
+
+
+def _copytruncate_and_burst(log: Path, rows: range) -> None:
+    """logrotate's copytruncate, then the writer's burst: the file regrows past the shipper's old
+    offset before it looks again (same inode, a size above its offset)."""
+    import shutil
+
+    before = log.stat().st_size
+    shutil.copyfile(log, log.with_name(log.name + ".1"))
+    with log.open("r+") as f:
+        f.truncate(0)
+    csv_log(log, rows, header=False)
+    assert log.stat().st_size > before
+
+
+@pytest.mark.parametrize("how", ["following", "restarted"])
+def test_copytruncate_then_a_burst_past_the_old_offset_ships_every_line_exactly_once(kafka, tmp_path, how):
+    """Before: the shipper read on from its old offset in the new content: every line before it
+    lost, and the line across it cut in half and sent to the dead letters."""
+    log = tmp_path / "access.csv"
+    csv_log(log, range(1000))
+    topic = f"trunc-{uuid.uuid4().hex[:8]}"
+    url = f"kafka://{kafka.bootstrap}/{topic}"
+    state = tmp_path / "state.json"
+
+    def shipper() -> Shipper:
+        return Shipper("csv", str(log), url, config=load_config(), shipper_id=topic, state_file=str(state),
+                       batch_events=300)
+
+    sh = shipper()
+    try:
+        if how == "following":
+            checks = []
+
+            def stop() -> bool:  # called each time the shipper is at the end of the file
+                checks.append(1)
+                if len(checks) == 1:  # everything so far is shipped: rotate before it looks again
+                    _copytruncate_and_burst(log, range(1000, 2500))
+                    return False
+                return True
+
+            sh.run(follow=True, poll_seconds=0, stop=stop)
+        else:
+            sh.run()
+            sh.close()
+            _copytruncate_and_burst(log, range(1000, 2500))
+            sh = shipper()  # resumes from the committed position: same inode, offset below the size
+            sh.run()
+    finally:
+        sh.close()
+    seqs = sorted(e["seq"] for e in topic_items(kafka.bootstrap, topic))
+    assert seqs == list(range(2500))  # none lost, none twice
+    assert topic_items(kafka.bootstrap, topic + ".rejects") == []  # no half line
+    health = topic_items(kafka.bootstrap, topic + ".health")
+    assert sum(h.get("truncated", 0) for h in health) == 1
+    assert sum(h["events"] for h in health) == 2500
+    assert orjson.loads(state.read_bytes())["offset"] == log.stat().st_size

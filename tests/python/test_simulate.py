@@ -267,15 +267,28 @@ def test_ctrl_c_stops_a_streamed_simulate_waiting_on_its_input(sizes):
     import signal
     import time
 
+    import fcntl
+    import termios
+
     r, w = os.pipe()
+    # SIGINT's default in the child: a suite run as a background job ignores SIGINT, and an ignored
+    # disposition is inherited (Python then installs no handler of its own)
     proc = subprocess.Popen(CLI + ["simulate", "-", "--policy", "lru,arc", "--size", sizes, "--json"], stdin=r,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     os.close(r)
     try:
         os.write(w, b"timestamp,obj_id,obj_size\n1,1,5\n2,2,5\n")
-        time.sleep(1.0)  # started and waiting for more input
+        # started and waiting for more input: the engine's reader has taken what was written
+        # (bytes still in the pipe, FIONREAD), however long the start took on a loaded machine
+        pending = bytearray(4)
+        while True:
+            fcntl.ioctl(w, termios.FIONREAD, pending)
+            if int.from_bytes(pending, "little") == 0 or proc.poll() is not None:
+                break
+            time.sleep(0.05)
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=120)  # a hang guard: without the cancel it never ends
+        out, err = proc.communicate(timeout=600)  # a hang guard: without the cancel it never ends
     finally:
         os.close(w)
         proc.kill()

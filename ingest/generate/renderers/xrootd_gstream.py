@@ -17,6 +17,9 @@ def render_xrootd_gstream(w: Workload) -> Iterator[Line]:
     caches = server_names(w, "xcache")
     paths = Paths(w, "xcache")
     sizes = w.catalogue.size.tolist()
+
+    def remotes(s: int) -> str:  # the origin it fetched from; [] when nothing was fetched (a real hit)
+        return f'["origin.{domain(w.sites[s])}:1094"]'
     # XCache flushes a packet per cache every 60 s ('mongstream pfc flush 60s'): a header, then the
     # records closed in that window; packets of all caches arrive interleaved by window.
     reads = np.flatnonzero(w.op == OP_READ)
@@ -49,5 +52,5 @@ def render_xrootd_gstream(w: Workload) -> Iterator[Line]:
         yield i, s, emit, (f'{{"event":"file_close","lfn":"{paths(f, s)}","size":{size},"blk_size":{blk},'
                            f'"n_blks":{n_blks},"n_blks_done":{min(n_blks, (h + m + blk - 1) // blk)},"access_cnt":1,'
                            f'"attach_t":{t // 1_000_000},"detach_t":{end // 1_000_000},'
-                           f'"remotes":["origin.{domain(w.sites[s])}:1094"],"b_hit":{h},"b_miss":{m},'
+                           f'"remotes":{remotes(s) if m or b else "[]"},"b_hit":{h},"b_miss":{m},'
                            f'"b_bypass":{b},"b_todisk":{m},"b_prefetch":0,"n_cks_errs":0}}')

@@ -1,0 +1,153 @@
+"""`parse` and `replay` against hostile inputs (issue 28): a line over the 16 MiB bound is refused
+with the file, the line and its byte offset; a gzip bomb and a file of random bytes stay in
+bounded memory (peak RSS of the command, with its parse processes, from wait4); a rejected line is
+kept as a prefix; an input of which every line is rejected exits 1."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import zlib
+from pathlib import Path
+
+import orjson
+import pytest
+
+from cachescope.compressed import MAX_LINE_BYTES
+from ingest.generate import make_workload, write
+from ingest.pipeline import REJECT_TEXT_CHARS
+
+CLI = str(Path(sys.executable).parent / "cachescope")
+MiB = 1 << 20
+
+
+def run(*args: str) -> tuple[int, str, str, float]:
+    """(exit code, stdout, stderr, peak RSS in MiB of the command and its waited-for children)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen([CLI, *args], stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return proc.returncode, out.read().decode(), err.read().decode(), usage.ru_maxrss / 1024
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory) -> list[str]:
+    d = tmp_path_factory.mktemp("records")
+    path = write("xrootd-collector", make_workload(200, days=1, sites=1, servers=1, seed=3), d / "c.jsonl",
+                 single_file=True)[0]
+    return Path(path).read_text().splitlines()
+
+
+@pytest.fixture(scope="module")
+def bomb(tmp_path_factory) -> Path:
+    """256 MiB of zeros in a few hundred kB of gzip: one line 16 times the bound."""
+    path = tmp_path_factory.mktemp("bomb") / "zeros.jsonl.gz"
+    c = zlib.compressobj(9, wbits=31)
+    zeros = bytes(MiB)
+    with open(path, "wb") as f:
+        for _ in range(256):
+            f.write(c.compress(zeros))
+        f.write(c.flush())
+    assert path.stat().st_size < MiB
+    return path
+
+
+def test_parse_refuses_a_line_over_the_bound_naming_file_line_and_offset(tmp_path, records):
+    head = "\n".join(records[:5]) + "\n"
+    path = tmp_path / "long.jsonl"
+    with open(path, "w") as f:
+        f.write(head)
+        f.write("x" * (MAX_LINE_BYTES + 10) + "\n")
+        f.write("\n".join(records[5:]) + "\n")
+    code, out, err, _ = run("parse", "-f", "xrootd-collector", str(path))
+    assert code == 1
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert str(path) in err and "line 6" in err and f"byte {len(head.encode()):,}" in err and "16 MiB" in err
+    assert len(out.splitlines()) == 5  # the events before it were written
+
+
+def test_a_line_at_the_bound_is_a_reject_kept_as_a_prefix(tmp_path, records):
+    path = tmp_path / "big.jsonl"
+    long_line = "y" * (MAX_LINE_BYTES - 1)
+    path.write_text(records[0] + "\n" + long_line + "\n" + records[1] + "\n")
+    code, out, err, _ = run("parse", "-f", "xrootd-collector", "--rejects", str(tmp_path / "r.jsonl"), str(path))
+    assert code == 0, err
+    assert len(out.splitlines()) == 2
+    (rec,) = [orjson.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
+    assert rec["line"] == 2
+    assert rec["text"].startswith("y" * REJECT_TEXT_CHARS) and len(rec["text"]) < REJECT_TEXT_CHARS + 100
+    assert f"{len(long_line) - REJECT_TEXT_CHARS:,} more characters" in rec["text"]
+
+
+def test_a_gzip_bomb_is_refused_in_bounded_memory(tmp_path, bomb):
+    code, out, err, parse_rss = run("parse", "-f", "xrootd-collector", str(bomb))
+    assert code == 1 and out == ""
+    assert str(bomb) in err and "line 1 " in err and "decompressed data" in err and "16 MiB" in err
+    # before the bound the whole 256 MiB line was held (as bytes and as text): over 600 MiB
+    assert parse_rss < 250, parse_rss
+
+    baseline = run("replay", "-f", "xrootd-collector", "--store", str(tmp_path / "s0"), str(_tiny(tmp_path)))
+    assert baseline[0] == 0, baseline[2]
+    code, _, err, replay_rss = run("replay", "-f", "xrootd-collector", "--store", str(tmp_path / "s1"), str(bomb))
+    assert code == 1 and "16 MiB" in err and str(bomb) in err and "Traceback" not in err
+    assert replay_rss < baseline[3] + 150, (replay_rss, baseline[3])
+
+
+def _tiny(tmp_path: Path) -> Path:
+    path = tmp_path / "tiny.jsonl"
+    write("xrootd-collector", make_workload(200, days=1, sites=1, servers=1, seed=5), path, single_file=True)
+    return path
+
+
+def test_replay_of_random_bytes_streams_its_rejects_in_bounded_memory(tmp_path):
+    """A file of garbage big enough for a parse process: before, the process kept every reject
+    until a batch of events came (none does), then sent them all at once (807 MiB for 64 MiB)."""
+    import random
+
+    path = tmp_path / "garbage.bin"
+    rng = random.Random(7)
+    with open(path, "wb") as f:
+        for _ in range(24):
+            f.write(rng.randbytes(MiB))
+    text = path.read_bytes().decode("utf-8", "replace").split("\n")
+    usable = sum(1 for line in text if line.rstrip("\r\n") and not line.isspace())  # the parser's blank lines
+    baseline = run("replay", "-f", "xrootd-collector", "--store", str(tmp_path / "s0"), str(_tiny(tmp_path)))
+    store = tmp_path / "store"
+    code, _, err, rss = run("replay", "-f", "xrootd-collector", "--store", str(store), str(path))
+    assert code == 1 and "nothing usable was read" in err and "Traceback" not in err
+    rejects = (store / "rejects.jsonl").read_bytes().splitlines()
+    assert len(rejects) == usable and f"{usable:,} rejected" in err  # every line reported
+    assert {orjson.loads(r)["file"] for r in rejects[:: len(rejects) // 50]} == {str(path)}
+    # before: every reject held by the parse process, then sent at once (+300 MiB for 24 MiB)
+    assert rss < baseline[3] + 120, (rss, baseline[3])
+
+
+def test_an_input_with_no_usable_line_exits_1_for_parse_and_replay(tmp_path, records):
+    junk = tmp_path / "junk.txt"
+    junk.write_text("not a record\n{]\n\na=b&c\n")
+    code, out, err, _ = run("parse", "-f", "rucio-trace", str(junk))
+    assert code == 1 and out == ""
+    last = err.strip().splitlines()[-1]
+    assert "none of the 3 lines" in last and str(junk) in last and "--format" in last
+    assert len(err.strip().splitlines()) == 4  # the three rejects, then the one error line
+
+    good = tmp_path / "good.jsonl"
+    good.write_text("\n".join(records) + "\n")
+    code, _, err, _ = run("replay", "-f", "xrootd-collector", "--store", str(tmp_path / "s"), str(good), str(junk))
+    assert code == 1
+    last = err.strip().splitlines()[-1]
+    assert "nothing usable was read" in last and str(junk) in last and "all 3 lines rejected" in last
+    assert str(good) not in last
+    # a file with usable lines among rejects is a success; an empty one is not "unusable"
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text(records[0] + "\nnot a record\n")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    for path in (mixed, empty):
+        assert run("parse", "-f", "xrootd-collector", str(path))[0] == 0
+    assert run("replay", "-f", "xrootd-collector", "--store", str(tmp_path / "s2"), str(mixed), str(empty))[0] == 0
