@@ -107,3 +107,44 @@ class BodyLimitMiddleware:
 
 class _TooBig(Exception):
     pass
+
+
+class CollectMetrics:
+    """`serve --collect`: the collector's counts as Prometheus metrics (read when scraped; the
+    collector's thread keeps counting meanwhile, so a scrape that races it is retried)."""
+
+    def __init__(self, assembler):
+        self.assembler = assembler
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily
+
+        for _ in range(5):
+            try:
+                stats = self.assembler.stats
+                streams = list(self.assembler.streams.values())
+                lost = [(s.name, s.origin, kind, n) for s in streams for kind, n in list(s.lost.items())]
+                dropped = list(stats.dropped.items())
+                break
+            except RuntimeError:  # a dict changed size while being read
+                continue
+        else:
+            return
+        simple = (("datagrams", "datagrams received", stats.datagrams),
+                  ("events", "access events decoded", stats.events),
+                  ("duplicate_datagrams", "datagrams received twice (dropped)", stats.duplicates),
+                  ("rejected", "records rejected", stats.rejected))
+        for name, doc, value in simple:
+            m = CounterMetricFamily(f"cachescope_collect_{name}", doc)
+            m.add_metric([], value)
+            yield m
+        m = CounterMetricFamily("cachescope_collect_lost_datagrams", "datagrams missing from a server's packet "
+                                "sequence, by server, stream origin and stream kind", labels=["server", "origin", "stream"])
+        for server, origin, kind, n in lost:
+            m.add_metric([server, origin, kind], n)
+        yield m
+        m = CounterMetricFamily("cachescope_collect_dropped_datagrams", "undecodable datagrams, by kind",
+                                labels=["kind"])
+        for kind, n in dropped:
+            m.add_metric([kind], n)
+        yield m

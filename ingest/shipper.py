@@ -250,6 +250,44 @@ def rd_ensure_topics(bootstrap: str, topics: Sequence[tuple[str, dict]]) -> None
         raise _rd_error(bootstrap, "creating topics", exc) from None
 
 
+def read_compacted(bootstrap: str, topic: str, group_id: str, keep: Callable[[bytes], bool]) -> dict[bytes, bytes]:
+    """The last committed value of every key of `topic` (partition 0) that `keep` accepts, read up
+    to the end as it is now (a state topic: a shipper's position, collect's next seq per origin)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+
+    found: dict[bytes, bytes] = {}
+    consumer = Consumer(_rd_config(
+        bootstrap, **{"group.id": group_id, "enable.auto.commit": False, "isolation.level": "read_committed",
+                      "fetch.wait.max.ms": 10, "enable.partition.eof": True}))  # EOF: the end of the committed records
+    try:
+        tp = TopicPartition(topic, 0, OFFSET_BEGINNING)
+        # read up to the end as it is now: an EOF stops at the last stable offset, which another
+        # shipper's open transaction may hold back before this shipper's last record
+        end = consumer.get_watermark_offsets(tp, _RD_TIMEOUT, cached=False)[1]
+        consumer.assign([tp])
+        deadline = time.monotonic() + _RD_TIMEOUT
+        done = end == 0
+        while not done:
+            if time.monotonic() > deadline:
+                raise KafkaUnavailable(f"Kafka at {bootstrap}: reading topic {topic} took more "
+                                       f"than {_RD_TIMEOUT:.0f} s (is the broker running and reachable?)")
+            for msg in consumer.consume(10_000, 0.05):  # returns at 10,000 or 50 ms
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        done = msg.offset() >= end
+                        continue
+                    raise KafkaException(err)
+                key = msg.key()
+                if key is not None and msg.value() and keep(key):
+                    found[key] = msg.value()
+    except KafkaException as exc:
+        raise _rd_error(bootstrap, f"reading topic {topic}", exc) from None
+    finally:
+        consumer.close()
+    return found
+
+
 class RdKafkaSink:
     """`KafkaSink` on confluent-kafka: the file shipper's events and dead-letter topics, one
     transaction per batch; `mark(sink)` adds the read position with `sink.send`."""
@@ -286,10 +324,11 @@ class RdKafkaSink:
 
     def commit(self, events: list, rejects: Sequence[tuple[Location, RejectRecord]],
                mark: Callable[["RdKafkaSink"], None], by_reason: dict[str, int], lines: int | None = None,
-               truncated: int = 0) -> None:
+               truncated: int = 0, counts: dict[str, int] | None = None) -> None:
         """One transaction: events by cache group, malformed lines, then mark(self); by_reason
         (lines rejected or skipped, counted by the parser) goes to the metrics once it commits;
-        truncated: times the input was found truncated in place since the last transaction.
+        truncated: times the input was found truncated in place since the last transaction;
+        `counts` into the health record (see ingest.health).
         Raises (after aborting) when the transaction fails: nothing of it is visible then."""
         from confluent_kafka import KafkaException
 
@@ -302,7 +341,7 @@ class RdKafkaSink:
                 rejected, skipped = _split_reasons(rejects, by_reason)
                 self.send(self.health_topic, self.id.encode(), health_record(
                     self.id, self.fmt, len(events) + sum(by_reason.values()) if lines is None else lines,
-                    len(events), rejected, skipped, truncated=truncated))
+                    len(events), rejected, skipped, truncated=truncated, counts=counts))
                 mark(self)
                 producer.commit_transaction(_RD_TIMEOUT)
             except BaseException:
@@ -546,39 +585,10 @@ class Shipper:
 
     def _load_position(self) -> Position:
         """The committed position from Kafka, or the state file, whichever is further."""
-        from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
-
-        committed = None
         key = self.id.encode()
-        consumer = Consumer(_rd_config(
-            self.bootstrap, **{"group.id": f"cachescope-shipper-state-{self.id}", "enable.auto.commit": False,
-                               "isolation.level": "read_committed", "fetch.wait.max.ms": 10,
-                               "enable.partition.eof": True}))  # EOF: the end of the committed records
-        try:
-            tp = TopicPartition(self.state_topic, 0, OFFSET_BEGINNING)
-            # read up to the end as it is now: an EOF stops at the last stable offset, which another
-            # shipper's open transaction may hold back before this shipper's last record
-            end = consumer.get_watermark_offsets(tp, _RD_TIMEOUT, cached=False)[1]
-            consumer.assign([tp])
-            deadline = time.monotonic() + _RD_TIMEOUT
-            done = end == 0
-            while not done:
-                if time.monotonic() > deadline:
-                    raise KafkaUnavailable(f"Kafka at {self.bootstrap}: reading topic {self.state_topic} took more "
-                                           f"than {_RD_TIMEOUT:.0f} s (is the broker running and reachable?)")
-                for msg in consumer.consume(10_000, 0.05):  # returns at 10,000 or 50 ms
-                    err = msg.error()
-                    if err is not None:
-                        if err.code() == KafkaError._PARTITION_EOF:
-                            done = msg.offset() >= end
-                            continue
-                        raise KafkaException(err)
-                    if msg.key() == key and msg.value():
-                        committed = Position.from_json(msg.value())
-        except KafkaException as exc:
-            raise _rd_error(self.bootstrap, f"reading topic {self.state_topic}", exc) from None
-        finally:
-            consumer.close()
+        found = read_compacted(self.bootstrap, self.state_topic, f"cachescope-shipper-state-{self.id}",
+                               lambda k: k == key)
+        committed = Position.from_json(found[key]) if key in found else None
         local = None
         if self.state_file and self.state_file.exists():
             local = Position.from_json(self.state_file.read_bytes())
