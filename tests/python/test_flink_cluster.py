@@ -147,3 +147,74 @@ def test_submit_sh_runs_the_job_on_the_cluster_and_the_store_is_what_the_core_co
     wait_rows(cluster, job, database, {t: len(df) for t, df in want.items()})
     assert job_state(cluster, job) == "RUNNING"
     assert_store_equals(database, want)
+
+
+def halves(tmp: Path, events: int, seed: int) -> tuple[list[str], int]:
+    """Generated lines and a split point at a file close past the middle."""
+    lines = generate(tmp / "all.log", events, seed=seed)
+    return lines, next(i for i in range(len(lines) // 2, len(lines)) if '"file_close"' in lines[i])
+
+
+def test_sigkill_of_a_taskmanager_mid_stream_restarts_from_the_last_checkpoint_and_changes_nothing(
+        cluster, kafka, clickhouse, database, kafka_topic, tmp_path):
+    lines, head = halves(tmp_path, 16_000, seed=11)
+    log = tmp_path / "gstream.log"
+    log.write_text("".join(lines[:head]))
+    ship(log, kafka.bootstrap, kafka_topic)
+    first = len(topic_items(kafka.bootstrap, kafka_topic))
+    job = submit(cluster, tmp_path, kafka, clickhouse, kafka_topic, database.database, "--parallelism", "2")
+    wait_rows(cluster, job, database, {"access_events": first})
+    done = completed_checkpoints(cluster, job)
+    wait("a checkpoint holding the first half", lambda: completed_checkpoints(cluster, job) > done)
+    with log.open("a") as f:
+        f.write("".join(lines[head:]))
+    ship(log, kafka.bootstrap, kafka_topic)
+    # both TaskManagers run a subtask (parallelism 2, one slot each): the first one dies as soon
+    # as rows of the second half are written, and a replacement is started
+    wait("part of the second half written", lambda: row_count(database, "access_events") > first)
+    victim = cluster.taskmanager_pids()[0]
+    os.kill(victim, signal.SIGKILL)
+    print(f"killed TaskManager {victim} with {row_count(database, 'access_events')} raw events stored", flush=True)
+    wait("the TaskManager's exit", lambda: not os.path.exists(f"/proc/{victim}")
+         or open(f"/proc/{victim}/stat").read().split()[2] == "Z")
+    cluster.env = services("start", "flink", "--taskmanagers", "2")
+    assert victim not in cluster.taskmanager_pids()
+    events = topic_items(kafka.bootstrap, kafka_topic)
+    want = expected(events, load_config().pipeline, finish=False)
+    wait_rows(cluster, job, database, {t: len(df) for t, df in want.items()})
+    wait("the job running again", lambda: job_state(cluster, job) == "RUNNING")
+    restored = cluster.get(f"/jobs/{job}/checkpoints")["latest"]["restored"]
+    assert restored and restored["id"] > done, "the job did not restart from a checkpoint"
+    assert_store_equals(database, want)
+
+
+def test_stop_with_savepoint_at_parallelism_1_and_resume_at_2_changes_nothing(
+        cluster, kafka, clickhouse, database, kafka_topic, tmp_path):
+    lines, head = halves(tmp_path, 12_000, seed=5)
+    log = tmp_path / "gstream.log"
+    log.write_text("".join(lines[:head]))
+    ship(log, kafka.bootstrap, kafka_topic)
+    first = len(topic_items(kafka.bootstrap, kafka_topic))
+    job = submit(cluster, tmp_path, kafka, clickhouse, kafka_topic, database.database, "--parallelism", "1")
+    wait_rows(cluster, job, database, {"access_events": first})
+    p = subprocess.run([sys.executable, str(REPO / "flink-jobs" / "stop_with_savepoint.py"), cluster.rest,
+                        (tmp_path / "savepoints").as_uri()], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    savepoint = p.stdout.strip()
+    assert savepoint.startswith("file:") and (Path(savepoint.removeprefix("file:")) / "_metadata").exists()
+    assert job_state(cluster, job) == "FINISHED"
+    with log.open("a") as f:
+        f.write("".join(lines[head:]))
+    ship(log, kafka.bootstrap, kafka_topic)
+    job2 = submit(cluster, tmp_path, kafka, clickhouse, kafka_topic, database.database, "--parallelism", "2",
+                  restore=savepoint)
+    assert cluster.get(f"/jobs/{job2}/plan")["plan"]["nodes"][-1]["parallelism"] in (1, 2)
+    assert max(n["parallelism"] for n in cluster.get(f"/jobs/{job2}/plan")["plan"]["nodes"]) == 2
+    events = topic_items(kafka.bootstrap, kafka_topic)
+    want = expected(events, load_config().pipeline, finish=False)
+    wait_rows(cluster, job2, database, {t: len(df) for t, df in want.items()})
+    assert_store_equals(database, want)
+    # nothing left to stop: one line, exit 1
+    again = subprocess.run([sys.executable, str(REPO / "flink-jobs" / "stop_with_savepoint.py"), cluster.rest],
+                           capture_output=True, text=True)
+    assert again.returncode == 0 or (again.returncode == 1 and len(again.stderr.splitlines()) == 1)
