@@ -133,22 +133,6 @@ def completed_checkpoints(cluster: Cluster, job: str) -> int:
 
 # --------------------------------------------------------------------------- tests
 
-def test_submit_sh_runs_the_job_on_the_cluster_and_the_store_is_what_the_core_computes(
-        cluster, kafka, clickhouse, database, kafka_topic, tmp_path):
-    log = tmp_path / "gstream.log"
-    generate(log, 8_000)
-    ship(log, kafka.bootstrap, kafka_topic)
-    events = topic_items(kafka.bootstrap, kafka_topic)
-    job = submit(cluster, tmp_path, kafka, clickhouse, kafka_topic, database.database, "--parallelism", "2")
-    again = subprocess.run(["bash", str(REPO / "flink-jobs" / "submit.sh"), cluster.rest, "--"],
-                           capture_output=True, text=True, env=dict(os.environ, PYTHON=sys.executable))
-    assert again.returncode == 0 and "already runs" in again.stdout, again.stdout + again.stderr
-    want = expected(events, load_config().pipeline, finish=False)
-    wait_rows(cluster, job, database, {t: len(df) for t, df in want.items()})
-    assert job_state(cluster, job) == "RUNNING"
-    assert_store_equals(database, want)
-
-
 def halves(tmp: Path, events: int, seed: int) -> tuple[list[str], int]:
     """Generated lines and a split point at a file close past the middle."""
     lines = generate(tmp / "all.log", events, seed=seed)
@@ -196,6 +180,9 @@ def test_stop_with_savepoint_at_parallelism_1_and_resume_at_2_changes_nothing(
     ship(log, kafka.bootstrap, kafka_topic)
     first = len(topic_items(kafka.bootstrap, kafka_topic))
     job = submit(cluster, tmp_path, kafka, clickhouse, kafka_topic, database.database, "--parallelism", "1")
+    again = subprocess.run(["bash", str(REPO / "flink-jobs" / "submit.sh"), cluster.rest, "--"],
+                           capture_output=True, text=True, env=dict(os.environ, PYTHON=sys.executable))
+    assert again.returncode == 0 and "already runs" in again.stdout, again.stdout + again.stderr
     wait_rows(cluster, job, database, {"access_events": first})
     p = subprocess.run([sys.executable, str(REPO / "flink-jobs" / "stop_with_savepoint.py"), cluster.rest,
                         (tmp_path / "savepoints").as_uri()], capture_output=True, text=True)
@@ -218,3 +205,92 @@ def test_stop_with_savepoint_at_parallelism_1_and_resume_at_2_changes_nothing(
     again = subprocess.run([sys.executable, str(REPO / "flink-jobs" / "stop_with_savepoint.py"), cluster.rest],
                            capture_output=True, text=True)
     assert again.returncode == 0 or (again.returncode == 1 and len(again.stderr.splitlines()) == 1)
+
+
+@pytest.fixture(scope="module")
+def kafka3(tmp_path_factory):
+    """Three KRaft brokers (scripts/services start kafka --brokers 3) in a var/ of their own."""
+    env = dict(os.environ, CACHESCOPE_VAR_DIR=str(tmp_path_factory.mktemp("kafka3-var")))
+    p = subprocess.run([str(SERVICES), "start", "kafka", "--brokers", "3"], capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        pytest.fail(f"scripts/services start kafka --brokers 3 failed:\n{p.stderr}", pytrace=False)
+    e = services_env("kafka", env)
+    yield type("Kafka3", (), {"bootstrap": e["KAFKA_BOOTSTRAP"], "env": e})
+    subprocess.run([str(SERVICES), "stop", "kafka"], capture_output=True, env=env)
+
+
+def end_offset(bootstrap: str, topic: str) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "offsets-probe"})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)[1]
+    finally:
+        c.close()
+
+
+def partition_leader(bootstrap: str, topic: str) -> int:
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=30).topics[topic].partitions[0].leader
+
+
+def test_sigkill_of_the_partition_leader_while_shippers_produce_loses_and_doubles_nothing(
+        cluster, kafka3, clickhouse, database, kafka_topic, tmp_path):
+    import threading
+
+    from ingest.pipeline import LineParser
+
+    assert len(kafka3.bootstrap.split(",")) == 3
+    lines = generate(tmp_path / "all.log", 30_000, seed=13)
+    head = next(i for i in range(len(lines) // 10, len(lines)) if '"file_close"' in lines[i])
+    (tmp_path / "a.log").write_text("".join(lines[:head]))
+    (tmp_path / "b.log").write_text("".join(lines[head:]))
+    ship(tmp_path / "a.log", kafka3.bootstrap, kafka_topic)  # creates the topics: replicated by the brokers' defaults
+    from confluent_kafka.admin import AdminClient
+
+    meta = AdminClient({"bootstrap.servers": kafka3.bootstrap}).list_topics(timeout=30)
+    for t in (kafka_topic, kafka_topic + ".rejects"):
+        assert len(meta.topics[t].partitions[0].replicas) == 3, f"{t} is not replicated"
+    job = submit(cluster, tmp_path, kafka3, clickhouse, kafka_topic, database.database, "--parallelism", "1")
+    shipped: list[BaseException | None] = []
+    # a second shipper (its own transactional id) writes the rest while the leader dies
+    sh = threading.Thread(target=_ship_to, args=(tmp_path / "b.log", kafka3.bootstrap, kafka_topic, shipped))
+    sh.start()
+    leader = partition_leader(kafka3.bootstrap, kafka_topic)
+    first = end_offset(kafka3.bootstrap, kafka_topic)
+    wait("the second shipper's first transaction", lambda: end_offset(kafka3.bootstrap, kafka_topic) > first, 0.02)
+    pid = int(kafka3.env["KAFKA_PIDS"].split(",")[leader - 1])
+    os.kill(pid, signal.SIGKILL)
+    print(f"killed broker {leader} (pid {pid}), the leader of {kafka_topic}, while the second shipper produced "
+          f"({row_count(database, 'access_events')} raw events stored)", flush=True)
+    assert sh.is_alive() or not shipped, "the second shipper finished before the leader died"
+    sh.join()
+    assert shipped == [None], f"the shipper failed when the leader died: {shipped}"
+    wait("another leader", lambda: partition_leader(kafka3.bootstrap, kafka_topic) not in (leader, -1))
+    # end to end from the log files: every parsed event once in Kafka, once in the store
+    parsed = LineParser("xrootd-gstream", config=load_config(), on_reject=lambda r: None).parse_all(lines)
+    events = [e for e in topic_items(kafka3.bootstrap, kafka_topic) if "file_id" in e]
+    assert len(events) == len(parsed)
+    ids = {(e["cache_group"], e["ts"], e["origin"], e["seq"]) for e in events}
+    assert len(ids) == len(events), "an event was written twice into Kafka"
+    want = expected(events, load_config().pipeline, finish=False)
+    wait_rows(cluster, job, database, {t: len(df) for t, df in want.items()})
+    assert_store_equals(database, want)
+
+
+def _ship_to(log: Path, bootstrap: str, topic: str, result: list) -> None:
+    from ingest.shipper import Shipper
+
+    try:
+        # small transactions: the shipper is mid-stream for seconds
+        sh = Shipper("xrootd-gstream", str(log), f"kafka://{bootstrap}/{topic}", config=load_config(),
+                     shipper_id=topic + "-b", batch_events=100)
+        try:
+            sh.run()
+        finally:
+            sh.close()
+    except BaseException as e:  # the test reports it
+        result.append(e)
+    else:
+        result.append(None)
