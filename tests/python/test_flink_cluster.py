@@ -294,3 +294,45 @@ def _ship_to(log: Path, bootstrap: str, topic: str, result: list) -> None:
         result.append(e)
     else:
         result.append(None)
+
+
+def test_sigkill_of_the_jobmanager_and_resubmission_from_the_newest_retained_checkpoint_changes_nothing(
+        cluster, kafka, clickhouse, database, kafka_topic, tmp_path):
+    """No HA here (the Kubernetes deployment has it): the JobManager is started again by
+    scripts/services, the TaskManagers that outlived it re-register, and submit.sh resumes the job
+    from the newest checkpoint under CHECKPOINT_DIR, as compose's flink-submit does on restart."""
+    lines, head = halves(tmp_path, 12_000, seed=17)
+    log = tmp_path / "gstream.log"
+    log.write_text("".join(lines[:head]))
+    ship(log, kafka.bootstrap, kafka_topic)
+    first = len(topic_items(kafka.bootstrap, kafka_topic))
+    job = submit(cluster, tmp_path, kafka, clickhouse, kafka_topic, database.database, "--parallelism", "1")
+    wait_rows(cluster, job, database, {"access_events": first})
+    done = completed_checkpoints(cluster, job)
+    wait("a checkpoint holding the first half", lambda: completed_checkpoints(cluster, job) > done)
+    with log.open("a") as f:
+        f.write("".join(lines[head:]))
+    ship(log, kafka.bootstrap, kafka_topic)
+    jm = int(cluster.env["FLINK_JOBMANAGER_PID"])
+    os.kill(jm, signal.SIGKILL)
+    print(f"killed JobManager {jm} with {row_count(database, 'access_events')} raw events stored", flush=True)
+    wait("the JobManager's exit", lambda: not os.path.exists(f"/proc/{jm}")
+         or open(f"/proc/{jm}/stat").read().split()[2] == "Z")
+    cluster.env = services("start", "flink", "--taskmanagers", "2")
+    assert int(cluster.env["FLINK_JOBMANAGER_PID"]) != jm
+    newest = max((tmp_path / "checkpoints").glob("*/chk-*/_metadata"), key=lambda m: m.stat().st_mtime).parent
+    job2 = submit(cluster, tmp_path, kafka, clickhouse, kafka_topic, database.database, "--parallelism", "1")
+    restored = None
+
+    def restored_from_checkpoint() -> bool:
+        nonlocal restored
+        restored = (cluster.get(f"/jobs/{job2}/checkpoints").get("latest") or {}).get("restored")
+        return restored is not None or job_state(cluster, job2) == "RUNNING" and completed_checkpoints(cluster, job2) > 0
+
+    wait("the resubmitted job running", restored_from_checkpoint)
+    events = topic_items(kafka.bootstrap, kafka_topic)
+    want = expected(events, load_config().pipeline, finish=False)
+    wait_rows(cluster, job2, database, {t: len(df) for t, df in want.items()})
+    restored = cluster.get(f"/jobs/{job2}/checkpoints")["latest"]["restored"]
+    assert restored and Path(restored["external_path"].removeprefix("file:")) == newest
+    assert_store_equals(database, want)
