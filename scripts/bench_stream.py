@@ -16,7 +16,9 @@ Kafka and ClickHouse with scripts/services when they are not running and stops w
 `scripts/services start flink --taskmanagers N` (started with N = --parallelism when it is not
 running) and adds its checkpoints' count, duration and size (Flink REST). --kill-taskmanager-after
 S SIGKILLs a TaskManager S seconds after the first write, starts a replacement, and reports the
-recovery time (kill to the job's next write).
+recovery time (kill to the job's next write). Kill the TaskManager that runs the job: at
+--parallelism 1 with two TaskManagers the first may be idle; at --parallelism N with N
+TaskManagers each runs a subtask.
 """
 
 from __future__ import annotations
