@@ -239,7 +239,8 @@ def rd_ensure_topics(bootstrap: str, topics: Sequence[tuple[str, dict]]) -> None
     admin = AdminClient(_rd_config(bootstrap))
     try:
         existing = set(admin.list_topics(timeout=_RD_TIMEOUT).topics)
-        missing = [NewTopic(name, 1, 1, config=config) for name, config in topics if name not in existing]
+        # the broker's default.replication.factor: a replicated cluster keeps every topic replicated
+        missing = [NewTopic(name, 1, config=config) for name, config in topics if name not in existing]
         for future in (admin.create_topics(missing).values() if missing else ()):
             try:
                 future.result()
