@@ -118,10 +118,11 @@ class LineTooLong(InputError):
                                  "record (a binary or damaged file?); the lines before it were read")
 
 
-class _LineBound(io.RawIOBase):
+class _LineBound(io.BufferedIOBase):
     """The bytes of a stream, refusing a line longer than `limit`: raises LineTooLong once that
     many bytes follow the last newline, so a reader above never holds more than one bounded line
-    (every whole line before it has been returned: they precede the chunk that raises)."""
+    (every whole line before it has been returned: they precede the block that raises). A
+    buffered stream itself (read1 passes the inner stream's blocks on, no copy)."""
 
     def __init__(self, inner: IO[bytes], source: str, limit: int, compressed: bool):
         super().__init__()
@@ -133,11 +134,11 @@ class _LineBound(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:  # type: ignore[override]
-        data = self.inner.read1(len(buffer)) if hasattr(self.inner, "read1") else self.inner.read(len(buffer))
+    def read1(self, size: int = -1) -> bytes:  # type: ignore[override]
+        data = self.inner.read1(size if size > 0 else _CHUNK)  # type: ignore[attr-defined]
         n = len(data)
         if not n:
-            return 0
+            return data
         first = data.find(b"\n")
         # the line running into this block ends in it (at `first`) or goes on past its end; the
         # lines that start in it are shorter than a block
@@ -148,8 +149,12 @@ class _LineBound(io.RawIOBase):
             self.lines += data.count(b"\n")
             self.line_start = self.offset + data.rfind(b"\n") + 1
         self.offset += n
-        buffer[:n] = data
-        return n
+        return data
+
+    def read(self, size: int | None = -1) -> bytes:  # type: ignore[override]
+        if size is not None and size >= 0:
+            return self.read1(size)
+        return b"".join(iter(self.read1, b""))
 
     def close(self) -> None:
         try:
@@ -186,4 +191,4 @@ def open_bounded(source: str | Path, max_line: int = MAX_LINE_BYTES) -> IO[bytes
     stream = open_decompressed(source)
     name = "stdin" if str(source) == "-" else str(source)
     compressed = isinstance(stream, io.BufferedReader) and isinstance(stream.raw, _Decompressed)
-    return io.BufferedReader(_LineBound(stream, name, max_line, compressed), _CHUNK)  # type: ignore[arg-type]
+    return _LineBound(stream, name, max_line, compressed)
