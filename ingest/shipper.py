@@ -408,6 +408,7 @@ class FileFollower:
         self.pos = pos
         self.fh = None
         self.truncations = 0
+        self.switches = 0  # times reading moved to another file or to the start (nothing read may be more)
         self._open(resume=True)
 
     def _open(self, resume: bool) -> bool:
@@ -419,15 +420,16 @@ class FileFollower:
         same_inode = resume and self.pos.inode == st.st_ino
         if same_inode and self.pos.offset <= st.st_size and self._head_matches(fh):
             fh.seek(self.pos.offset)
-        else:  # a new file (first start, rotated while we were away, or truncated in place)
-            if same_inode and self.pos.offset:
-                self.truncations += 1
+        elif not (same_inode and self.pos.offset):  # a new file (first start, or rotated while we were away)
+            self.switches += 1
             self.pos.inode, self.pos.offset, self.pos.line = st.st_ino, 0, 0
             self.pos.head, self.pos.head_len = "", 0
         self.pos.path = self.path
         if self.fh:
             self.fh.close()
         self.fh = fh
+        if fh.tell() != self.pos.offset:  # truncated in place while we were away
+            self._truncated()
         return True
 
     def _head_matches(self, fh) -> bool:
@@ -444,10 +446,44 @@ class FileFollower:
             self._truncated()
 
     def _truncated(self) -> None:
+        """The file was truncated in place. Lines written after our last read and before the
+        truncation are in logrotate's copy (a sibling that starts with the bytes we read, at
+        least as long as our offset): its rest is read first, then the file from its start, as
+        after a rotation."""
+        self.truncations += 1
+        self.switches += 1
+        copy = self._find_copy()
+        if copy is not None:
+            copy.seek(self.pos.offset)
+            self.fh.close()
+            self.fh = copy
+            self.pos.inode = os.fstat(copy.fileno()).st_ino  # at its end, the path's file is another
+            return
         self.fh.seek(0)
         self.pos.offset, self.pos.line = 0, 0
         self.pos.head, self.pos.head_len = "", 0
-        self.truncations += 1
+
+    def _find_copy(self):
+        if self.pos.head_len == 0:
+            return None
+        folder, base = os.path.split(self.path)
+        live = os.fstat(self.fh.fileno()).st_ino
+        try:
+            names = sorted(os.listdir(folder or "."))
+        except OSError:
+            return None
+        for name in names:
+            if name == base or not name.startswith(base) or name.endswith((".gz", ".zst", ".bz2", ".xz")):
+                continue
+            try:
+                fh = open(os.path.join(folder, name), "rb")
+            except OSError:
+                continue
+            st = os.fstat(fh.fileno())
+            if st.st_ino != live and st.st_size >= self.pos.offset and self._head_matches(fh):
+                return fh
+            fh.close()
+        return None
 
     def _extend_head(self) -> None:
         """Take the identity from up to HEAD_BYTES consumed bytes (checked against the shorter one
@@ -648,6 +684,7 @@ class Shipper:
             while True:
                 first_line = follower.pos.line
                 limit = self.batch_events if max_lines is None else min(self.batch_events, max_lines - shipped)
+                switches = follower.switches
                 chunk = follower.read_lines(limit)
                 shipped += len(chunk)
                 if chunk:
@@ -668,6 +705,8 @@ class Shipper:
                     if shipped == max_lines:
                         settle()
                         return self.pos
+                    continue
+                if follower.switches != switches:  # at the end of one file, the next may have lines now
                     continue
                 settle()
                 if not follow or stop():
