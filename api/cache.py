@@ -1,7 +1,8 @@
 """A short-lived cache of read answers, single-flight: a dashboard opened by many people asks the
 same questions at once, and results change only when a window closes (every minute at most).
 Concurrent identical requests wait for the first one's answer instead of each querying the
-store (chDB serves one query at a time)."""
+store (chDB serves one query at a time) — with the cache off too (`seconds` 0 keeps no finished
+answer, but identical requests in flight still share one computation)."""
 
 from __future__ import annotations
 
@@ -16,15 +17,16 @@ from fastapi import Request, Response
 
 
 class AnswerCache:
-    def __init__(self, seconds: float, entries: int = 512):
+    def __init__(self, seconds: float, entries: int = 512, counter=None):
         self.seconds, self.entries = seconds, entries
+        #: answers computed, answers shared with a request in flight, answers from the cache
+        self.computed = self.joined = self.cached = 0
+        self._counter = counter  # a prometheus Counter labelled by outcome, or None
         self._lock = threading.Lock()
         self._done: OrderedDict[str, tuple[float, Response]] = OrderedDict()
         self._running: dict[str, Future] = {}
 
     def get(self, request: Request, compute: Callable[[], Response]) -> Response:
-        if self.seconds <= 0:
-            return compute()
         # the scopes are part of the key: an answer may depend on them (compare replays only for whatif)
         scopes = "+".join(sorted(request.app.state.auth.scopes(request)))
         key = scopes + " " + request.url.path + "?" + "&".join(sorted(f"{k}={v}" for k, v in request.query_params.multi_items()))
@@ -40,6 +42,10 @@ class AnswerCache:
             owner = hit is None and fut is None
             if owner:
                 fut = self._running[key] = Future()
+            outcome = "computed" if owner else "joined" if hit is None else "cached"
+            setattr(self, outcome, getattr(self, outcome) + 1)
+        if self._counter is not None:
+            self._counter.labels(outcome).inc()
         if hit is not None:  # compressed outside the lock: the other requests need not wait for it
             return _copy(hit[1], gz)
         if not owner:
@@ -54,7 +60,7 @@ class AnswerCache:
         entry = _Entry(answer)
         with self._lock:
             self._running.pop(key, None)
-            if answer.status_code == 200:
+            if answer.status_code == 200 and self.seconds > 0:
                 self._done[key] = (time.monotonic(), entry)
                 while len(self._done) > self.entries:
                     self._done.popitem(last=False)

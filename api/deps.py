@@ -89,9 +89,13 @@ class Auth:
         return found
 
 
-def require(scope: str):
+def require(scope: str, *alternatives: str):
+    """A dependency: the token has `scope` (or one of `alternatives`)."""
+    accepted = {scope, *alternatives}
+
     # async: a hash and a comparison, no I/O; a sync dependency would cost a thread hop per request
     async def check(request: Request) -> None:
-        if scope not in request.app.state.auth.scopes(request):
-            raise ApiError(403, "authorization", f"this token lacks the {scope!r} scope", "header")
+        if not accepted & request.app.state.auth.scopes(request):
+            raise ApiError(403, "authorization", f"this token lacks the {' or '.join(map(repr, sorted(accepted)))} "
+                                                 "scope", "header")
     return Depends(check)

@@ -11,10 +11,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.core.config import Settings
 from api.cache import AnswerCache
-from api.deps import Auth, StorePool
+from api.deps import Auth, StorePool, require
 from api.errors import ApiError, api_error, error_body, unexpected, validation_error
 from api.limits import Limits
 from api.metrics import BodyLimitMiddleware, LatencyMiddleware, Metrics
+from api.security import SecurityHeadersMiddleware
 from api.series_index import SeriesIndex
 from api.routes import alerts, compare, configs, efficiency, health, mrc, recommend, whatif
 
@@ -25,7 +26,7 @@ cache beside its shadows, what-if replays of the stored accesses and size recomm
 
 Sizes accept `10TB`, `10TiB` or bytes; times are ISO-8601 (UTC when no offset is given); every
 error is JSON naming the bad field. Send `Authorization: Bearer TOKEN` when the server has tokens
-(scopes `read` and `whatif`)."""
+(scopes `read` and `whatif`; `metrics` for GET /metrics alone)."""
 
 
 def create_app(settings: Settings | None = None, stores: StorePool | None = None) -> FastAPI:
@@ -53,7 +54,7 @@ def create_app(settings: Settings | None = None, stores: StorePool | None = None
     app.state.auth = Auth(settings.tokens())
     app.state.metrics = metrics
     app.state.limits = Limits(settings, metrics)
-    app.state.answers = AnswerCache(settings.answer_cache_seconds)
+    app.state.answers = AnswerCache(settings.answer_cache_seconds, counter=metrics.answers)
     app.state.series = SeriesIndex(max_rows=settings.series_copy_max_rows,
                                    check_seconds=settings.series_copy_check_seconds)
 
@@ -71,7 +72,8 @@ def create_app(settings: Settings | None = None, stores: StorePool | None = None
     for r in (efficiency, mrc, compare, whatif, recommend, configs, alerts):
         app.include_router(r.router, prefix="/v1")
 
-    @app.get("/metrics", include_in_schema=False)
+    # with tokens configured the metrics need one too: they show the traffic and what-if load
+    @app.get("/metrics", include_in_schema=False, dependencies=[require("metrics", "read")])
     def prometheus() -> Response:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -84,8 +86,14 @@ def create_app(settings: Settings | None = None, stores: StorePool | None = None
                            allow_headers=["Authorization", "Content-Type"])
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
     app.add_middleware(LatencyMiddleware, metrics=metrics)
+    app.add_middleware(SecurityHeadersMiddleware)  # outermost: every answer, refusals included
     if STATIC.is_dir():  # the built-in page, when its files are there
+        from fastapi.responses import FileResponse
         from fastapi.staticfiles import StaticFiles
+
+        @app.get("/favicon.ico", include_in_schema=False)
+        def favicon() -> FileResponse:  # asked by browsers and tools that ignore the page's <link rel=icon>
+            return FileResponse(STATIC / "favicon.svg", media_type="image/svg+xml")
 
         app.mount("/", StaticFiles(directory=STATIC, html=True), name="static")
     return app

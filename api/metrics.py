@@ -18,6 +18,8 @@ class Metrics:
                                         registry=self.registry, buckets=(.1, .25, .5, 1, 2, 3, 5, 10, 20, 60, 120, 300))
         self.whatif_rows = Counter("cachescope_whatif_rows_scanned", "stored accesses read by what-if replays",
                                    registry=self.registry)
+        self.answers = Counter("cachescope_api_answers", "read answers: computed, joined (shared with an identical "
+                               "request in flight) or cached", ["outcome"], registry=self.registry)
         self.whatif_refused = Counter("cachescope_whatif_refused", "what-if replays refused (too many at once)",
                                       registry=self.registry)
 
@@ -42,10 +44,28 @@ class LatencyMiddleware:
         try:
             await self.app(scope, receive, send_status)
         finally:
-            # no route has path parameters, so a matched path is its own template; anything
-            # unmatched shares one label (bounded cardinality)
-            path = scope.get("path", "") if scope.get("route") is not None else "unmatched"
-            self.metrics.latency.labels(scope.get("method", ""), path, str(status["code"])).observe(time.perf_counter() - t0)
+            self.metrics.latency.labels(method_label(scope.get("method", "")), route_label(scope),
+                                        str(status["code"])).observe(time.perf_counter() - t0)
+
+
+#: every label value comes from a fixed set: a client must not grow the registry (any method
+#: string or path would otherwise become a label value of its own)
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+def method_label(method: str) -> str:
+    return method if method in METHODS else "other"
+
+
+def route_label(scope) -> str:
+    """The matched API route's path template (FastAPI sets `route`); the page's files and
+    anything unknown share one label."""
+    route = scope.get("route")
+    if route is None:
+        return "unmatched"
+    if getattr(route, "param_convertors", None):  # a template (without the router's prefix)
+        return getattr(route, "path_format", "unmatched")
+    return scope.get("path", "")  # a route without parameters matches one path: its own template
 
 
 class BodyLimitMiddleware:
@@ -87,3 +107,44 @@ class BodyLimitMiddleware:
 
 class _TooBig(Exception):
     pass
+
+
+class CollectMetrics:
+    """`serve --collect`: the collector's counts as Prometheus metrics (read when scraped; the
+    collector's thread keeps counting meanwhile, so a scrape that races it is retried)."""
+
+    def __init__(self, assembler):
+        self.assembler = assembler
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily
+
+        for _ in range(5):
+            try:
+                stats = self.assembler.stats
+                streams = list(self.assembler.streams.values())
+                lost = [(s.name, s.origin, kind, n) for s in streams for kind, n in list(s.lost.items())]
+                dropped = list(stats.dropped.items())
+                break
+            except RuntimeError:  # a dict changed size while being read
+                continue
+        else:
+            return
+        simple = (("datagrams", "datagrams received", stats.datagrams),
+                  ("events", "access events decoded", stats.events),
+                  ("duplicate_datagrams", "datagrams received twice (dropped)", stats.duplicates),
+                  ("rejected", "records rejected", stats.rejected))
+        for name, doc, value in simple:
+            m = CounterMetricFamily(f"cachescope_collect_{name}", doc)
+            m.add_metric([], value)
+            yield m
+        m = CounterMetricFamily("cachescope_collect_lost_datagrams", "datagrams missing from a server's packet "
+                                "sequence, by server, stream origin and stream kind", labels=["server", "origin", "stream"])
+        for server, origin, kind, n in lost:
+            m.add_metric([server, origin, kind], n)
+        yield m
+        m = CounterMetricFamily("cachescope_collect_dropped_datagrams", "undecodable datagrams, by kind",
+                                labels=["kind"])
+        for kind, n in dropped:
+            m.add_metric([kind], n)
+        yield m

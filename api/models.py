@@ -7,16 +7,34 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from cachescope.specs import MAX_CAPACITY
 from cachescope.units import SizeError, parse_size
 
 SizeValue = Union[int, str]
 
 
+def no_bool_or_float(v: Any) -> Any:
+    """A before-validator of size fields: lax parsing took JSON `true` and `1.5` as 1 byte."""
+    for x in v if isinstance(v, list) else [v]:
+        if isinstance(x, (bool, float)):
+            raise ValueError(f"{str(x).lower()} is not a size: give a string like \"10TB\" or \"10TiB\", "
+                             "or an integer of bytes")
+    return v
+
+
 def size_bytes(v: SizeValue) -> int:
     try:
-        return parse_size(v if isinstance(v, int) and not isinstance(v, bool) else str(v))
+        return parse_size(v)
     except SizeError as e:
         raise ValueError(str(e)) from None
+
+
+def capacity_bytes(v: SizeValue) -> int:
+    """A cache size the engine can simulate (sizes up to 2^64-1 are valid elsewhere, e.g. filters)."""
+    n = size_bytes(v)
+    if n > MAX_CAPACITY:
+        raise ValueError(f"size {v!r}: a simulated cache holds at most 2^63-1 bytes (9.2 EB)")
+    return n
 
 
 class ErrorItem(BaseModel):
@@ -40,6 +58,8 @@ class Admission(BaseModel):
     model_config = ConfigDict(extra="forbid")
     exclude_tiers: list[str] = Field(default=[], max_length=256, description="tiers never inserted (still requests and misses)")
     max_file_size: Optional[SizeValue] = Field(None, description="files above this size are not inserted: 10GB, 10GiB or bytes")
+
+    _strict_size = field_validator("max_file_size", mode="before")(no_bool_or_float)
 
     @field_validator("max_file_size")
     @classmethod
@@ -87,6 +107,8 @@ class WhatIfRequest(BaseModel):
             raise ValueError(f"unknown policy {', '.join(map(str, bad))[:200]}; known: {', '.join(POLICIES)}")
         return v
 
+    _strict_sizes = field_validator("size", mode="before")(no_bool_or_float)
+
     @field_validator("size")
     @classmethod
     def _sizes(cls, v):
@@ -94,7 +116,7 @@ class WhatIfRequest(BaseModel):
         if not items:
             raise ValueError("give at least one size")
         for s in items:
-            size_bytes(s)
+            capacity_bytes(s)
         return v
 
     @field_validator("cache_group")
@@ -108,7 +130,7 @@ class WhatIfRequest(BaseModel):
         return [p.lower() for p in ([self.policy] if isinstance(self.policy, str) else self.policy)]
 
     def sizes(self) -> list[int]:
-        return [size_bytes(s) for s in (self.size if isinstance(self.size, list) else [self.size])]
+        return [capacity_bytes(s) for s in (self.size if isinstance(self.size, list) else [self.size])]
 
     @property
     def single(self) -> bool:

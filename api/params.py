@@ -11,6 +11,7 @@ import pandas as pd
 from api.errors import ApiError
 from cachescope import reads
 from cachescope.config.durations import parse_duration_us
+from cachescope.specs import MAX_CAPACITY
 from cachescope.store import Store
 from cachescope.units import SizeError, parse_size
 
@@ -78,18 +79,32 @@ def one_size(value: str, field: str) -> int:
     return got[0]
 
 
+def one_capacity(value: str, field: str) -> int:
+    """One size of a cache to simulate: at most 2^63-1 bytes (the engine's bound), else a 422."""
+    n = one_size(value, field)
+    if n > MAX_CAPACITY:
+        raise ApiError(422, field, f"{field} {value!r}: a simulated cache holds at most 2^63-1 bytes (9.2 EB)")
+    return n
+
+
 def groups_of(store: Store, cache_group: list[str] | None, site: str | None) -> list[str]:
     """Cache groups asked for; a site adds (or, alone, means) the groups of that site."""
     groups = split(cache_group)
     if site:
-        df = reads.cache_groups(store)
-        of_site = [str(g) for g, s in zip(df.get("cache_group", []), df.get("site", [])) if s == site]
-        if not of_site:
-            raise ApiError(422, "site", f"no cache group of site {site!r} in the store")
+        of_site = site_groups(store, [site])
         groups = [g for g in groups if g in of_site] if groups else of_site
         if not groups:
             raise ApiError(422, "cache_group", f"none of these cache groups belongs to site {site!r}")
     return groups
+
+
+def site_groups(store: Store, sites: list[str], where: str = "query") -> list[str]:
+    """The cache groups of `sites` (the read layer's rule: an unknown site is a 422 naming the
+    known ones, for every route alike)."""
+    try:
+        return reads.site_cache_groups(store, sites)
+    except reads.UnknownName as e:
+        raise ApiError(422, e.field, str(e), where) from None
 
 
 def iso(col) -> list[str]:

@@ -19,6 +19,8 @@ _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 #: step can expand to
 _CHUNK = 1 << 16
 _SLICE = 4 << 10
+#: compressed bytes of zstd per decoder call (its blocks of zeros expand ~32,000 times)
+_ZSTD_SLICE = 512
 #: decompressed bytes one gzip step may give (a gzip of zeros expands 1,000 times)
 _OUT = 1 << 20
 #: the longest line a log reader accepts (as `simulate`'s CSV reader): a longer one is not a log
@@ -40,6 +42,8 @@ class _Decompressed(io.RawIOBase):
         self.pending = b""
         self.at = 0  # bytes of `pending` already returned
         self.tail, self.tail_pos, self.tail_at = b"", 0, 0  # the compressed chunk in hand, where it starts
+        # gzip caps each step's output itself (max_length); zstd cannot: smaller slices bound it
+        self.slice = _SLICE if kind == "gzip" else _ZSTD_SLICE
         self.decoder = self._new_decoder()
         self.fed = False  # the current decoder has been given bytes (a member/frame is open)
 
@@ -66,11 +70,20 @@ class _Decompressed(io.RawIOBase):
                     return 0
                 self.tail, self.tail_pos, self.tail_at = chunk, 0, self.offset
                 self.offset += len(chunk)
-            # in slices, so a corruption is located to within _SLICE bytes
-            at = self.tail_at + self.tail_pos
-            data = self.tail[self.tail_pos:self.tail_pos + _SLICE]
-            self.pending, used = self._feed(data, at)
-            self.tail_pos += used
+            # in slices, so a corruption is located to within a slice, and what one step expands
+            # to stays small (zstd: 512 bytes of a bomb give up to 16 MiB); several slices make a
+            # step's output, up to _CHUNK
+            out, size = [], 0
+            while self.tail_pos < len(self.tail) and size < _CHUNK:
+                at = self.tail_at + self.tail_pos
+                piece, used = self._feed(self.tail[self.tail_pos:self.tail_pos + self.slice], at)
+                self.tail_pos += used
+                if not used and not piece:  # never expected: a decoder that takes nothing
+                    self.tail_pos = len(self.tail)
+                if piece:
+                    out.append(piece)
+                    size += len(piece)
+            self.pending = out[0] if len(out) == 1 else b"".join(out)
         n = min(len(buffer), len(self.pending) - self.at)
         buffer[:n] = self.pending[self.at:self.at + n]
         self.at += n
@@ -95,7 +108,7 @@ class _Decompressed(io.RawIOBase):
             else:
                 out, left = decoder.decompress(data), 0
         except Exception as exc:  # zlib.error, zstandard.ZstdError
-            raise InputError(self.source, at, f"corrupt {self.kind} data ({exc}) in the {_SLICE:,} bytes "
+            raise InputError(self.source, at, f"corrupt {self.kind} data ({exc}) in the {self.slice:,} bytes "
                                               "from") from None
         if decoder.eof:
             left = len(decoder.unused_data)
@@ -118,10 +131,11 @@ class LineTooLong(InputError):
                                  "record (a binary or damaged file?); the lines before it were read")
 
 
-class _LineBound(io.RawIOBase):
+class _LineBound(io.BufferedIOBase):
     """The bytes of a stream, refusing a line longer than `limit`: raises LineTooLong once that
     many bytes follow the last newline, so a reader above never holds more than one bounded line
-    (every whole line before it has been returned: they precede the chunk that raises)."""
+    (every whole line before it has been returned: they precede the block that raises). A
+    buffered stream itself (read1 passes the inner stream's blocks on, no copy)."""
 
     def __init__(self, inner: IO[bytes], source: str, limit: int, compressed: bool):
         super().__init__()
@@ -133,11 +147,11 @@ class _LineBound(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:  # type: ignore[override]
-        data = self.inner.read1(len(buffer)) if hasattr(self.inner, "read1") else self.inner.read(len(buffer))
+    def read1(self, size: int = -1) -> bytes:  # type: ignore[override]
+        data = self.inner.read1(size if size > 0 else _CHUNK)  # type: ignore[attr-defined]
         n = len(data)
         if not n:
-            return 0
+            return data
         first = data.find(b"\n")
         # the line running into this block ends in it (at `first`) or goes on past its end; the
         # lines that start in it are shorter than a block
@@ -148,8 +162,12 @@ class _LineBound(io.RawIOBase):
             self.lines += data.count(b"\n")
             self.line_start = self.offset + data.rfind(b"\n") + 1
         self.offset += n
-        buffer[:n] = data
-        return n
+        return data
+
+    def read(self, size: int | None = -1) -> bytes:  # type: ignore[override]
+        if size is not None and size >= 0:
+            return self.read1(size)
+        return b"".join(iter(self.read1, b""))
 
     def close(self) -> None:
         try:
@@ -186,4 +204,4 @@ def open_bounded(source: str | Path, max_line: int = MAX_LINE_BYTES) -> IO[bytes
     stream = open_decompressed(source)
     name = "stdin" if str(source) == "-" else str(source)
     compressed = isinstance(stream, io.BufferedReader) and isinstance(stream.raw, _Decompressed)
-    return io.BufferedReader(_LineBound(stream, name, max_line, compressed), _CHUNK)  # type: ignore[arg-type]
+    return _LineBound(stream, name, max_line, compressed)

@@ -12,9 +12,8 @@ Decisions written into the contract:
   the mover ends; no start is derived from a duration). Replays order by (`ts`, `seq`).
 * `bytes_read` is the bytes this access moved: for reads the bytes delivered to the client,
   for writes the bytes written, 0 for deletes. It never exceeds `file_size`: a record reporting
-  more (re-reads inside one open, merged XCache accesses) is clamped to `file_size`, the parse
-  statistics count the clamp, and for cache records `observed_*` keep the cache's own raw
-  counters, so `observed_hit + observed_miss + observed_bypass > bytes_read` shows it.
+  more (re-reads inside one open, merged XCache accesses) is clamped to `file_size` and the
+  parse statistics count the clamp (a cache record's `observed_*` bytes are clamped with it).
 * `observed_*` are null unless the record comes from a real cache (XCache g-stream, cinfo
   reporter, collector cache events). The byte fields split what this access read by where the
   cache took it from: `observed_miss_bytes` fetched from the origin and stored,
@@ -22,12 +21,14 @@ Decisions written into the contract:
   (served from its disk or RAM, including blocks another read was already fetching). When the
   cache's counters add up to more than `bytes_read` (re-reads inside one open, opens merged into
   one record) they are clamped to it: miss first, then bypass, then hit takes what is left, so
-  hit + miss + bypass <= bytes_read and `observed_hit_bytes` never exceeds the bytes read (the
-  parse statistics count the clamp).
+  hit + miss + bypass <= bytes_read and `observed_hit_bytes` never exceeds the bytes read. With
+  prefetching, `b_hit` still holds bytes that were in flight from the origin (XRootD 5.5 has no
+  per-access count of fetched bytes): the real cache's transfer efficiency stays overstated.
 * `observed_hit` is the real cache's own verdict on the access: 1 when nothing was fetched from
   the origin for it (XrdPfc's g-stream `remotes` is empty and, in XRootD 5.7+, `b_todisk` and
-  `b_prefetch` are 0; no bypass bytes), 0 when something was, null when the record does not say
-  (no `remotes` nor `b_todisk`: cinfo reporter documents, the collector's cache events). It is
+  `b_prefetch` are 0; no miss or bypass bytes), 0 when something was, null when the record does
+  not say (none of `remotes`, `b_todisk`, `b_prefetch`: cinfo reporter documents, the
+  collector's cache events). It is
   not `b_miss == 0`: XrdPfc counts a block already being fetched (prefetch, another client) as
   a hit, so a cold read with prefetching reports `b_miss = 0` (306 of 327 first reads in the
   xcache-lab). Consumers count a real cache's hits from it, and only where it is null from the
@@ -37,8 +38,8 @@ Decisions written into the contract:
   when a purge removed the file): when it grew by k > 1 since the previous record of that file
   on that server, the k - 1 attaches between had no record (lost datagrams, or accesses XrdPfc
   counts without a close record) and the record becomes k events of one `ts`, its counters
-  split evenly (remainders to the first events, so sums stay exact), each with its own `seq`.
-  The first record of a file in a stream, and one whose count went down (the file was purged
+  split evenly (remainders to the first events, so sums stay exact), each with its own `seq`
+  (a growth above 64 is taken for a restart: one access). The first record of a file in a stream, and one whose count went down (the file was purged
   and fetched again, or records arrived out of order), is one access: what came before the
   stream started is not guessed. Opens merged into one attach are not visible in the g-stream.
 * Deletes are namespace removals (a door's, the MGM's): `server` is "" and `cache_group` is the

@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
+from cachescope.errors import UserError
 from cachescope.store import tables
 
 if TYPE_CHECKING:
@@ -642,6 +643,28 @@ def best_policy(store: "Store", start: dt.datetime, end: dt.datetime, *, cache_g
                 policies: Sequence[str] = (), sizes: Sequence[int] = ()) -> "pd.DataFrame":
     return BEST_POLICY.run(store, start=_utc(start), end=_utc(end),
                            **_lists(cache_groups=cache_groups, policies=policies, sizes=sizes, tiers=()))
+
+
+class UnknownName(UserError):
+    """A name (site, cache group) the stored results do not hold; `known` lists those they do."""
+
+    def __init__(self, field: str, value: str, known: Sequence[str]):
+        self.field, self.value, self.known = field, value, list(known)
+        shown = ", ".join(repr(k) for k in self.known[:20]) + (" …" if len(self.known) > 20 else "")
+        super().__init__(f"no {field} {value!r} in the store (known: {shown or 'none'})")
+
+
+def site_cache_groups(store: "Store", sites: Sequence[str]) -> list[str]:
+    """The cache groups of `sites`; UnknownName for a site the store does not hold. Every reader
+    that filters by site asks here first, so an unknown site is the same refusal everywhere
+    rather than an empty answer in one place and an error in another."""
+    groups: list[str] = []
+    for site in dict.fromkeys(sites):
+        df = SITE_CACHE_GROUPS.run(store, sites=[str(site)])
+        if not len(df):
+            raise UnknownName("site", str(site), [str(s) for s in SITES.run(store)["site"]])
+        groups += [str(g) for g in df["cache_group"] if g not in groups]
+    return groups
 
 
 def cache_split(store: "Store", start: dt.datetime, end: dt.datetime, site: str) -> "pd.DataFrame":

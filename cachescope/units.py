@@ -19,6 +19,8 @@ class SizeError(ValueError):
 
 def parse_size(text: str | int) -> int:
     """Bytes for `text`; decimal (KB…EB) and binary (KiB…EiB) units, fractions allowed (`1.5TB`)."""
+    if isinstance(text, bool) or not isinstance(text, (int, str)):  # JSON true is not 1 byte
+        raise SizeError(f"size {text!r} is not a number with an optional unit like 10TB or 10TiB")
     if isinstance(text, int):
         value = text
     else:
@@ -32,7 +34,9 @@ def parse_size(text: str | int) -> int:
         if "." in number:
             # exact decimal arithmetic: 1.5TB must be 1500000000000, not a float approximation
             whole, _, frac = number.partition(".")
-            value = int(whole or 0) * factor + int(frac or 0) * factor // 10 ** len(frac)
+            value, rest = divmod(int((whole or "0") + frac) * factor, 10 ** len(frac))
+            if rest:  # "1.5" is not 1 byte: a fraction must land on a whole byte
+                raise SizeError(f"size {text!r} is not a whole number of bytes")
         else:
             value = int(number) * factor
     if not 0 < value <= U64_MAX:

@@ -15,6 +15,7 @@ import importlib
 # command name -> module that registers it
 COMMANDS = {
     "bench": "bench",
+    "collect": "collect",
     "generate": "generate",
     "migrate": "migrate",
     "monitor": "monitor",

@@ -19,9 +19,14 @@ def health_topic(events_topic: str) -> str:
 
 
 def health_record(shipper: str, fmt: str, lines: int, events: int, rejected: dict[str, int],
-                  skipped: dict[str, int], truncated: int = 0) -> bytes:
+                  skipped: dict[str, int], truncated: int = 0, counts: dict[str, int] | None = None) -> bytes:
     """One transaction's counts; lines rejected (malformed) and skipped (not accesses) by reason;
     truncated: times the followed file was found truncated in place (copytruncate) and read again
-    from its start since the previous transaction."""
-    return orjson.dumps({"shipper": shipper, "format": fmt, "ts": time.time(), "lines": lines, "events": events,
-                         "rejected": rejected, "skipped": skipped, "truncated": truncated})
+    from its start since the previous transaction; `counts`: other metrics of this transaction
+    (`cachescope collect`: datagrams received, lost in packet-sequence gaps, dropped as
+    undecodable), each becoming a pipeline_health metric."""
+    doc = {"shipper": shipper, "format": fmt, "ts": time.time(), "lines": lines, "events": events,
+           "rejected": rejected, "skipped": skipped, "truncated": truncated}
+    if counts:
+        doc["counts"] = counts
+    return orjson.dumps(doc)

@@ -239,7 +239,8 @@ def rd_ensure_topics(bootstrap: str, topics: Sequence[tuple[str, dict]]) -> None
     admin = AdminClient(_rd_config(bootstrap))
     try:
         existing = set(admin.list_topics(timeout=_RD_TIMEOUT).topics)
-        missing = [NewTopic(name, 1, 1, config=config) for name, config in topics if name not in existing]
+        # the broker's default.replication.factor: a replicated cluster keeps every topic replicated
+        missing = [NewTopic(name, 1, config=config) for name, config in topics if name not in existing]
         for future in (admin.create_topics(missing).values() if missing else ()):
             try:
                 future.result()
@@ -248,6 +249,44 @@ def rd_ensure_topics(bootstrap: str, topics: Sequence[tuple[str, dict]]) -> None
                     raise
     except KafkaException as exc:
         raise _rd_error(bootstrap, "creating topics", exc) from None
+
+
+def read_compacted(bootstrap: str, topic: str, group_id: str, keep: Callable[[bytes], bool]) -> dict[bytes, bytes]:
+    """The last committed value of every key of `topic` (partition 0) that `keep` accepts, read up
+    to the end as it is now (a state topic: a shipper's position, collect's next seq per origin)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+
+    found: dict[bytes, bytes] = {}
+    consumer = Consumer(_rd_config(
+        bootstrap, **{"group.id": group_id, "enable.auto.commit": False, "isolation.level": "read_committed",
+                      "fetch.wait.max.ms": 10, "enable.partition.eof": True}))  # EOF: the end of the committed records
+    try:
+        tp = TopicPartition(topic, 0, OFFSET_BEGINNING)
+        # read up to the end as it is now: an EOF stops at the last stable offset, which another
+        # shipper's open transaction may hold back before this shipper's last record
+        end = consumer.get_watermark_offsets(tp, _RD_TIMEOUT, cached=False)[1]
+        consumer.assign([tp])
+        deadline = time.monotonic() + _RD_TIMEOUT
+        done = end == 0
+        while not done:
+            if time.monotonic() > deadline:
+                raise KafkaUnavailable(f"Kafka at {bootstrap}: reading topic {topic} took more "
+                                       f"than {_RD_TIMEOUT:.0f} s (is the broker running and reachable?)")
+            for msg in consumer.consume(10_000, 0.05):  # returns at 10,000 or 50 ms
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        done = msg.offset() >= end
+                        continue
+                    raise KafkaException(err)
+                key = msg.key()
+                if key is not None and msg.value() and keep(key):
+                    found[key] = msg.value()
+    except KafkaException as exc:
+        raise _rd_error(bootstrap, f"reading topic {topic}", exc) from None
+    finally:
+        consumer.close()
+    return found
 
 
 class RdKafkaSink:
@@ -286,10 +325,11 @@ class RdKafkaSink:
 
     def commit(self, events: list, rejects: Sequence[tuple[Location, RejectRecord]],
                mark: Callable[["RdKafkaSink"], None], by_reason: dict[str, int], lines: int | None = None,
-               truncated: int = 0) -> None:
+               truncated: int = 0, counts: dict[str, int] | None = None) -> None:
         """One transaction: events by cache group, malformed lines, then mark(self); by_reason
         (lines rejected or skipped, counted by the parser) goes to the metrics once it commits;
-        truncated: times the input was found truncated in place since the last transaction.
+        truncated: times the input was found truncated in place since the last transaction;
+        `counts` into the health record (see ingest.health).
         Raises (after aborting) when the transaction fails: nothing of it is visible then."""
         from confluent_kafka import KafkaException
 
@@ -302,7 +342,7 @@ class RdKafkaSink:
                 rejected, skipped = _split_reasons(rejects, by_reason)
                 self.send(self.health_topic, self.id.encode(), health_record(
                     self.id, self.fmt, len(events) + sum(by_reason.values()) if lines is None else lines,
-                    len(events), rejected, skipped, truncated=truncated))
+                    len(events), rejected, skipped, truncated=truncated, counts=counts))
                 mark(self)
                 producer.commit_transaction(_RD_TIMEOUT)
             except BaseException:
@@ -368,6 +408,7 @@ class FileFollower:
         self.pos = pos
         self.fh = None
         self.truncations = 0
+        self.switches = 0  # times reading moved to another file or to the start (nothing read may be more)
         self._open(resume=True)
 
     def _open(self, resume: bool) -> bool:
@@ -379,15 +420,16 @@ class FileFollower:
         same_inode = resume and self.pos.inode == st.st_ino
         if same_inode and self.pos.offset <= st.st_size and self._head_matches(fh):
             fh.seek(self.pos.offset)
-        else:  # a new file (first start, rotated while we were away, or truncated in place)
-            if same_inode and self.pos.offset:
-                self.truncations += 1
+        elif not (same_inode and self.pos.offset):  # a new file (first start, or rotated while we were away)
+            self.switches += 1
             self.pos.inode, self.pos.offset, self.pos.line = st.st_ino, 0, 0
             self.pos.head, self.pos.head_len = "", 0
         self.pos.path = self.path
         if self.fh:
             self.fh.close()
         self.fh = fh
+        if fh.tell() != self.pos.offset:  # truncated in place while we were away
+            self._truncated()
         return True
 
     def _head_matches(self, fh) -> bool:
@@ -404,10 +446,44 @@ class FileFollower:
             self._truncated()
 
     def _truncated(self) -> None:
+        """The file was truncated in place. Lines written after our last read and before the
+        truncation are in logrotate's copy (a sibling that starts with the bytes we read, at
+        least as long as our offset): its rest is read first, then the file from its start, as
+        after a rotation."""
+        self.truncations += 1
+        self.switches += 1
+        copy = self._find_copy()
+        if copy is not None:
+            copy.seek(self.pos.offset)
+            self.fh.close()
+            self.fh = copy
+            self.pos.inode = os.fstat(copy.fileno()).st_ino  # at its end, the path's file is another
+            return
         self.fh.seek(0)
         self.pos.offset, self.pos.line = 0, 0
         self.pos.head, self.pos.head_len = "", 0
-        self.truncations += 1
+
+    def _find_copy(self):
+        if self.pos.head_len == 0:
+            return None
+        folder, base = os.path.split(self.path)
+        live = os.fstat(self.fh.fileno()).st_ino
+        try:
+            names = sorted(os.listdir(folder or "."))
+        except OSError:
+            return None
+        for name in names:
+            if name == base or not name.startswith(base) or name.endswith((".gz", ".zst", ".bz2", ".xz")):
+                continue
+            try:
+                fh = open(os.path.join(folder, name), "rb")
+            except OSError:
+                continue
+            st = os.fstat(fh.fileno())
+            if st.st_ino != live and st.st_size >= self.pos.offset and self._head_matches(fh):
+                return fh
+            fh.close()
+        return None
 
     def _extend_head(self) -> None:
         """Take the identity from up to HEAD_BYTES consumed bytes (checked against the shorter one
@@ -546,39 +622,10 @@ class Shipper:
 
     def _load_position(self) -> Position:
         """The committed position from Kafka, or the state file, whichever is further."""
-        from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
-
-        committed = None
         key = self.id.encode()
-        consumer = Consumer(_rd_config(
-            self.bootstrap, **{"group.id": f"cachescope-shipper-state-{self.id}", "enable.auto.commit": False,
-                               "isolation.level": "read_committed", "fetch.wait.max.ms": 10,
-                               "enable.partition.eof": True}))  # EOF: the end of the committed records
-        try:
-            tp = TopicPartition(self.state_topic, 0, OFFSET_BEGINNING)
-            # read up to the end as it is now: an EOF stops at the last stable offset, which another
-            # shipper's open transaction may hold back before this shipper's last record
-            end = consumer.get_watermark_offsets(tp, _RD_TIMEOUT, cached=False)[1]
-            consumer.assign([tp])
-            deadline = time.monotonic() + _RD_TIMEOUT
-            done = end == 0
-            while not done:
-                if time.monotonic() > deadline:
-                    raise KafkaUnavailable(f"Kafka at {self.bootstrap}: reading topic {self.state_topic} took more "
-                                           f"than {_RD_TIMEOUT:.0f} s (is the broker running and reachable?)")
-                for msg in consumer.consume(10_000, 0.05):  # returns at 10,000 or 50 ms
-                    err = msg.error()
-                    if err is not None:
-                        if err.code() == KafkaError._PARTITION_EOF:
-                            done = msg.offset() >= end
-                            continue
-                        raise KafkaException(err)
-                    if msg.key() == key and msg.value():
-                        committed = Position.from_json(msg.value())
-        except KafkaException as exc:
-            raise _rd_error(self.bootstrap, f"reading topic {self.state_topic}", exc) from None
-        finally:
-            consumer.close()
+        found = read_compacted(self.bootstrap, self.state_topic, f"cachescope-shipper-state-{self.id}",
+                               lambda k: k == key)
+        committed = Position.from_json(found[key]) if key in found else None
         local = None
         if self.state_file and self.state_file.exists():
             local = Position.from_json(self.state_file.read_bytes())
@@ -637,6 +684,7 @@ class Shipper:
             while True:
                 first_line = follower.pos.line
                 limit = self.batch_events if max_lines is None else min(self.batch_events, max_lines - shipped)
+                switches = follower.switches
                 chunk = follower.read_lines(limit)
                 shipped += len(chunk)
                 if chunk:
@@ -657,6 +705,8 @@ class Shipper:
                     if shipped == max_lines:
                         settle()
                         return self.pos
+                    continue
+                if follower.switches != switches:  # at the end of one file, the next may have lines now
                     continue
                 settle()
                 if not follow or stop():

@@ -101,6 +101,27 @@ def _parse_health(store: Store, parsers: list, site: str) -> None:
     store.insert(tables.PIPELINE_HEALTH, health_rows("parse", site, metrics))
 
 
+def process_columns(groups: dict[tuple[str, int], GroupState], cols: EventColumns, pipeline,
+                    on_late: Callable[[EventColumns], None]) -> int:
+    """One batch of events through the shadow caches of their cache groups (and shards), creating
+    a group's state at its first event; returns how many events were late."""
+    late_events = 0
+    codes, names = factorize_text(cols.cache_group)  # groups in order of appearance
+    for code, group in enumerate(names):
+        mine = cols.take(np.flatnonzero(codes == code)) if len(names) > 1 else cols
+        for shard, part in split(mine, pipeline.shards):
+            st = groups.get((group, shard))
+            if st is None:
+                # the caches on one core: the store writer's thread is the chain a replay
+                # waits for (BENCHMARKS.md, session 11)
+                st = groups[(group, shard)] = GroupState.new(group, pipeline, shard, parallel_caches=False)
+            late = st.process(part)
+            if late is not None:
+                late_events += len(late)
+                on_late(late)
+    return late_events
+
+
 def replay(
     files: list[str | Path],
     fmt: str,
@@ -159,19 +180,7 @@ def replay(
     try:
         for cols in batches:
             writer.check()  # a store that cannot be migrated ends the replay at once
-            codes, names = factorize_text(cols.cache_group)  # groups in order of appearance
-            for code, group in enumerate(names):
-                mine = cols.take(np.flatnonzero(codes == code)) if len(names) > 1 else cols
-                for shard, part in split(mine, pipeline.shards):
-                    st = groups.get((group, shard))
-                    if st is None:
-                        # the caches on one core: the store writer's thread is the chain a replay
-                        # waits for (BENCHMARKS.md, session 11)
-                        st = groups[(group, shard)] = GroupState.new(group, pipeline, shard, parallel_caches=False)
-                    late = st.process(part)
-                    if late is not None:
-                        summary.late += len(late)
-                        on_late(late)
+            summary.late += process_columns(groups, cols, pipeline, on_late)
             summary.events += len(cols)
             on_progress(summary.events)
             if sum(len(st.outbox) for st in groups.values()) >= write_rows:

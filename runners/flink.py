@@ -68,6 +68,7 @@ def make_function(config_json: str, clickhouse_url: str, database: str, flush_se
                                     on_written=written)
             self.timers: dict[str, int] = {}  # key → flush timer last registered (a restart re-registers)
             self.written_at: dict[str, int] = {}  # key → processing time of its last write
+            self.armed: set[str] = set()  # keys whose end-of-input timer this attempt registered
 
         def close(self):
             self.writer.close()
@@ -117,7 +118,7 @@ def make_function(config_json: str, clickhouse_url: str, database: str, flush_se
             st = self.state.value()
             if st is None:
                 st = GroupState.new(group, self.config, shard)
-                ctx.timer_service().register_event_time_timer(END_OF_INPUT)
+            self._arm(group_key, ctx)
             late = st.process(cols, message)
             if late is not None:
                 for i in range(len(late)):
@@ -144,8 +145,23 @@ def make_function(config_json: str, clickhouse_url: str, database: str, flush_se
                 ctx.timer_service().register_processing_time_timer(due)
             self.state.update(st)
 
+        def _arm(self, key: str, ctx) -> None:
+            """The end-of-input timer, once per key and attempt. PyFlink registers a timer from
+            Python after the bundle that asked for it, so a checkpoint taken at the end of that
+            bundle holds the key's state without its timer: a job restored from it would end
+            without closing the key's windows. Every attempt arms each key it meets again (Flink
+            keeps one timer per key and time)."""
+            if key not in self.armed:
+                self.armed.add(key)
+                ctx.timer_service().register_event_time_timer(END_OF_INPUT)
+
         def on_timer(self, timestamp, ctx):
             st = self.state.value()
+            key = ctx.get_current_key()
+            if timestamp >= END_OF_INPUT:
+                self.armed.add(key)  # fired: never armed again
+            elif st is not None:  # a restored key may meet a flush timer before (or without) a message
+                self._arm(key, ctx)
             if st is not None:
                 end = timestamp >= END_OF_INPUT
                 if end:  # bounded input finished: close every window
@@ -371,10 +387,31 @@ def main(argv: list[str] | None = None) -> None:
     monitor = start_monitor(args, url, database)
     try:
         env.execute("cachescope shadow caches")
+    except Exception as e:  # noqa: BLE001 - Py4J hands every job failure over as one Java stack
+        # restarts exhausted: rows it had not confirmed are not in the store, so never exit 0
+        print(f"shadow_caches: the job failed ({failure_cause(e)}); rows it had not written are missing from "
+              "ClickHouse: run it again once the cause is fixed (rows already written are kept once)",
+              file=sys.stderr)
+        raise SystemExit(1) from None
     finally:
         if monitor is not None:
             monitor.close()
             monitor.store.close()
+
+
+def failure_cause(e: BaseException) -> str:
+    """The root cause of a failed job in one line: the Python error a worker raised, else the
+    innermost Java cause."""
+    import re
+
+    text = str(e)
+    python = re.findall(r"(?m)^(?:[\w.]+\.)?(\w*(?:Error|Exception)): (.+)$", text)
+    ours = [f"{k}: {m}" for k, m in python if "store" in m or k == "StoreError"]
+    if ours:
+        return ours[-1][:500]
+    causes = re.findall(r"(?m)^Caused by: (.+)$", text)
+    line = causes[-1] if causes else next((ln for ln in text.splitlines() if ln.strip()), type(e).__name__)
+    return line.strip()[:500]
 
 
 def start_monitor(args, url: str, database: str):

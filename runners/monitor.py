@@ -81,6 +81,8 @@ def shipper_health_metrics(doc: dict) -> Counter:
             m[f"{kind}:{reason}"] += int(n)
     if doc.get("truncated"):  # the followed file was truncated in place and read again from its start
         m["truncated"] += int(doc["truncated"])
+    for metric, n in (doc.get("counts") or {}).items():  # e.g. collect's lost_datagrams
+        m[str(metric)] += int(n)
     return m
 
 

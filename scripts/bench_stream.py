@@ -2,6 +2,7 @@
 """Kafka → Flink job → ClickHouse throughput with the default 24 shadow caches (3 policies × 8 sizes).
 
     .venv/bin/python scripts/bench_stream.py [--events 1000000] [--days 1] [--mode process|thread]
+        [--cluster [--kill-taskmanager-after S]]
 
 Preloads the events topic with batched AccessEvent messages (2,500 events each, as the shippers
 write them) from the deterministic generator, then runs flink-jobs/shadow_caches.py bounded over
@@ -10,6 +11,14 @@ it into a fresh ClickHouse database. The sustained rate is taken from the job's 
 reported apart. Also prints peak RSS (the kernel's VmHWM): of the job's processes, sampled
 while it runs (the Python driver and workers, the JVM), and of Kafka and ClickHouse. Starts
 Kafka and ClickHouse with scripts/services when they are not running and stops what it started.
+
+--cluster submits the same job with flink-jobs/submit.sh to the standalone cluster of
+`scripts/services start flink --taskmanagers N` (started with N = --parallelism when it is not
+running) and adds its checkpoints' count, duration and size (Flink REST). --kill-taskmanager-after
+S SIGKILLs a TaskManager S seconds after the first write, starts a replacement, and reports the
+recovery time (kill to the job's next write). Kill the TaskManager that runs the job: at
+--parallelism 1 with two TaskManagers the first may be idle; at --parallelism N with N
+TaskManagers each runs a subtask.
 """
 
 from __future__ import annotations
@@ -138,6 +147,68 @@ def preload(bootstrap: str, topic: str, events: int, days: float, per_message: i
     return len(parsed) * repeat
 
 
+def cluster_up(taskmanagers: int) -> dict[str, str]:
+    from services import services_env
+
+    subprocess.run([str(REPO / "scripts/services"), "start", "flink", "--taskmanagers", str(taskmanagers)], check=True)
+    return services_env("flink")
+
+
+def _rest(flink_env: dict[str, str], path: str):
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://{flink_env['FLINK_REST']}{path}", timeout=30) as r:
+        return json.load(r)
+
+
+def run_on_cluster(flink_env, job_args: list[str], ckpt: str, store, args):
+    """submit.sh, then wait for the bounded job to finish; (TaskManager RSS, checkpoint figures, recovery s)."""
+    import re
+    import signal
+
+    env = dict(os.environ, FLINK=str(Path(flink_env["FLINK_HOME"]) / "bin" / "flink"), PYTHON=sys.executable,
+               JOB=str(REPO / "flink-jobs/shadow_caches.py"), CONNECTOR_JAR=flink_env["FLINK_CONNECTOR_JAR"],
+               CHECKPOINT_DIR=ckpt, FLINK_LOG_DIR=ckpt, PYTHONPATH=str(REPO))
+    job_args = [a for a in job_args if a not in ("--restart-attempts", "0")] + ["--monitor-every", "0"]
+    p = subprocess.run(["bash", str(REPO / "flink-jobs/submit.sh"), flink_env["FLINK_REST"], "--", *job_args],
+                       capture_output=True, text=True, env=env)
+    m = re.search(r"JobID ([0-9a-f]{32})", p.stdout)
+    if p.returncode != 0 or not m:
+        raise SystemExit(f"bench_stream: submit.sh failed: {(p.stdout + p.stderr)[-2000:]}")
+    job = m.group(1)
+    tms = [int(x) for x in flink_env["FLINK_TASKMANAGER_PIDS"].split(",")]
+    rss = [PeakRss(pid) for pid in tms]
+    for r in rss:
+        r.start()
+    recovery = None
+
+    def writes() -> int:
+        return int(store.query("SELECT count() FROM pipeline_health").scalar())
+
+    if args.kill_taskmanager_after is not None:
+        while writes() == 0:
+            time.sleep(0.2)
+        time.sleep(args.kill_taskmanager_after)
+        before = writes()
+        killed = time.perf_counter()
+        os.kill(tms[0], signal.SIGKILL)
+        cluster_up(len(tms))  # a replacement
+        while writes() == before and _rest(flink_env, f"/jobs/{job}")["state"] not in ("FINISHED", "FAILED"):
+            time.sleep(0.1)
+        recovery = time.perf_counter() - killed
+    while (state := _rest(flink_env, f"/jobs/{job}")["state"]) not in ("FINISHED", "FAILED", "CANCELED"):
+        time.sleep(0.5)
+    if state != "FINISHED":
+        raise SystemExit(f"bench_stream: job {job} ended {state} (Flink REST /jobs/{job}/exceptions)")
+    c = _rest(flink_env, f"/jobs/{job}/checkpoints")
+    s = c["summary"]
+    figures = (f"{c['counts']['completed']} completed, duration avg {s['end_to_end_duration']['avg']:,} ms "
+               f"max {s['end_to_end_duration']['max']:,} ms, size avg {s['checkpointed_size']['avg'] / 2**20:,.1f} MiB "
+               f"max {s['checkpointed_size']['max'] / 2**20:,.1f} MiB")
+    return "; ".join(f"TaskManager {r.pid}: {r.stop()}" for r in rss), figures, recovery
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=1_000_000, help="generated accesses (reads are ~90%%)")
@@ -156,6 +227,10 @@ def main() -> int:
     ap.add_argument("--mode", choices=("process", "thread"), default="process")
     ap.add_argument("--shards", type=int, default=1, help="pipeline.shards (with --parallelism)")
     ap.add_argument("--parallelism", type=int, default=1)
+    ap.add_argument("--cluster", action="store_true", help="on the standalone cluster (scripts/services start flink)")
+    ap.add_argument("--checkpoint-interval", default="30s")
+    ap.add_argument("--kill-taskmanager-after", type=float, default=None,
+                    help="with --cluster: SIGKILL a TaskManager this many seconds after the first write")
     args = ap.parse_args()
 
     subprocess.run([str(REPO / "scripts/services"), "install", "flink-jars"], check=True)
@@ -186,21 +261,27 @@ def main() -> int:
                    "--clickhouse", ch_env["CLICKHOUSE_URL"].rsplit("/", 1)[0] + "/" + database,
                    "--checkpoint-dir", ckpt, "--bounded", "--restart-attempts", "0", "--execution-mode", args.mode,
                    "--parallelism", str(args.parallelism), "--config", str(config), *args.job_arg]
+            cmd += ["--checkpoint-interval", args.checkpoint_interval]
             t0 = time.perf_counter()
-            job = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            rss = PeakRss(job.pid)
-            rss.start()
-            if job.wait() != 0:
-                raise SystemExit(f"bench_stream: the job failed (exit {job.returncode}): rerun {' '.join(cmd)}")
+            if args.cluster:
+                flink_env = cluster_up(args.parallelism)
+                job_rss, checkpoints, recovery = run_on_cluster(flink_env, cmd[2:], ckpt, store, args)
+            else:
+                job = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                rss = PeakRss(job.pid)
+                rss.start()
+                if job.wait() != 0:
+                    raise SystemExit(f"bench_stream: the job failed (exit {job.returncode}): rerun {' '.join(cmd)}")
+                job_rss, checkpoints, recovery = rss.stop(), None, None
             wall = time.perf_counter() - t0
-            job_rss = rss.stop()
         (first, last, events_in), = store.query(
             "SELECT min(t), max(t), sum(v) FROM (SELECT cache_group, max(ts) AS t, argMax(value, ts) AS v "
             "FROM pipeline_health WHERE metric = 'events_in' GROUP BY cache_group)").rows
         (first_write,) = store.query("SELECT min(ts) FROM pipeline_health").rows[0]
         span = (last - first_write).total_seconds()
         rows = {t: store.query(f"SELECT count() FROM {t}").scalar() for t in ("access_events", "efficiency", "mrc", "observed")}
-        print(f"# job: {args.mode} mode, parallelism {args.parallelism}, shards {args.shards}, 24 shadow caches "
+        where = "standalone cluster (one-slot TaskManagers)" if args.cluster else "MiniCluster"
+        print(f"# job: {where}, {args.mode} mode, parallelism {args.parallelism}, shards {args.shards}, 24 shadow caches "
               f"(lru, arc, s3fifo × 1–200 TB), 1-min windows, hourly 64-point LRU curve, raw events kept")
         print(f"events processed        {int(events_in):>12,}")
         print(f"job wall time           {wall:>12.1f} s (start-up included)")
@@ -209,6 +290,10 @@ def main() -> int:
         print(f"overall events/s        {events_in / wall:>12,.0f}")
         print("rows written            " + ", ".join(f"{t} {c:,}" for t, c in rows.items()))
         print(f"peak RSS, job           {job_rss} (summed per command name)")
+        if checkpoints:
+            print(f"checkpoints             {checkpoints}")
+        if recovery is not None:
+            print(f"recovery after TM kill  {recovery:>12.1f} s (SIGKILL to the job's next write)")
         servers = [(n, peak_rss_mib(int(e[k]))) for n, e, k in (("Kafka", kafka_env, "KAFKA_PID"),
                                                                  ("ClickHouse", ch_env, "CLICKHOUSE_PID")) if k in e]
         print("peak RSS, servers       " + ", ".join(f"{n} {r[1]:,.0f} MiB" for n, r in servers if r)

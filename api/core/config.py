@@ -1,4 +1,4 @@
-"""Settings of `cachescope serve` (pydantic-settings): the store, tokens, limits, CORS.
+"""Settings of `cachescope serve` (pydantic-settings): the store, tokens, limits, CORS, timeouts.
 
 Every field can come from the environment as CACHESCOPE_<NAME> (e.g. CACHESCOPE_API_TOKENS);
 `cachescope serve` fills the store fields from its options.
@@ -14,7 +14,8 @@ from typing import Optional
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-SCOPES = ("read", "whatif")
+#: `metrics`: GET /metrics only (a Prometheus scraper); `read` may scrape it too
+SCOPES = ("read", "whatif", "metrics")
 
 
 class SettingsError(ValueError):
@@ -28,7 +29,7 @@ class Settings(BaseSettings):
     clickhouse_url: Optional[str] = None
     database: str = "cachescope"
     host: str = "127.0.0.1"
-    #: API tokens, hashed: entries `SHA256HEX:SCOPES` (SCOPES `read`, `whatif` or `read+whatif`),
+    #: API tokens, hashed: entries `SHA256HEX:SCOPES` (SCOPES `read`, `whatif`, `metrics` joined by `+`),
     #: separated by commas or new lines. The hash is sha256 of the token as sent.
     api_tokens: str = ""
     #: a file of such entries, one a line (# comments allowed)
@@ -52,6 +53,17 @@ class Settings(BaseSettings):
     series_copy_check_seconds: float = Field(1.0, ge=0)
     #: server connections kept for concurrent reads (ClickHouse server only; chDB has one session)
     store_connections: int = Field(4, ge=1, le=64)
+    #: slow clients (api/connections.py): a request header must be whole this long after its first
+    #: byte (a new connection's first header, after it opens), else 408 and close
+    header_timeout_seconds: float = Field(10.0, gt=0)
+    #: a request body that stalls this long between two reads closes the connection
+    body_timeout_seconds: float = Field(30.0, gt=0)
+    #: an idle kept-alive connection is closed after this long
+    keep_alive_seconds: float = Field(5.0, gt=0)
+    #: connections open at once; one more gets a 503 and is closed before anything is read
+    max_connections: int = Field(256, ge=1)
+    #: a request header above this many bytes is refused (400)
+    max_header_bytes: int = Field(16_384, ge=1024, le=1_048_576)
 
     def tokens(self) -> dict[bytes, frozenset[str]]:
         """sha256 digest → scopes, from api_tokens and api_tokens_file."""
@@ -77,7 +89,7 @@ class Settings(BaseSettings):
             names = frozenset(s.strip() for s in (scopes or "read").split("+") if s.strip())
             bad = sorted(names - set(SCOPES))
             if bad:
-                raise SettingsError(f"token entry {digest[:12]}…: unknown scope {', '.join(bad)} (scopes: read, whatif)")
+                raise SettingsError(f"token entry {digest[:12]}…: unknown scope {', '.join(bad)} (scopes: {', '.join(SCOPES)})")
             out[d] = names
         return out
 

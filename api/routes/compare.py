@@ -41,7 +41,7 @@ def compare(
     """Per window and overall: observed transfer efficiency (hit bytes / all bytes the real cache
     served), each shadow's transfer efficiency (bytes hit / bytes requested) and the difference."""
     def compute():
-        size_b = P.one_size(size, "size")
+        size_b = P.one_capacity(size, "size")
         start, end = P.time_range(store, from_, to)
         step_s = P.step_seconds(step, start, end)
         obs = reads.observed_series(store, start, end, step_s, cache_groups=[cache_group])

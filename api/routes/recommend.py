@@ -52,7 +52,7 @@ def recommend(
         raise ApiError(422, "target", "give target or fraction_of_optimum, not both")
     if target is None and fraction_of_optimum is None:
         fraction_of_optimum = 0.8
-    lo, hi = P.one_size(min_size, "min_size"), P.one_size(max_size, "max_size")
+    lo, hi = P.one_capacity(min_size, "min_size"), P.one_capacity(max_size, "max_size")
     if hi <= lo:
         raise ApiError(422, "max_size", "max_size must be above min_size")
     start, end = P.time_range(store, from_, to)

@@ -50,6 +50,8 @@ def whatif(body: WhatIfRequest, request: Request, store=Depends(get_store)):
     and with SHARDS' error bound when sampled. The single form answers flat; lists answer
     `{"results": [...]}`."""
     req = to_whatif(body)
+    if req.sites:
+        P.site_groups(store, list(req.sites), "body")
     result = request.app.state.limits.run(store, req)
     answers = result.answers()
     for a in answers:

@@ -1,5 +1,7 @@
 // The built-in page: every number comes from the REST API (/v1/…) of the same server; charts are
 // uPlot, served by the app (api/static/vendor, installed from npm at build time).
+// Names come from the logs (sites, servers, tiers, alert summaries): they only ever enter the page
+// as text (textContent, option values), never as HTML; the server's CSP forbids inline script.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -29,6 +31,20 @@ async function api(path, options) {
 
 function status(text) { $("status").textContent = text; }
 
+// a table row of text cells: each cell is a string, or [text, class]
+function row(cells, attrs = {}) {
+  const tr = document.createElement("tr");
+  for (const [k, v] of Object.entries(attrs)) tr.setAttribute(k, v);
+  for (const c of cells) {
+    const td = document.createElement("td");
+    const [text, cls] = Array.isArray(c) ? c : [c, ""];
+    td.textContent = String(text);
+    if (cls) td.className = cls;
+    tr.appendChild(td);
+  }
+  return tr;
+}
+
 function selected(sel) { return Array.from(sel.selectedOptions).map((o) => o.value); }
 
 function query(params) {
@@ -41,7 +57,7 @@ function query(params) {
 }
 
 function fill(sel, values, label = (v) => v, pick = () => false) {
-  sel.innerHTML = "";
+  sel.replaceChildren();
   for (const v of values) {
     const o = document.createElement("option");
     o.value = v;
@@ -54,7 +70,7 @@ function fill(sel, values, label = (v) => v, pick = () => false) {
 function draw(key, el, opts, data) {
   const old = window.cachescope.charts[key];
   if (old) old.destroy();
-  el.innerHTML = "";
+  el.replaceChildren();
   const width = Math.max(320, el.clientWidth || 800);
   const u = new uPlot({ width, height: 300, ...opts }, data, el);
   window.cachescope.charts[key] = u;
@@ -121,9 +137,8 @@ async function loadTiers() {
     return { tier: s.tier, r, br, hit: r ? h / r : null, transfer: br ? bh / br : null };
   }).sort((a, b) => b.br - a.br);
   $("tier-caption").textContent = `${policy} ${fmtSize(+size)}, whole period`;
-  $("tier-table").querySelector("tbody").innerHTML = rows.map((x) =>
-    `<tr><td>${x.tier}</td><td class=num>${x.r}</td><td class=num>${fmtSize(x.br)}</td>` +
-    `<td class=num>${fmtEff(x.hit)}</td><td class=num>${fmtEff(x.transfer)}</td></tr>`).join("");
+  $("tier-table").querySelector("tbody").replaceChildren(...rows.map((x) =>
+    row([x.tier, [x.r, "num"], [fmtSize(x.br), "num"], [fmtEff(x.hit), "num"], [fmtEff(x.transfer), "num"]])));
 }
 
 // ------------------------------------------------------------------ real vs shadow
@@ -168,10 +183,12 @@ async function loadReal() {
 async function loadAlerts() {
   const ans = await api(`/v1/alerts?${query({ cache_group: $("group").value })}`);
   const rows = ans.alerts || [];
-  $("alerts-table").querySelector("tbody").innerHTML = rows.length ? rows.map((a) =>
-    `<tr><td>${(a.ts || a.time || "").replace("T", " ").slice(0, 16)}</td><td>${a.cache_group || ""}</td>` +
-    `<td>${a.rule || ""}</td><td class="${a.state}">${a.state || ""}</td><td>${a.summary || ""}</td></tr>`).join("")
-    : `<tr><td colspan=5 class=muted>no alert</td></tr>`;
+  const none = row([["no alert", "muted"]]);
+  none.firstChild.colSpan = 5;
+  $("alerts-table").querySelector("tbody").replaceChildren(...(rows.length ? rows.map((a) =>
+    row([String(a.ts || a.time || "").replace("T", " ").slice(0, 16), a.cache_group || "", a.rule || "",
+         // the state is a class only when it is one the style sheet knows
+         [a.state || "", ["firing", "resolved"].includes(a.state) ? a.state : ""], a.summary || ""])) : [none]));
 }
 
 // ------------------------------------------------------------------ what-if
@@ -189,20 +206,20 @@ async function runWhatIf(ev) {
       // the live shadows over the same range, in whole hours (the windows they were counted in)
       api(`/v1/efficiency?${query({ cache_group: group, from: hour(body.from, 0), to: hour(body.to, 1), step: "1h" })}`),
     ]);
-    const rows = [`<tr class=answer data-kind=whatif><td>what-if ${body.policy} ${fmtSize(ans.size_bytes)}</td>` +
-      `<td class=num>${ans.requests}</td><td class=num>${fmtEff(ans.hit_ratio)}</td>` +
-      `<td class=num>${fmtEff(ans.byte_hit_ratio)}</td></tr>`];
+    const rows = [row([`what-if ${body.policy} ${fmtSize(ans.size_bytes)}`, [ans.requests, "num"],
+                       [fmtEff(ans.hit_ratio), "num"], [fmtEff(ans.byte_hit_ratio), "num"]],
+                      { class: "answer", "data-kind": "whatif" })];
     for (const s of live.series) {
       const sum = (k) => s[k].reduce((a, b) => a + b, 0);
       const r = sum("requests"), br = sum("bytes_requested");
-      rows.push(`<tr data-kind=live><td>live ${s.policy} ${fmtSize(s.size_bytes)}</td><td class=num>${r}</td>` +
-        `<td class=num>${fmtEff(r ? sum("hits") / r : null)}</td><td class=num>${fmtEff(br ? sum("bytes_hit") / br : null)}</td></tr>`);
+      rows.push(row([`live ${s.policy} ${fmtSize(s.size_bytes)}`, [r, "num"], [fmtEff(r ? sum("hits") / r : null), "num"],
+                     [fmtEff(br ? sum("bytes_hit") / br : null), "num"]], { "data-kind": "live" }));
     }
-    tbody.innerHTML = rows.join("");
+    tbody.replaceChildren(...rows);
     $("whatif-note").textContent = `${ans.requests} read accesses replayed in ${(ans.seconds || 0).toFixed(2)} s`;
     window.cachescope.loaded.whatif = ans;
   } catch (e) {
-    tbody.innerHTML = "";
+    tbody.replaceChildren();
     $("whatif-note").textContent = e.message;
   }
 }
@@ -254,6 +271,7 @@ async function start() {
   $("group").addEventListener("change", () => { onGroup(); refresh(); });
   for (const id of ["policy", "size", "tier", "metric", "step"]) $(id).addEventListener("change", refresh);
   $("whatif").addEventListener("submit", runWhatIf);
+  $("selectors").addEventListener("submit", (ev) => ev.preventDefault());
   // tiers seen: from the tier series of the first policy and size
   try {
     const t = await api(`/v1/efficiency?${query({ cache_group: $("group").value, policy: state.policies[0],

@@ -399,8 +399,12 @@ class GroupProcessor:
     @classmethod
     def restore(cls, cache_group: str, config: PipelineConfig, data: bytes, shard: int = 0) -> "GroupProcessor":
         state = msgspec.msgpack.decode(data)
-        if state.get("v") != STATE_VERSION:
-            raise ValueError(f"cache group state version {state.get('v')}, this build reads {STATE_VERSION}")
+        v = state.get("v")
+        if v != STATE_VERSION:  # a savepoint of another release: refused in one line that says what to do
+            which = "an older" if isinstance(v, int) and v < STATE_VERSION else "another"
+            raise ValueError(f"saved state of cache group {cache_group!r} has format version {v} ({which} cachescope "
+                             f"release), this build reads version {STATE_VERSION}: resume that savepoint with the "
+                             "release that wrote it, or start this one without --restore (empty state)")
         p = cls(cache_group, config, shard)
         if state["specs"] != [s.as_engine() for s in p.specs] or (state["shard"], state["shards"]) != (shard, config.shards):
             raise ValueError(f"saved state of cache group {cache_group!r} was made with other shadow caches; "

@@ -7,6 +7,7 @@ environment); the native ClickHouse probe uses clickhouse-driver when it is impo
     svc.py kafka-ready HOST:PORT          exit 0 when a Metadata request lists a broker
     svc.py clickhouse-ready HTTP TCP      exit 0 when SELECT 1 answers over HTTP and native
     svc.py clickhouse-kill HTTP QUERY_ID  KILL QUERY the serving query (a clean shutdown)
+    svc.py flink-ready HOST:PORT [N]      exit 0 when Flink's REST API lists at least N TaskManagers
 """
 
 from __future__ import annotations
@@ -134,6 +135,15 @@ def _native_hello(port: int) -> None:
         raise RuntimeError(f"native protocol answered packet {first!r}, not Hello")
 
 
+# --------------------------------------------------------------------------- Flink
+
+def flink_taskmanagers(rest: str) -> int:
+    import json
+
+    with urllib.request.urlopen(f"http://{rest}/taskmanagers", timeout=5) as r:
+        return len(json.load(r)["taskmanagers"])
+
+
 def main(argv: list[str]) -> int:
     cmd, args = argv[0], argv[1:]
     try:
@@ -146,6 +156,9 @@ def main(argv: list[str]) -> int:
             if clickhouse_http(int(args[0]), "SELECT 1").strip() != "1":
                 return 1
             clickhouse_native_select1(int(args[1]))
+        elif cmd == "flink-ready":
+            if flink_taskmanagers(args[0]) < (int(args[1]) if len(args) > 1 and args[1] != "-v" else 0):
+                return 1
         elif cmd == "clickhouse-kill":
             clickhouse_http(int(args[0]), f"KILL QUERY WHERE query_id = '{args[1]}' SYNC", timeout=30)
         else:

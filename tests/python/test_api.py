@@ -344,6 +344,43 @@ def test_mrc_configs_compare_recommend_alerts_health(client):
     assert 'route="/v1/whatif"' in metrics and "cachescope_whatif_rows_scanned_total" in metrics
 
 
+@pytest.mark.parametrize("cache_seconds", [0, 15])
+def test_identical_requests_in_flight_compute_once(data, monkeypatch, cache_seconds):
+    # 16 identical concurrent cold /v1/efficiency requests each computed the answer with the answer
+    # cache off; in flight they share one computation whatever the cache keeps afterwards
+    from fastapi.testclient import TestClient
+
+    from api.core.config import Settings
+    from api.main import create_app
+    from cachescope import reads
+
+    reads_of_span, release = [], threading.Event()
+    real = reads.time_span
+
+    def time_span(store):  # the store's real answer, once every request is in
+        reads_of_span.append(1)
+        release.wait()
+        return real(store)
+
+    monkeypatch.setattr(reads, "time_span", time_span)
+    app = create_app(Settings(store_dir=data["store"], answer_cache_seconds=cache_seconds, series_copy_max_rows=0))
+    with TestClient(app) as c:
+        answers = app.state.answers
+        got: list = []
+        threads = [threading.Thread(target=lambda: got.append(c.get("/v1/efficiency", params={"step": "1h"})))
+                   for _ in range(16)]
+        for t in threads:
+            t.start()
+        while len(reads_of_span) + getattr(answers, "joined", 0) < 16:  # all 16 computing or waiting
+            time.sleep(0.01)
+        release.set()
+        for t in threads:
+            t.join()
+        assert [r.status_code for r in got] == [200] * 16 and len({r.content for r in got}) == 1
+        assert len(reads_of_span) == 1 and answers.computed == 1 and answers.joined == 15
+        assert 'cachescope_api_answers_total{outcome="joined"} 15.0' in c.get("/metrics").text
+
+
 # ------------------------------------------------------------------------------------------ errors and limits
 
 @pytest.mark.parametrize("body, field", [
@@ -361,6 +398,33 @@ def test_bad_fields_are_named_in_a_422(client, body, field):
     r = client.post("/v1/whatif", json={"policy": "lru", "size": "1TB", "from": FROM, "to": TO, **body})
     assert r.status_code == 422, r.text
     assert r.json()["field"].startswith(field), r.json()
+
+
+@pytest.mark.parametrize("size", [2**63, 2**64 - 1, str(2**63), "18446744073709551615", "1.5", "0.1KiB", True, 1.5,
+                                  ["1TB", True], ["1TB", "9223372036854775808"]])
+def test_whatif_sizes_beyond_the_engine_or_not_whole_bytes_are_a_422_naming_size(client, size):
+    # 2^63…2^64-1 was a 500 (the engine's bound, raised as a ValueError); "1.5" and true were 1 byte
+    r = client.post("/v1/whatif", json={"policy": "lru", "size": size, "from": FROM, "to": TO})
+    assert r.status_code == 422 and r.json()["field"] == "size", r.text
+    r = client.get("/v1/recommend", params={"max_size": str(2**64 - 1), "from": FROM, "to": TO})
+    assert r.status_code == 422 and r.json()["field"] == "max_size", r.text
+
+
+def test_the_accepted_size_forms_still_answer(client):
+    sizes = [whatif(client, policy="lru", size=s)["size_bytes"] for s in ("1TB", "1TiB", "1000000000000", 10**12,
+                                                                           "1.5TB", 2**63 - 1)]
+    assert sizes == [10**12, 2**40, 10**12, 10**12, 15 * 10**11, 2**63 - 1]
+
+
+def test_an_unknown_site_is_the_same_422_for_whatif_and_efficiency(client):
+    # the what-if answered 200 with zeros, the efficiency series 422: one rule, in the read layer
+    w = client.post("/v1/whatif", json={"policy": "lru", "size": "1TB", "from": FROM, "to": TO, "site": "NOWHERE"})
+    e = client.get("/v1/efficiency", params={"site": "NOWHERE"})
+    for r in (w, e):
+        assert r.status_code == 422 and r.json()["field"] == "site", r.text
+        assert "'SITE-A'" in r.json()["detail"][0]["msg"] and "'SITE-B'" in r.json()["detail"][0]["msg"]
+    assert whatif(client, policy="lru", size="1TB", site="SITE-B")["requests"] == \
+        whatif(client, policy="lru", size="1TB", cache_group="SITE-B")["requests"] > 0
 
 
 def test_bounds_answer_413_and_429(client):
@@ -401,10 +465,47 @@ def test_tokens_are_required_with_their_scopes(data, monkeypatch):
         ro = c.get("/v1/compare", params=q, headers={"Authorization": f"Bearer {reader}"}).json()
         rw = c.get("/v1/compare", params=q, headers={"Authorization": f"Bearer {full}"}).json()
         assert "xcache" not in ro["source"] and "whatif scope" in ro["note"] and rw["source"]["xcache"] == "whatif"
+        # /metrics: the metrics scope (a scraper's token) or the read scope; none without a token
+        scraper = "scraper-token"
+    scraped = f"{tokens},{hashlib.sha256(scraper.encode()).hexdigest()}:metrics"
+    with TestClient(create_app(Settings(store_dir=data["store"], api_tokens=scraped, host="0.0.0.0"))) as c:
+        assert c.get("/metrics").status_code == 401
+        assert c.get("/metrics", headers={"Authorization": f"Bearer {scraper}"}).status_code == 200
+        assert c.get("/metrics", headers={"Authorization": f"Bearer {reader}"}).status_code == 200
+        assert c.get("/v1/configs", headers={"Authorization": f"Bearer {scraper}"}).status_code == 403
     with pytest.raises(SettingsError, match="not loopback"):
         create_app(Settings(store_dir=data["store"], host="0.0.0.0"))
     with pytest.raises(SettingsError, match="needs API tokens"):
         create_app(Settings(clickhouse_url="clickhouse://127.0.0.1:9000"))
+
+
+def test_metrics_labels_are_bounded_whatever_the_method_and_path(client):
+    # any method string became a label value: 2,000 of them grew /metrics from 18.8 kB to 3.9 MB
+    import random
+
+    rng = random.Random(28)
+    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    paths = lambda m: ["/v1/configs", "/v1/whatif", "/", f"/x{rng.randrange(10**9)}", f"/v1/{m[:40]}"]  # noqa: E731
+
+    def labels(text: str) -> set[str]:
+        return {line.split("{", 1)[1].split("}", 1)[0] for line in text.splitlines()
+                if line.startswith("cachescope_api_request_seconds_count{")}
+
+    for path in paths("BREW"):  # every (other, route, status) once, before the measure
+        client.request("BREW", path)
+    client.get("/metrics")
+    first = client.get("/metrics").text
+    before = len(first.encode())
+    methods = []
+    for i in range(2000):
+        m = "".join(rng.choice(letters) for _ in range(rng.randint(3, 8000 if i % 100 == 0 else 24)))
+        methods.append(m)
+        assert client.request(m, rng.choice(paths(m))).status_code in (404, 405)
+    text = client.get("/metrics").text
+    after = len(text.encode())
+    print(f"/metrics: {before} bytes before, {after} after 2,000 requests with random methods and paths")
+    assert labels(text) == labels(first), labels(text) - labels(first)
+    assert after - before < 1000, (before, after)  # the counts' digits, no new series
 
 
 # ------------------------------------------------------------------------------------------ schemathesis
@@ -483,6 +584,87 @@ def test_serve_answers_whatif_equal_to_simulate(tmp_path):
         proc.terminate()
         _, err = proc.communicate(timeout=60)
     assert "OPEN" in err and "Traceback" not in err
+
+
+def start_serve(store: Path, **settings) -> tuple[subprocess.Popen, int]:
+    """`cachescope serve` over `store` with CACHESCOPE_<NAME> settings, once it answers."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "CACHESCOPE_API_TOKENS"}
+    env.update({f"CACHESCOPE_{k.upper()}": str(v) for k, v in settings.items()})
+    proc = subprocess.Popen([CLI, "serve", "--store", str(store), "--port", str(port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    for _ in range(600):
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                return proc, port
+        except httpx.TransportError:
+            assert proc.poll() is None, proc.stderr.read()
+            time.sleep(0.1)
+    raise AssertionError("serve did not answer")
+
+
+@pytest.fixture(scope="module")
+def serve_store(tmp_path_factory) -> Path:
+    """A store of its own for `serve` processes (the module's store is held open by `client`)."""
+    d = tmp_path_factory.mktemp("serve")
+    write_trace(d / "t.csv", 500, seed=4)
+    assert run("replay", "--format", "csv", "--site", "S", "--store", str(d / "store"), str(d / "t.csv")).returncode == 0
+    return d / "store"
+
+
+def read_until_closed(sock: socket.socket) -> bytes:
+    # no timeout of the test's own: the server's configured one is what ends the wait
+    got = b""
+    while chunk := sock.recv(65536):
+        got += chunk
+    return got
+
+
+def test_serve_closes_a_connection_stalled_in_its_header_or_body(serve_store):
+    # a connection stalled in the middle of its headers stayed open for minutes (issue 28)
+    proc, port = start_serve(serve_store, header_timeout_seconds=1, body_timeout_seconds=1)
+    try:
+        for stalled in (b"", b"GET /v1/configs HTTP/1.1\r\nHost: x\r\nX-Slow: ",
+                        b"POST /v1/whatif HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        b"Content-Length: 100\r\n\r\n{\"policy\": "):
+            with socket.create_connection(("127.0.0.1", port)) as s:
+                t0 = time.monotonic()
+                s.sendall(stalled)
+                answer = read_until_closed(s)
+                print(f"{stalled[:20]!r}…: closed after {time.monotonic() - t0:.2f} s: {answer[:40]!r}")
+                assert answer.startswith(b"HTTP/1.1 408") if not stalled.startswith(b"POST") else answer == b""
+        # a kept-alive connection: the next request's header has its own deadline
+        with socket.create_connection(("127.0.0.1", port)) as s:
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHo")
+            answer = read_until_closed(s)
+            assert answer.startswith(b"HTTP/1.1 200") and answer.count(b"HTTP/1.1 ") == 2 and b" 408 " in answer
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200
+    finally:
+        proc.terminate()
+        _, err = proc.communicate()
+    assert "Traceback" not in err, err
+
+
+def test_serve_caps_open_connections(serve_store):
+    proc, port = start_serve(serve_store, max_connections=3, header_timeout_seconds=3600)
+    try:
+        held = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
+        with socket.create_connection(("127.0.0.1", port)) as extra:
+            assert read_until_closed(extra).startswith(b"HTTP/1.1 503")
+        for s in held:
+            s.close()
+        for _ in range(600):  # the server sees the three closes, then serves again
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        else:
+            raise AssertionError("the server did not serve again after the connections closed")
+    finally:
+        proc.terminate()
+        _, err = proc.communicate()
+    assert "Traceback" not in err, err
 
 
 def test_serve_refuses_to_start_open_off_loopback_and_names_a_missing_store(tmp_path):

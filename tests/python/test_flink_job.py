@@ -289,3 +289,124 @@ def test_messages_are_keyed_by_their_kafka_key_or_their_head_and_a_wrong_key_is_
     assert counts["lines"] == len(log.read_text().splitlines()) and counts["events"] == len(shipped)
     lag = reads.consumer_lag(database, *far, 60, consumer_groups=[kafka_topic])
     assert set(lag["topic"]) == {kafka_topic} and len(lag) >= 1
+
+
+class PrivateClickHouse:
+    """A ClickHouse server of scripts/services of its own (another var/ directory), which a test
+    may SIGKILL and start again on the same data directory and ports without touching the
+    session's server."""
+
+    def __init__(self, var: Path):
+        from services import SERVICES, services_env
+
+        self.services, self.services_env = SERVICES, services_env
+        self.env = {**os.environ, "CACHESCOPE_VAR_DIR": str(var)}
+        self.start()
+        self.tcp_port, self.http_port = int(self.info["CLICKHOUSE_TCP_PORT"]), int(self.info["CLICKHOUSE_HTTP_PORT"])
+        self.url = self.info["CLICKHOUSE_URL"]
+
+    def _services(self, *args: str) -> None:
+        p = subprocess.run([str(self.services), *args], capture_output=True, text=True, env=self.env)
+        assert p.returncode == 0, f"scripts/services {' '.join(args)}:\n{p.stdout}\n{p.stderr}"
+
+    def start(self) -> None:
+        self._services("start", "clickhouse")  # after a kill: the ports of its stale env file
+        self.info = self.services_env("clickhouse", self.env)
+        self.pid = int(self.info["CLICKHOUSE_PID"])
+
+    def kill(self) -> None:
+        """SIGKILL by PID (no clean shutdown: parts being written are left as they are)."""
+        os.kill(self.pid, signal.SIGKILL)
+        while os.path.exists(f"/proc/{self.pid}") and open(f"/proc/{self.pid}/stat").read().split()[2] != "Z":
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self._services("stop", "clickhouse")
+
+
+def minute_and_hour_disagree(store: ClickHouseStore) -> list:
+    """(cache group, policy, size, tier, hour) whose minute windows do not sum to the hour's row."""
+    counters = "sum(requests), sum(hits), sum(bytes_requested), sum(bytes_hit)"
+    keys = "cache_group, policy, size_bytes, tier"
+
+    def by_hour(table: str, start: str) -> dict:
+        return {tuple(r[:5]): tuple(int(x) for x in r[5:]) for r in store.query(
+            f"SELECT {keys}, {start} AS h, {counters} FROM {table} FINAL GROUP BY {keys}, h")}
+
+    minute = by_hour("efficiency", "toStartOfHour(window_start)")
+    hour = by_hour("efficiency_hourly", "window_start")
+    return sorted(k for k in set(minute) | set(hour) if minute.get(k) != hour.get(k))
+
+
+def test_bounded_job_that_rides_out_a_clickhouse_crash_writes_every_window(kafka, flink_jars, kafka_topic,
+                                                                            tmp_path):
+    """issue 28 (1): the ClickHouse server is SIGKILLed mid-stream and started again on the same data
+    and ports while a bounded job runs; the job restarts from its checkpoints, and when it exits 0
+    every table holds exactly what the core computes (the end-of-input windows of every group too),
+    and minute and hour tables agree."""
+    log = tmp_path / "gstream.log"
+    subprocess.run([str(Path(sys.executable).parent / "cachescope"), "generate", "--out", str(log),
+                    "-f", "xrootd-gstream", "-n", "60000", "--days", "1", "--sites", "2", "--seed", "5"],
+                   check=True, capture_output=True)
+    ship(log, kafka.bootstrap, kafka_topic)
+    events = [e for e in topic_items(kafka.bootstrap, kafka_topic) if "file_id" in e]
+    server = PrivateClickHouse(tmp_path / "var")
+    try:
+        store = ClickHouseStore(server.url, database="crash")
+        migrations.migrate(store, events_ttl_days=0)
+        job = start_job(tmp_path, kafka, server, kafka_topic, "crash", "--bounded", "--restart-attempts", "20",
+                        "--checkpoint-interval", "5s")
+        try:
+            # mid-stream: some of the events stored, the rest still to come
+            wait_for("a tenth of the events stored", lambda: row_count(store, "access_events") >= len(events) // 10,
+                     job, tmp_path)
+            server.kill()
+            store.close()
+            killed = time.monotonic()
+            # the outage: the job fails a write (and restarts from its checkpoint) while the server is down
+            wait_for("the job to fail a write", lambda: any("writing rows to the store failed" in p.read_text()
+                                                                for p in tmp_path.glob("job-*.log")),
+                     job, tmp_path)
+            time.sleep(max(0.0, 15 - (time.monotonic() - killed)))  # down 15 s at least, as in the issue
+            server.start()
+            assert (int(server.info["CLICKHOUSE_TCP_PORT"]), int(server.info["CLICKHOUSE_HTTP_PORT"])) == \
+                (server.tcp_port, server.http_port)
+            store = ClickHouseStore(server.url, database="crash")
+            assert job.wait() == 0, job_log(tmp_path)
+        finally:
+            kill(job)
+        want = expected(events, load_config().pipeline, finish=True)
+        assert len(set(want["efficiency_daily"]["cache_group"])) == 2
+        assert_store_equals(store, want)
+        assert minute_and_hour_disagree(store) == []
+        store.close()
+    finally:
+        server.stop()
+
+
+def test_bounded_job_that_cannot_write_its_rows_exits_1_with_one_line(kafka, flink_jars, kafka_topic, tmp_path):
+    """The job never exits 0 with rows not written: when the store stays down past its restarts,
+    it ends with exit 1 and one line naming the cause, not a Java stack."""
+    log = tmp_path / "gstream.log"
+    generate(log, 12_000)
+    ship(log, kafka.bootstrap, kafka_topic)
+    server = PrivateClickHouse(tmp_path / "var")
+    try:
+        store = ClickHouseStore(server.url, database="down")
+        migrations.migrate(store, events_ttl_days=0)
+        job = start_job(tmp_path, kafka, server, kafka_topic, "down", "--bounded", "--restart-attempts", "1",
+                        "--monitor-every", "0")
+        try:
+            wait_for("some events stored", lambda: row_count(store, "access_events") > 0, job, tmp_path)
+            store.close()
+            server.kill()
+            code = job.wait()
+        finally:
+            kill(job)
+        out = job_log(tmp_path)
+        assert code == 1, out
+        last = out.strip().splitlines()[-1]
+        assert last.startswith("shadow_caches: the job failed (") and "run it again" in last, out
+        assert "127.0.0.1" in last or "store" in last, last  # the cause: the store's failure
+    finally:
+        server.stop()

@@ -151,3 +151,20 @@ def test_an_input_with_no_usable_line_exits_1_for_parse_and_replay(tmp_path, rec
     for path in (mixed, empty):
         assert run("parse", "-f", "xrootd-collector", str(path))[0] == 0
     assert run("replay", "-f", "xrootd-collector", "--store", str(tmp_path / "s2"), str(mixed), str(empty))[0] == 0
+
+
+def test_a_zstd_bomb_is_refused_in_bounded_memory(tmp_path):
+    """1 GiB of zeros in 32 kB of zstd: zstd cannot cap a call's output, so it is fed in small
+    slices (4 KiB of this expanded to 128 MiB at once: 209 MiB peak)."""
+    import zstandard
+
+    path = tmp_path / "zeros.jsonl.zst"
+    c = zstandard.ZstdCompressor(write_checksum=True).compressobj()
+    zeros = bytes(64 * MiB)
+    with open(path, "wb") as f:
+        for _ in range(16):
+            f.write(c.compress(zeros))
+        f.write(c.flush())
+    code, out, err, rss = run("parse", "-f", "xrootd-collector", str(path))
+    assert code == 1 and out == "" and "16 MiB" in err and "decompressed data" in err
+    assert rss < 160, rss

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -43,18 +44,9 @@ def _get(url: str, body: dict | None = None):
         return json.loads(r.read())
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    if not (REPO / "api" / "static" / "vendor" / "uPlot.iife.min.js").exists():
-        pytest.fail("the page's chart library is missing: bash scripts/page-assets (uPlot from npm)")
-    tmp = tmp_path_factory.mktemp("page")
-    w, _ = apply("hit-drop", make_workload(30_000, days=2, sites=1, servers=2, seed=13))
-    files = write("xrootd-gstream", w, tmp / "logs", single_file=False)
-    (tmp / "site.yaml").write_text(yaml.safe_dump({
-        "site": w.sites[0], "pipeline": {"shadow": {"policies": ["lru", "arc", "xcache"], "sizes": ["2TB", "10TB"]},
-                                         "curve": {"points": 16}},
-        "alerts": {"defaults": False, "rules": [{"name": "hit-drop", "kind": "drop", "drop": 0.3, "over": "1h",
-                                                 "for": "15m", "policy": "lru", "size": "10TB"}]}}))
+def _serve(tmp: Path, files: list[Path], config: dict):
+    """Replay `files` with the site configuration `config` into a store, serve it; yields the URL."""
+    (tmp / "site.yaml").write_text(yaml.safe_dump(config))
     store = EmbeddedStore(tmp / "store")
     replay(files, "xrootd-gstream", config=load_config(tmp / "site.yaml"), store=store)
     store.close()
@@ -77,6 +69,24 @@ def server(tmp_path_factory):
     log.close()
 
 
+def _alert_rule(**extra) -> dict:
+    return {"name": "hit-drop", "kind": "drop", "drop": 0.3, "over": "1h", "for": "15m", "policy": "lru",
+            "size": "10TB", **extra}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    if not (REPO / "api" / "static" / "vendor" / "uPlot.iife.min.js").exists():
+        pytest.fail("the page's chart library is missing: bash scripts/page-assets (uPlot from npm)")
+    tmp = tmp_path_factory.mktemp("page")
+    w, _ = apply("hit-drop", make_workload(30_000, days=2, sites=1, servers=2, seed=13))
+    files = write("xrootd-gstream", w, tmp / "logs", single_file=False)
+    yield from _serve(tmp, files, {
+        "site": w.sites[0], "pipeline": {"shadow": {"policies": ["lru", "arc", "xcache"], "sizes": ["2TB", "10TB"]},
+                                         "curve": {"points": 16}},
+        "alerts": {"defaults": False, "rules": [_alert_rule()]}})
+
+
 @pytest.fixture(scope="module")
 def browser():
     if not os.access(CHROMIUM, os.X_OK):
@@ -89,12 +99,14 @@ def browser():
         b.close()
 
 
-@pytest.fixture
-def page(browser, server):
+def _open(browser, server: str):
+    """The page loaded in a new context; yields it, then checks it raised no error, logged no
+    console error (a 404, a CSP refusal) and fetched nothing from elsewhere."""
     ctx = browser.new_context(viewport={"width": 1400, "height": 1800})
     pg = ctx.new_page()
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.on("console", lambda m: errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
     external: list[str] = []
     pg.on("request", lambda r: external.append(r.url) if not r.url.startswith(server) else None)
     pg.goto(server + "/")
@@ -104,6 +116,11 @@ def page(browser, server):
     assert not errors, errors
     assert not external, f"the page fetched from elsewhere: {external}"
     ctx.close()
+
+
+@pytest.fixture
+def page(browser, server):
+    yield from _open(browser, server)
 
 
 def _chart(pg, key: str) -> dict:
@@ -176,3 +193,87 @@ def test_alerts_endpoint_answers_from_the_alerts_table(server):
     assert len(firing) == 1 and firing[0]["starts_at"] == both[1]["starts_at"]
     assert f"{firing[0]['value']:.3f}" in firing[0]["summary"]
     assert _get(server + "/v1/alerts?state=resolved&cache_group=nowhere")["alerts"] == []
+
+
+# ------------------------------------------------------------------------------------------ hostile names
+
+#: names as a log or a site configuration may carry them; each would set window.__xss if it ran
+HOSTILE = {
+    "site": 'MWT2<img src=x onerror="window.__xss=\'site\'">',
+    "server": 'xc"><script>window.__xss="server"</script>',
+    "tier": "<svg onload=window.__xss='tier'></svg>",
+    "summary": "'><img src=x onerror=window.__xss='summary'>",
+}
+
+
+@pytest.fixture(scope="module")
+def hostile_server(tmp_path_factory):
+    """A store whose site, server (so cache group), data tier and alert summary are HTML: the
+    site and server in the g-stream records, the tier from a site tier rule, the summary from
+    the site's alert rule."""
+    tmp = tmp_path_factory.mktemp("hostile")
+    w, _ = apply("hit-drop", make_workload(12_000, days=2, sites=1, servers=2, seed=13))
+    files = write("xrootd-gstream", w, tmp / "logs", single_file=False)
+    for f in files:
+        text = f.read_text().replace(json.dumps(w.sites[0]), json.dumps(HOSTILE["site"]))
+        f.write_text(text.replace('"xcache00.', json.dumps(HOSTILE["server"])[:-1] + "."))
+    (tmp / "tiers.yaml").write_text(yaml.safe_dump({"version": 1, "vos": {"cms": {"rules": [
+        {"name": "hostile", "regex": "^/store/", "tier": HOSTILE["tier"]}]}}}))
+    yield from _serve(tmp, files, {
+        "site": HOSTILE["site"], "cache_groups": {"mode": "server"}, "tiers": {"rules_files": ["tiers.yaml"]},
+        "pipeline": {"shadow": {"policies": ["lru", "arc"], "sizes": ["2TB", "10TB"]}, "curve": {"points": 8}},
+        "alerts": {"defaults": False, "rules": [_alert_rule(summary=HOSTILE["summary"])]}})
+
+
+def test_names_from_the_data_are_text_never_markup(browser, hostile_server):
+    # a site, server, tier or alert summary was written into the page as HTML and ran (issue 28)
+    configs = _get(hostile_server + "/v1/configs")
+    groups = [g["cache_group"] for g in configs["cache_groups"]]
+    hostile_group = next(g for g in groups if HOSTILE["server"] in g)
+    assert hostile_group.startswith(HOSTILE["site"] + "/")
+    for pg in _open(browser, hostile_server):
+        pg.select_option("#group", hostile_group)
+        pg.wait_for_function("() => window.cachescope.loaded.efficiency && "
+                             "document.querySelector('#alerts-table tbody td:nth-child(5)')", timeout=0)
+        # the tier selector, the tier table, the chart legend and the alerts show the names as text
+        pg.select_option("#tier", HOSTILE["tier"])
+        pg.wait_for_function("t => window.cachescope.charts.efficiency.series.slice(1).length > 0 && "
+                             "window.cachescope.charts.efficiency.series.slice(1).every(s => s.label.endsWith(t))",
+                             arg=" · " + HOSTILE["tier"], timeout=0)
+        ran = pg.evaluate("() => window.__xss === undefined ? null : String(window.__xss)")
+        assert ran is None, f"the {ran} name ran as script"
+        injected = pg.evaluate("""() => ({img: document.querySelectorAll('img').length,
+                                          svg: document.querySelectorAll('td svg, option svg, .u-legend svg').length,
+                                          scripts: document.querySelectorAll('script').length})""")
+        assert injected == {"img": 0, "svg": 0, "scripts": 2}, injected
+        page_text = pg.inner_text("body")
+        assert HOSTILE["tier"] in pg.locator("#tier-table tbody").inner_text()
+        assert HOSTILE["tier"] in pg.locator("#eff-chart").inner_text()  # the uPlot legend
+        alerts = pg.locator("#alerts-table tbody").inner_text()
+        assert HOSTILE["summary"] in alerts and hostile_group in alerts
+        assert pg.locator("#group option").all_inner_texts() == groups
+        assert HOSTILE["site"] in page_text
+        pg.screenshot(path=str(ARTIFACTS / "hostile.png"), full_page=True)
+
+
+def test_every_answer_carries_a_strict_csp_and_the_favicon_is_served(server):
+    for path in ("/", "/app.js", "/v1/configs", "/nowhere", "/favicon.ico"):
+        with urllib.request.urlopen(urllib.request.Request(server + path)) if path != "/nowhere" else \
+                _error(server + path) as r:
+            h = r.headers
+            csp = h["Content-Security-Policy"]
+            assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "frame-ancestors 'none'" in csp
+            assert "default-src 'self'" in csp and "object-src 'none'" in csp
+            assert h["X-Content-Type-Options"] == "nosniff" and h["X-Frame-Options"] == "DENY"
+            assert h["Referrer-Policy"] == "no-referrer"
+            if path == "/favicon.ico":
+                assert r.status == 200 and r.read().startswith(b"<svg")
+
+
+def _error(url: str):
+    try:
+        urllib.request.urlopen(url)
+    except urllib.error.HTTPError as e:
+        assert e.code == 404
+        return e
+    raise AssertionError(f"{url} answered")

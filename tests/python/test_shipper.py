@@ -104,10 +104,11 @@ def _copytruncate_and_burst(log: Path, rows: range) -> None:
     assert log.stat().st_size > before
 
 
-@pytest.mark.parametrize("how", ["following", "restarted"])
+@pytest.mark.parametrize("how", ["following", "restarted", "following-unread", "restarted-unread"])
 def test_copytruncate_then_a_burst_past_the_old_offset_ships_every_line_exactly_once(kafka, tmp_path, how):
     """Before: the shipper read on from its old offset in the new content: every line before it
-    lost, and the line across it cut in half and sent to the dead letters."""
+    lost, and the line across it cut in half and sent to the dead letters. Lines written after its
+    last read and before the truncation (`-unread`) are read from logrotate's copy."""
     log = tmp_path / "access.csv"
     csv_log(log, range(1000))
     topic = f"trunc-{uuid.uuid4().hex[:8]}"
@@ -120,21 +121,30 @@ def test_copytruncate_then_a_burst_past_the_old_offset_ships_every_line_exactly_
 
     sh = shipper()
     try:
-        if how == "following":
+        def rotate() -> None:
+            if how.endswith("-unread"):  # written after the shipper's last read, then copied away
+                csv_log(log, range(1000, 1100), header=False)
+                _copytruncate_and_burst(log, range(1100, 2500))
+            else:
+                _copytruncate_and_burst(log, range(1000, 2500))
+
+        if how.startswith("following"):
             checks = []
 
             def stop() -> bool:  # called each time the shipper is at the end of the file
                 checks.append(1)
                 if len(checks) == 1:  # everything so far is shipped: rotate before it looks again
-                    _copytruncate_and_burst(log, range(1000, 2500))
+                    rotate()
                     return False
-                return True
+                # done once the committed position is the end of the file now under the name
+                pos = orjson.loads(state.read_bytes())
+                return pos["inode"] == log.stat().st_ino and pos["offset"] == log.stat().st_size
 
             sh.run(follow=True, poll_seconds=0, stop=stop)
         else:
             sh.run()
             sh.close()
-            _copytruncate_and_burst(log, range(1000, 2500))
+            rotate()
             sh = shipper()  # resumes from the committed position: same inode, offset below the size
             sh.run()
     finally:

@@ -176,7 +176,7 @@ def test_sizes(text, expected):
     assert parse_size(text) == expected
 
 
-@pytest.mark.parametrize("text", ["", "TB", "-1TB", "0", "10XB", "18446744073709551616", "1e3"])
+@pytest.mark.parametrize("text", ["", "TB", "-1TB", "0", "10XB", "18446744073709551616", "1e3", "1.5", "0.1KiB", True, 1.5])
 def test_bad_sizes(text):
     with pytest.raises(SizeError):
         parse_size(text)

@@ -16,6 +16,7 @@ CREATE TABLE {database}.access_events
     `observed_hit_bytes` Nullable(UInt64),
     `observed_miss_bytes` Nullable(UInt64),
     `observed_bypass_bytes` Nullable(UInt64),
+    `observed_hit` Nullable(UInt8),
     `origin` LowCardinality(String),
     `seq` UInt64 CODEC(Delta(8), ZSTD(1))
 )

@@ -1,0 +1,141 @@
+"""The UDP socket, its receiving process (recv_process: nothing but recv, into a pipe) and the
+thread that reads the pipe into a queue: a burst is held in memory (and the kernel's buffer, made
+large) while decoding runs elsewhere."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from urllib.parse import urlparse
+
+from cachescope.errors import UsageError
+
+#: the receive buffer asked for (the kernel caps SO_RCVBUF at net.core.rmem_max unless the
+#: process may force it): 20k datagrams/s of ~1 KiB for a second and more
+RCVBUF_BYTES = 64 << 20
+_ADDR = struct.Struct("<H")  # recv_process's frames: {u16 address length; address; u32 length; payload}
+_LEN = struct.Struct("<I")
+_ROOT = str(Path(__file__).resolve().parents[2])  # where `ingest` is, for the child's `-m`
+
+
+def parse_listen(url: str) -> tuple[str, int]:
+    """udp://HOST:PORT -> (host, port)."""
+    u = urlparse(url)
+    try:
+        port = u.port
+    except ValueError:
+        port = None
+    if u.scheme != "udp" or not u.hostname or port is None or u.path not in ("", "/"):
+        raise UsageError(f"--listen {url!r}: expected udp://HOST:PORT (e.g. udp://0.0.0.0:9930)")
+    return u.hostname, port
+
+
+class Receiver:
+    """Binds at once (a port in use fails here); `start()` starts the receiving process
+    (recv_process) and the thread that reads its pipe into the queue; `get(timeout)` gives
+    (payload, sender address) or None; `stop()` has the process hand over everything the kernel
+    still holds for the socket, reads it to the end, and closes the socket."""
+
+    def __init__(self, host: str, port: int):
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.sock = socket.socket(family, socket.SOCK_DGRAM)
+        for opt in (getattr(socket, "SO_RCVBUFFORCE", None), socket.SO_RCVBUF):
+            if opt is None:
+                continue
+            try:
+                self.sock.setsockopt(socket.SOL_SOCKET, opt, RCVBUF_BYTES)
+                break
+            except OSError:  # SO_RCVBUFFORCE needs CAP_NET_ADMIN
+                continue
+        self.rcvbuf = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+        try:
+            self.sock.bind((host, port))
+        except OSError as exc:
+            self.sock.close()
+            raise UsageError(f"udp://{host}:{port}: cannot listen there: {exc.strerror or exc}") from None
+        self.address = self.sock.getsockname()[:2]
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.received = 0
+        self._proc: subprocess.Popen | None = None
+        self._thread = threading.Thread(target=self._read, name="collect-recv", daemon=True)
+        self._stopped = False
+        self._ready = threading.Event()
+
+    def start(self) -> "Receiver":
+        r, w = os.pipe()
+        self._pipe = r
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "ingest.xrootd_monitoring.recv_process", str(self.sock.fileno()), str(w)],
+                pass_fds=(self.sock.fileno(), w), env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                    p for p in (_ROOT, os.environ.get("PYTHONPATH", "")) if p)})
+        finally:
+            os.close(w)  # the child's end: EOF here once the child is gone
+        self._thread.start()
+        self._ready.wait()  # its first frame (or its end): from here on an idle time means no data
+        return self
+
+    def _read(self) -> None:
+        """The pipe -> the queue, datagram by datagram (one read takes up to 1 MiB of them)."""
+        put = self.queue.put
+        buf = b""
+        n = 0
+        while True:
+            try:
+                chunk = os.read(self._pipe, 1 << 20)
+            except InterruptedError:
+                continue
+            if not chunk:
+                break
+            buf = buf + chunk if buf else chunk
+            off, end = 0, len(buf)
+            while off + 2 <= end:
+                (alen,) = _ADDR.unpack_from(buf, off)
+                head = off + 2 + alen + 4
+                if head > end:
+                    break
+                (plen,) = _LEN.unpack_from(buf, off + 2 + alen)
+                if head + plen > end:
+                    break
+                if alen:
+                    put((buf[head:head + plen], buf[off + 2:off + 2 + alen].decode()))
+                    n += 1
+                else:
+                    self._ready.set()
+                off = head + plen
+            buf = buf[off:]
+            self.received = n
+        self._ready.set()
+        os.close(self._pipe)
+
+    def get(self, timeout: float | None) -> tuple[bytes, str] | None:
+        try:
+            return self.queue.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def get_nowait(self) -> tuple[bytes, str] | None:
+        try:
+            return self.queue.get_nowait()
+        except queue.Empty:
+            return None
+
+    def stop(self) -> None:
+        """Stop receiving: what the kernel holds for the socket and what the process holds is
+        queued first (a signal ends a run with everything received written)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._proc is not None:
+            if self._proc.poll() is None:
+                self._proc.send_signal(signal.SIGTERM)
+            self._proc.wait()
+            self._thread.join()
+        self.sock.close()
