@@ -480,7 +480,13 @@ mod tests {
     #[test]
     fn every_policy_knows_the_arrival_of_each_resident_file() {
         let names = crate::policy::POLICY_NAMES.iter().filter(|&&p| p != "belady");
-        let specs: Vec<CacheSpec> = names.map(|p| CacheSpec::new(p, 20_000)).collect();
+        // xcache purges only every purge_interval of event time, above its high watermark: the
+        // deletes here keep it below 95 %
+        let xcache: std::collections::BTreeMap<String, f64> =
+            [("high_watermark", 0.5), ("low_watermark", 0.4), ("purge_interval", 60.0)].map(|(k, v)| (k.to_string(), v)).into();
+        let specs: Vec<CacheSpec> = names
+            .map(|&p| CacheSpec { params: if p == "xcache" { xcache.clone() } else { Default::default() }, ..CacheSpec::new(p, 20_000) })
+            .collect();
         let n = 20_000u64;
         let ids: Vec<u64> = (0..n).map(|i| (i * 7919 + i * i) % 911).collect();
         let sizes: Vec<u64> = ids.iter().map(|i| 1 + (i * 31) % 97).collect();

@@ -255,6 +255,7 @@ fn feed_shared(bank: &mut Bank, stream: &Stream, keys: bool, threads: usize, pro
     use std::sync::{Condvar, Mutex};
     let n = bank.shadows.len();
     let per_cache = bank.n_tiers;
+    let timed = bank.needs_clock();
     let caches: Vec<Mutex<Shadow>> = std::mem::take(&mut bank.shadows).into_iter().map(Mutex::new).collect();
     let shared = Mutex::new(Shared {
         batches: Default::default(),
@@ -266,7 +267,6 @@ fn feed_shared(bank: &mut Bank, stream: &Stream, keys: bool, threads: usize, pro
         failed: false,
     });
     let changed = Condvar::new();
-    let timed = bank.needs_clock();
     let mut ops: Arc<[u8]> = vec![OP_READ; stream.rows].into();
     let recycler = stream.recycler();
     let result = std::thread::scope(|scope| {
