@@ -28,6 +28,7 @@ XCACHE_PARAMS: dict[str, str] = {
     "purge_interval": "seconds",
     "purge_cold_age": "seconds",
     "purge_cold_period": "count",
+    "prefetch": "count0",
 }
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h|d|w)?\s*$", re.I)
@@ -62,9 +63,10 @@ def param_value(name: str, value: object) -> float:
     parameters also sizes and durations. XrdPfcError names the parameter."""
     kind = XCACHE_PARAMS.get(name)
     n = _number(value)
-    if kind is None or kind == "count":
-        if n is None or (kind == "count" and (n < 1 or n != int(n))):
-            what = "a whole number ≥ 1" if kind else "a number"
+    if kind in (None, "count", "count0"):
+        low = 1 if kind == "count" else 0
+        if n is None or (kind and (n < low or n != int(n))):
+            what = f"a whole number ≥ {low}" if kind else "a number"
             raise XrdPfcError(f"parameter {name}={value!r} must be {what}")
         return n
     if kind == "seconds":
@@ -101,7 +103,7 @@ def params_for(policy: str, raw: Mapping[str, object]) -> dict[str, float]:
 # The cache's configuration file
 
 #: directives that do not change which blocks are cached or purged (ignored)
-_NO_EFFECT = {"prefetch", "ram", "trace", "writequeue", "spaces", "cschk", "flush", "acchistorysize", "user",
+_NO_EFFECT = {"ram", "trace", "writequeue", "spaces", "cschk", "flush", "acchistorysize", "user",
               "osslib", "decisionlib", "allow_xrdpfc_command", "hdfsmode", "dirstats", "purgelib", "checksum",
               "onlyifcached", "httpcc", "writethrough"}
 _XRD_SIZE = re.compile(r"^(\d+)([kKmMgGtT])?$")
@@ -162,8 +164,9 @@ def _lines(path: str, text: str):
 def read_config(path: str | Path, instance: str = "anon") -> dict[str, float]:
     """The `xcache` parameters a real cache's configuration file sets (`pfc.blocksize`,
     `pfc.diskusage low high [files baseline nominal max] [purgeinterval t] [purgecoldfiles age
-    period]`); directives without effect on hit rates (`pfc.prefetch`, `pfc.ram`, …) and other
-    components' lines are ignored. XrdPfcError names the file and line of anything else."""
+    period]`, `pfc.prefetch`, XrdPfc's default 10 when absent); directives without effect on what
+    is cached (`pfc.ram`, `pfc.trace`, …) and other components' lines are ignored. XrdPfcError
+    names the file and line of anything else."""
     p = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8", errors="surrogateescape")
@@ -211,6 +214,7 @@ def read_config(path: str | Path, instance: str = "anon") -> dict[str, float]:
         _directive(words, out, n, p)
     if conds:
         raise XrdPfcError(f"{p}: an if has no fi")
+    out.setdefault("prefetch", 10.0)  # XrdPfc prefetches 10 blocks per file unless told otherwise
     return out
 
 
@@ -265,6 +269,10 @@ def _directive(words: list[str], out: dict[str, float], n: int, p: str) -> None:
             else:
                 raise XrdPfcError(f"{p}:{n}: pfc.diskusage: {key!r} is not files B N M, purgeinterval T or "
                                   "purgecoldfiles AGE PERIOD (or lacks its values)")
+    elif name == "prefetch":
+        if len(args) != 1 or not args[0].isdigit():
+            raise XrdPfcError(f"{p}:{n}: pfc.prefetch takes a number of blocks")
+        out["prefetch"] = float(args[0])
     elif name == "purgecoldfiles":
         if len(args) != 2:
             raise XrdPfcError(f"{p}:{n}: pfc.purgecoldfiles takes an age and a period")

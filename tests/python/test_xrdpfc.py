@@ -32,6 +32,7 @@ def test_param_values_take_fractions_sizes_and_durations():
     assert param_value("purge_cold_age", "7d") == 7 * 86400
     assert param_value("purge_cold_age", 3600) == 3600
     assert param_value("purge_cold_period", "10") == 10
+    assert param_value("prefetch", "0") == 0
     assert param_value("small_ratio", "0.1") == 0.1  # another policy's: a plain number
     for name, bad in [("high_watermark", "lots"), ("purge_interval", "soon"), ("purge_cold_period", "1.5"),
                       ("block_size", "-1"), ("small_ratio", "10MB")]:
@@ -44,9 +45,10 @@ def test_param_values_take_fractions_sizes_and_durations():
 
 def test_the_lab_configuration_file(shared_dir):
     params = read_config(shared_dir / LAB / "run1-default/cache.cfg")
-    # pfc.blocksize 1m; pfc.diskusage 150m 200m purgeinterval 60s (XRootD's sizes are binary)
+    # pfc.blocksize 1m; pfc.diskusage 150m 200m purgeinterval 60s (XRootD's sizes are binary);
+    # pfc.prefetch 10
     assert params == {"block_size": 2**20, "low_watermark": 150 * 2**20, "high_watermark": 200 * 2**20,
-                      "purge_interval": 60}
+                      "purge_interval": 60, "prefetch": 10}
 
 
 def test_configuration_syntax(tmp_path):
@@ -68,7 +70,7 @@ def test_configuration_syntax(tmp_path):
     assert read_config(cfg) == {
         "block_size": 512 * 1024, "low_watermark": 0.90, "high_watermark": 0.95, "files_baseline": 0.5,
         "files_nominal": 0.6, "files_max": 0.7, "purge_interval": 300, "purge_cold_age": 7 * 86400,
-        "purge_cold_period": 3}
+        "purge_cold_period": 3, "prefetch": 10}
     for text, message in [
         ("pfc.diskusage 0.9 2000000000\n", "plain number is a fraction"),
         ("pfc.diskusage 0.9 0.95 purgeinterval 30s\n", "60 s to 1 h"),
@@ -77,6 +79,7 @@ def test_configuration_syntax(tmp_path):
         ("if vm.example.org\npfc.blocksize 1m\nfi\n", "not supported"),
         ("if exec xrootd\npfc.blocksize 1m\n", "no fi"),
         ("pfc.newthing 1\n", "pfc.newthing"),
+        ("pfc.prefetch many\n", "pfc.prefetch"),
     ]:
         cfg.write_text(text)
         with pytest.raises(XrdPfcError, match=message) as e:
@@ -84,6 +87,11 @@ def test_configuration_syntax(tmp_path):
         assert str(e.value).startswith(str(cfg))
     with pytest.raises(XrdPfcError, match="cannot read"):
         read_config(tmp_path / "missing.cfg")
+    # no pfc.prefetch: XrdPfc's default, 10 blocks; pfc.prefetch 0 turns it off
+    cfg.write_text("pfc.diskusage 0.9 0.95\n")
+    assert read_config(cfg)["prefetch"] == 10
+    cfg.write_text("pfc.prefetch 0\n")
+    assert read_config(cfg) == {"prefetch": 0}
 
 
 def test_seed_from_xrdpfc_print(shared_dir, tmp_path):
@@ -152,7 +160,7 @@ def test_simulate_xcache_options(shared_dir, tmp_path):
     configured = cli(*base, "--xcache-config", str(run / "cache.cfg"))
     assert configured.returncode == 0, configured.stderr.decode()
     by_param = cli(*base, "--param", "block_size=1MiB", "--param", "low_watermark=150MiB",
-                   "--param", "high_watermark=200MiB", "--param", "purge_interval=60s")
+                   "--param", "high_watermark=200MiB", "--param", "purge_interval=60s", "--param", "prefetch=10")
     assert json.loads(configured.stdout) == json.loads(by_param.stdout)
     seeded = cli(*base, "--xcache-config", str(run / "cache.cfg"), "--xcache-seed", str(run / "cinfo-print.json"))
     assert seeded.returncode == 0, seeded.stderr.decode()
@@ -178,7 +186,7 @@ def test_pipeline_shadow_caches_take_xcache_config_and_units(shared_dir):
                           params={"xcache": {"purge_interval": "2m", "baseline_used": "10MB"}})
     xc = [s for s in shadow.specs() if s.policy == "xcache"][0]
     assert xc.params == {"block_size": 2**20, "low_watermark": 150 * 2**20, "high_watermark": 200 * 2**20,
-                         "purge_interval": 120, "baseline_used": 10e6}
+                         "purge_interval": 120, "baseline_used": 10e6, "prefetch": 10}
     with pytest.raises(ValueError, match="high_watermark"):
         ShadowCaches(policies=["xcache"], sizes=["1GB"], params={"xcache": {"high_watermark": "lots"}})
     with pytest.raises(ValueError, match="not in policies"):
