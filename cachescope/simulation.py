@@ -31,6 +31,11 @@ def _columns(file_id, file_size, bytes_read, tier, op, next_access=None) -> tupl
     )
 
 
+def _clock(seconds) -> np.ndarray:
+    """Event times in seconds (a trace's timestamp column) as the engine's u32 seconds."""
+    return np.clip(np.nan_to_num(np.asarray(seconds, dtype=np.float64)), 0, 2**32 - 1).astype(np.uint32)
+
+
 def _seconds(ts_us) -> np.ndarray:
     """Event times (µs) as the engine's u32 seconds (clipped to 1970..2106)."""
     return np.clip(np.asarray(ts_us, dtype=np.int64) // 1_000_000, 0, 2**32 - 1).astype(np.uint32)
@@ -66,9 +71,27 @@ class ShadowBank:
                                      np.ascontiguousarray(window, dtype=np.uint32), next_access, tiers_used,
                                      None if ts is None else _seconds(ts), parallel)
 
-    def feed_totals(self, file_id, file_size, bytes_read, tier, op, next_access=None) -> None:
-        """Feed a batch into the exact totals only (no per-window counters)."""
-        self._bank.feed_totals(*_columns(file_id, file_size, bytes_read, tier, op, next_access))
+    def feed_totals(self, file_id, file_size, bytes_read, tier, op, next_access=None, clock=None) -> None:
+        """Feed a batch into the exact totals only (no per-window counters). `clock`: event
+        times in seconds for the caches that run on them (`needs_clock`: xcache's purges)."""
+        self._bank.feed_totals(*_columns(file_id, file_size, bytes_read, tier, op, next_access),
+                               None if clock is None else _clock(clock))
+
+    @property
+    def needs_clock(self) -> bool:
+        return self._bank.needs_clock
+
+    def seed(self, cache: int, files: Sequence[tuple[int, int, int]]) -> None:
+        """Warm start of cache `cache` (an xcache, before its first read) with the files a real
+        cache holds: (file_id, cached bytes, last access in epoch seconds), e.g. from
+        `cachescope.xrdpfc.read_seed`."""
+        ids, cached, last = (np.array(c, dtype=d) for c, d in
+                             zip(zip(*files) if files else ([], [], []), (np.uint64, np.uint64, np.uint32)))
+        self._bank.seed(cache, ids, cached, last)
+
+    def purge_log(self, cache: int) -> list[list[dict]]:
+        """An xcache's last purges (at most 1024 per partition), oldest first."""
+        return self._bank.purge_log(cache)
 
     def totals(self) -> np.ndarray:
         """Cumulative counters shaped (caches, tiers, fields): exact Python ints (dtype object),
@@ -157,11 +180,16 @@ def simulate(
     specs: Sequence[CacheSpec],
     chunk: int = 1 << 20,
     on_progress: Callable[[int], None] | None = None,
+    seeds: Sequence[tuple[int, Sequence[tuple[int, int, int]]]] = (),
 ) -> np.ndarray:
-    """Run every spec over the whole trace in one pass; returns totals (caches, tiers, fields)."""
+    """Run every spec over the whole trace in one pass; returns totals (caches, tiers, fields).
+    `seeds`: (cache index, files) warm starts of xcaches (`ShadowBank.seed`)."""
     n_tiers = max(1, len(trace.tier_names))
     bank = ShadowBank(specs, n_tiers)
+    for cache, files in seeds:
+        bank.seed(cache, files)
     next_access = _simcore.next_access_times(trace.file_id) if bank.needs_future else None
+    clock = _clock(trace.timestamp) if bank.needs_clock else None
     ops = np.zeros(min(chunk, len(trace)), dtype=np.uint8)
     for start in range(0, len(trace), chunk):
         end = min(start + chunk, len(trace))
@@ -172,6 +200,7 @@ def simulate(
             trace.tier[start:end],
             ops[: end - start],
             None if next_access is None else next_access[start:end],
+            None if clock is None else clock[start:end],
         )
         if on_progress:
             on_progress(end - start)

@@ -76,16 +76,19 @@ def check_specs(specs: Sequence[CacheSpec]) -> None:
 
 
 def simulate_file(path: str | Path, specs: Sequence[CacheSpec], fmt: str = "csv",
-                  on_progress: Callable[[float], None] | None = None) -> tuple[list, list[str], int]:
+                  on_progress: Callable[[float], None] | None = None,
+                  seeds: Sequence[tuple[int, Sequence[tuple[int, int, int]]]] = ()) -> tuple[list, list[str], int]:
     """Stream a trace file through every spec in one pass, in the engine (a reader thread
     decompresses and parses while the caches run). Returns exact totals as nested lists of ints
     (caches, tiers, fields), the tier names and the number of requests. Not for belady (needs the
     whole trace). `on_progress(fraction done)` is called about ten times a second, and with 1.0
-    at the end, from this thread while the engine runs in another."""
+    at the end, from this thread while the engine runs in another. `seeds`: (cache index, files
+    (file_id, cached bytes, last access in epoch seconds)) warm starts of xcaches."""
     engine_specs = [s.as_engine() for s in specs]
+    engine_seeds = [(int(c), [tuple(int(x) for x in f) for f in files]) for c, files in seeds] or None
     try:
-        run = in_engine_thread(lambda progress: _simcore.simulate_file(str(path), engine_specs, fmt, progress),
-                                on_progress)
+        run = in_engine_thread(lambda progress: _simcore.simulate_file(str(path), engine_specs, fmt, progress,
+                                                                       engine_seeds), on_progress)
     except ValueError as e:
         raise TraceError(str(e)) from None
     n_tiers, n_fields = max(1, len(run["tier_names"])), len(FIELDS)

@@ -28,16 +28,49 @@ def split_list(values: list[str]) -> list[str]:
 
 
 def parse_params(items: list[str]) -> dict[str, float]:
+    """`--param name=value`: numbers, or for xcache's parameters sizes and durations (`300MB`,
+    `5m`); one line naming the parameter otherwise."""
+    from cachescope.xrdpfc import XrdPfcError, param_value
+
     params = {}
     for item in items:
         key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise fail(f"--param {item!r} must look like name=value")
         try:
-            if not sep:
-                raise ValueError
-            params[key.strip()] = float(value)
-        except ValueError:
-            raise fail(f"--param {item!r} must look like name=number") from None
+            params[key.strip()] = param_value(key.strip(), value.strip())
+        except XrdPfcError as e:
+            raise fail(f"--param {e}") from None
     return params
+
+
+def xcache_setup(config_file: Optional[Path], seed_file: Optional[Path]) -> tuple[dict[str, float], list]:
+    """The xcache parameters of a real cache's configuration file, and the files of its
+    `xrdpfc_print -j` output (file_id, cached bytes, last access) as a warm start."""
+    import os
+
+    from cachescope.xrdpfc import XrdPfcError, read_config, read_seed
+
+    params, files = {}, []
+    try:
+        if config_file is not None:
+            params = read_config(config_file)
+        if seed_file is not None:
+            from cachescope.tiers import RulesError, TierClassifier
+
+            try:
+                rules = []
+                if any(k.startswith("CACHESCOPE_") for k in os.environ):
+                    from cachescope.config import load_config
+
+                    rules = load_config(None).tiers.rules_files
+                classifier = TierClassifier.load(rules)
+            except (RulesError, OSError, ValueError) as e:
+                raise fail(f"--xcache-seed: the tier rules (path normalisation): {e}") from None
+            files = read_seed(seed_file, lambda path: classifier.path_tier(path)[0])
+    except XrdPfcError as e:
+        raise fail(str(e), 1) from None
+    return params, files
 
 
 @app.command()
@@ -53,6 +86,8 @@ def simulate(
     partitions: Annotated[int, typer.Option(min=1, max=MAX_PARTITIONS, help="hash-partitioned sub-caches of capacity C/P")] = 1,
     param: Annotated[list[str], typer.Option("--param", help="policy parameter name=value (repeatable)")] = [],
     progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="progress bar (default: on a terminal)")] = None,
+    xcache_config: Annotated[Optional[Path], typer.Option("--xcache-config", help="the real XCache's configuration file: its pfc.blocksize and pfc.diskusage lines become the xcache policy's parameters (--param overrides them; --size is the cache filesystem's size)")] = None,
+    xcache_seed: Annotated[Optional[Path], typer.Option("--xcache-seed", help="xrdpfc_print -j output of the real XCache's .cinfo files: every xcache cache starts holding those files (warm start)")] = None,
 ) -> None:
     """Replay TRACE through every (policy, size) in one pass and report hit and transfer efficiency."""
     # numpy and simulation.py only when the whole trace is loaded (see `whole`): a third of the
@@ -70,6 +105,9 @@ def simulate(
     if not sizes and not mrc:
         raise fail("give at least one --size (e.g. --size 10TB,50TB) or --mrc")
     params = parse_params(param)
+    xcache_params, seed_files = xcache_setup(xcache_config, xcache_seed)
+    if (xcache_config or xcache_seed) and "xcache" not in policies:
+        raise fail("--xcache-config and --xcache-seed are for the xcache policy: add --policy xcache")
     if not 0.0 < sample_rate <= 1.0:
         raise fail(f"--sample-rate {sample_rate:g}: must be above 0 and at most 1")
     if trace_path != "-" and not Path(trace_path).is_file():
@@ -108,11 +146,13 @@ def simulate(
     except SizeError as e:
         raise fail(str(e)) from None
     try:
-        specs = [CacheSpec(p, cap, params, sample_rate, partitions) for p in policies for _, cap in capacities]
+        specs = [CacheSpec(p, cap, {**xcache_params, **params} if p == "xcache" else params, sample_rate, partitions)
+                 for p in policies for _, cap in capacities]
         check_specs(specs)
     except ValueError as e:
         raise fail(str(e)) from None
 
+    seeds = [(i, seed_files) for i, spec in enumerate(specs) if spec.policy == "xcache"] if seed_files else []
     results = []
     n_requests = len(trace) if trace is not None else 0
     if specs:
@@ -120,15 +160,15 @@ def simulate(
             if trace is None:
                 totals, tier_names, n_requests = _with_progress(
                     show, f"{len(specs)} caches",
-                    lambda tick: simulate_file(trace_path, specs, trace_format, on_progress=tick))
+                    lambda tick: simulate_file(trace_path, specs, trace_format, on_progress=tick, seeds=seeds))
                 if n_requests == 0:
                     raise fail(f"{trace_path}: the trace has no requests", 1)
             else:
                 from cachescope.simulation import simulate as run
 
                 tier_names = trace.tier_names
-                totals = _with_progress(show, f"{len(specs)} caches", lambda tick: run(trace, specs, on_progress=tick),
-                                        len(trace)).tolist()
+                totals = _with_progress(show, f"{len(specs)} caches",
+                                        lambda tick: run(trace, specs, on_progress=tick, seeds=seeds), len(trace)).tolist()
         except TraceError as e:
             raise fail(str(e), 1) from None
         except ValueError as e:

@@ -42,8 +42,15 @@ class ShadowCaches(_Strict):
     sizes: list[Size] = Field(["1TB", "2TB", "5TB", "10TB", "20TB", "50TB", "100TB", "200TB"], min_length=1)
     #: lets sizes be given as a percentage of the storage behind the cache group ("1%")
     storage_capacity: Optional[Size] = None
-    #: per policy: parameter name → value (each policy's file in simcore/src/policy/ names its own)
-    params: dict[str, dict[str, float]] = {}
+    #: per policy: parameter name → value (each policy's file in simcore/src/policy/ names its own):
+    #: numbers, and for xcache's sizes and durations too ("300MB", "0.9", "5m")
+    params: dict[str, dict[str, float | str]] = {}
+    #: the real XCache's configuration file: its pfc.blocksize / pfc.diskusage lines become the
+    #: xcache policy's parameters (`params` override them); sizes are its cache filesystem's
+    xcache_config: Optional[str] = None
+    #: per cache group: `xrdpfc_print -j` output of its real XCache's .cinfo files, the files its
+    #: xcache shadows hold when the group starts (a warm start; not applied on a restore)
+    xcache_seeds: dict[str, str] = {}
     sample_rate: float = Field(1.0, gt=0, le=1)
     #: hash partitions per cache (bounded: each one is a cache of its own)
     partitions: int = Field(1, ge=1, le=1024)
@@ -70,20 +77,31 @@ class ShadowCaches(_Strict):
         unknown = sorted(set(self.params) - set(self.policies))
         if unknown:
             raise ValueError(f"params for {', '.join(unknown)}, which is not in policies {self.policies}")
+        if (self.xcache_config or self.xcache_seeds) and "xcache" not in self.policies:
+            raise ValueError("xcache_config and xcache_seeds are for the xcache policy, which is not in policies")
         # the engine checks each policy's parameter names: build one cache per policy now, not mid-run
         from cachescope.simulation import ShadowBank
 
-        ShadowBank([CacheSpec(p, capacities[0], self.params.get(p, {}), self.sample_rate, self.partitions)
+        ShadowBank([CacheSpec(p, capacities[0], self.engine_params(p), self.sample_rate, self.partitions)
                     for p in self.policies], 2)
         return self
+
+    def engine_params(self, policy: str) -> dict[str, float]:
+        """A policy's parameters as the engine takes them (xcache: the configuration file's, then
+        `params`)."""
+        from cachescope.xrdpfc import params_for, read_config
+
+        base = read_config(self.xcache_config) if policy == "xcache" and self.xcache_config else {}
+        return {**base, **params_for(policy, self.params.get(policy, {}))}
 
     def capacities(self) -> list[int]:
         storage = parse_size(self.storage_capacity) if self.storage_capacity else None
         return [parse_size_spec(s, storage) for s in self.sizes]
 
     def specs(self) -> list[CacheSpec]:
+        params = {p: self.engine_params(p) for p in self.policies}
         return [
-            CacheSpec(p, c, self.params.get(p, {}), self.sample_rate, self.partitions)
+            CacheSpec(p, c, params[p], self.sample_rate, self.partitions)
             for p in self.policies
             for c in self.capacities()
         ]

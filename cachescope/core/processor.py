@@ -91,6 +91,8 @@ class GroupProcessor:
         self.lateness_us = w.us("allowed_lateness")
         self.specs = config.shadow.specs()  # as configured: the labels of the rows
         self.bank = ShadowBank([replace(s, capacity=self._share(s.capacity)) for s in self.specs], config.n_tiers)
+        if cache_group in config.shadow.xcache_seeds:
+            self._seed(config.shadow.xcache_seeds[cache_group])
         self.curve_grid = np.asarray(config.curve.grid(), dtype=np.uint64)
         self.curve = LruCurve([self._share(int(c)) for c in self.curve_grid], config.n_tiers,
                               config.curve.sample_rate, config.curve.max_objects) if config.curve.enabled else None
@@ -395,6 +397,24 @@ class GroupProcessor:
             "alerts": self.alerts.snapshot() if self.alerts else None,
         }
         return msgspec.msgpack.encode(state)
+
+    def _seed(self, path: str) -> None:
+        """Warm start of the xcache shadows with what the group's real XCache holds (its
+        `xrdpfc_print -j` output); paths normalised by the shipped tier rules, as ids are made."""
+        from cachescope.tiers import TierClassifier
+        from cachescope.xrdpfc import read_seed
+
+        classifier = TierClassifier.load([])
+        files = read_seed(path, lambda p: classifier.path_tier(p)[0])
+        if self.config.shards > 1 and files:
+            from cachescope import _simcore
+
+            ids = np.array([f[0] for f in files], dtype=np.uint64)
+            mine = _simcore.partition_of(ids, self.config.shards) == self.shard
+            files = [f for f, keep in zip(files, mine) if keep]
+        for i, spec in enumerate(self.specs):
+            if spec.policy == "xcache":
+                self.bank.seed(i, files)
 
     @classmethod
     def restore(cls, cache_group: str, config: PipelineConfig, data: bytes, shard: int = 0) -> "GroupProcessor":

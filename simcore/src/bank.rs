@@ -4,7 +4,7 @@
 //! CPU cache for a whole batch. Counters come out per (window, cache, tier, field), where the
 //! caller numbers the windows of a batch (event-time windows are the caller's business).
 
-use crate::policy::{needs_future, Evictions, Request, Stage};
+use crate::policy::{needs_clock, needs_future, Evictions, Request, Stage};
 use crate::shadow::{invalidate, read, Ages, CacheSpec, Server, Shadow, Visitor};
 use crate::stats::*;
 use serde::{Deserialize, Serialize};
@@ -132,20 +132,45 @@ pub(crate) const PARALLEL_MIN_WORK: usize = 20_000;
 
 const SNAPSHOT_MAGIC: &[u8; 8] = b"CSBANK\0\0";
 /// Bump when the serialized layout of any policy changes; old snapshots are then refused.
-pub const SNAPSHOT_VERSION: u32 = 4; // 2: totals are u128; 3: residence ages; 4: arrivals in entries
+pub const SNAPSHOT_VERSION: u32 = 5; // 2: totals are u128; 3: residence ages; 4: arrivals in entries; 5: xcache's purge clock
 
 /// One batch through one cache into `block` ((windows, per_cache) counters); with event times,
 /// residence ages too. `uniform`: the batch's `Events::uniform_tier`, found once for all caches.
 pub(crate) fn feed_block(shadow: &mut Shadow, ev: &Events, block: &mut [Exact], per_cache: usize, hints: bool, uniform: Option<u8>) {
+    feed_block_at(shadow, ev, block, per_cache, hints, uniform, None)
+}
+
+/// `feed_block` with `clock`: event times (seconds) for a policy that runs on them
+/// (`needs_clock`: xcache's purges) when the batch has no `ts`; no residence ages are counted.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn feed_block_at(
+    shadow: &mut Shadow,
+    ev: &Events,
+    block: &mut [Exact],
+    per_cache: usize,
+    hints: bool,
+    uniform: Option<u8>,
+    clock: Option<&[u32]>,
+) {
+    let clock = if needs_clock(&shadow.spec.policy) { clock } else { None };
     let ev = &ev.for_cache(shadow);
-    shadow.dispatch(FeedBlock { ev, block, per_cache, hints, uniform })
+    shadow.dispatch(FeedBlock { ev, block, per_cache, hints, uniform, clock })
 }
 
 /// One batch through one cache, added to its totals; returns the batch's counters
 /// ((windows, per_cache) blocks).
-pub(crate) fn feed_cache(shadow: &mut Shadow, ev: &Events, n_windows: usize, per_cache: usize, hints: bool, uniform: Option<u8>) -> Vec<Exact> {
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn feed_cache(
+    shadow: &mut Shadow,
+    ev: &Events,
+    n_windows: usize,
+    per_cache: usize,
+    hints: bool,
+    uniform: Option<u8>,
+    clock: Option<&[u32]>,
+) -> Vec<Exact> {
     let mut block = vec![[0u128; N_FIELDS]; n_windows * per_cache];
-    feed_block(shadow, ev, &mut block, per_cache, hints, uniform);
+    feed_block_at(shadow, ev, &mut block, per_cache, hints, uniform, clock);
     shadow.add_to_totals(&block);
     block
 }
@@ -156,6 +181,8 @@ struct FeedBlock<'a, 'b> {
     per_cache: usize,
     hints: bool,
     uniform: Option<u8>,
+    /// Event times for this cache's policy (when it runs on them and `ts` is not given).
+    clock: Option<&'a [u32]>,
 }
 
 impl Visitor for FeedBlock<'_, '_> {
@@ -167,6 +194,10 @@ impl Visitor for FeedBlock<'_, '_> {
         let ev = self.ev;
         match (ev.ts, self.uniform) {
             (Some(ts), _) => self.feed(s, ages, |i| Some(ts[i]), |i| (ev.op[i] == OP_READ).then(|| ev.request(i))),
+            (None, _) if self.clock.is_some() => {
+                let clock = self.clock.unwrap_or_default();
+                self.feed(s, ages, |_| None, |i| (ev.op[i] == OP_READ).then(|| Request { ts: clock[i], ..ev.request(i) }))
+            }
             (None, Some(tier)) => self.feed(s, ages, |_| None, |i| {
                 let (id, size) = (ev.id[i], ev.size[i]);
                 Some(Request { id, size, bytes_read: size, tier, next_access: u64::MAX, ts: 0 })
@@ -225,6 +256,25 @@ impl Bank {
         self.shadows.iter().any(|s| needs_future(&s.spec.policy))
     }
 
+    /// Some cache runs on event time (`needs_clock`): a batch without `ts` should carry `clock`.
+    pub fn needs_clock(&self) -> bool {
+        self.shadows.iter().any(|s| needs_clock(&s.spec.policy))
+    }
+
+    /// Warm start of cache `cache` (an xcache, before its first read): files (id, cached bytes,
+    /// last access in seconds) as the real cache holds them. Files outside the cache's sample
+    /// are skipped; each goes to its partition.
+    pub fn seed(&mut self, cache: usize, files: &[(u64, u64, u32)]) -> Result<(), String> {
+        let shadow = self.shadows.get_mut(cache).ok_or_else(|| format!("no cache {cache} in this bank"))?;
+        shadow.seed(files)
+    }
+
+    /// The purge log of cache `cache` (an xcache; per partition).
+    pub fn purge_log(&mut self, cache: usize) -> Result<Vec<Vec<crate::policy::xcache::PurgeRecord>>, String> {
+        let shadow = self.shadows.get_mut(cache).ok_or_else(|| format!("no cache {cache} in this bank"))?;
+        shadow.purge_log()
+    }
+
     /// Admit a batch about to be fed: it must be one this bank can take (`Events::validate`, plus
     /// the columns its caches need), and its tier codes join `tiers_fed`. Returns the batch's
     /// number of windows.
@@ -243,7 +293,12 @@ impl Bank {
 
     /// Run one batch through every cache; adds it to the totals and returns each cache's exact
     /// counters of this batch, shaped (windows, tiers).
-    fn run(&mut self, ev: &Events) -> Result<(usize, Vec<Vec<Exact>>), String> {
+    fn run(&mut self, ev: &Events, clock: Option<&[u32]>) -> Result<(usize, Vec<Vec<Exact>>), String> {
+        if let Some(c) = clock {
+            if c.len() != ev.len() {
+                return Err(format!("column clock has {} values, file_id has {}", c.len(), ev.len()));
+            }
+        }
         let n_windows = self.admit(ev)?;
         let per_cache = self.n_tiers;
         let n_caches = self.shadows.len();
@@ -253,7 +308,7 @@ impl Bank {
         // others' tables evicted); one cache alone keeps its table warm and the hints only cost.
         let hints = n_caches > 1;
         let uniform = ev.uniform_tier();
-        let run = |shadow: &mut Shadow| feed_cache(shadow, ev, n_windows, per_cache, hints, uniform);
+        let run = |shadow: &mut Shadow| feed_cache(shadow, ev, n_windows, per_cache, hints, uniform, clock);
         let blocks: Vec<Vec<Exact>> = if n_caches > 1 && ev.len() * n_caches >= PARALLEL_MIN_WORK {
             use rayon::prelude::*;
             self.shadows.par_iter_mut().map(run).collect()
@@ -270,7 +325,7 @@ impl Bank {
     /// tier. A window past that is an error, never a wrapped number (the batch has then been
     /// applied to the caches and totals, which stay exact in u128).
     pub fn feed(&mut self, ev: &Events) -> Result<(usize, Vec<u64>), String> {
-        let (n_windows, blocks) = self.run(ev)?;
+        let (n_windows, blocks) = self.run(ev, None)?;
         let (per_cache, n_caches) = (self.n_tiers, self.shadows.len());
         let stride = per_cache * N_FIELDS;
         let mut out = vec![0u64; n_windows * n_caches * stride];
@@ -290,7 +345,13 @@ impl Bank {
     /// Feed one batch into the totals only (no per-window output): what a whole-trace
     /// simulation needs, exact whatever the byte sums.
     pub fn feed_totals(&mut self, ev: &Events) -> Result<(), String> {
-        self.run(ev).map(|_| ())
+        self.run(ev, None).map(|_| ())
+    }
+
+    /// `feed_totals` with event times (seconds) for the caches that run on them (`needs_clock`)
+    /// when the batch has no `ts`: a whole-trace run of xcache.
+    pub fn feed_totals_at(&mut self, ev: &Events, clock: Option<&[u32]>) -> Result<(), String> {
+        self.run(ev, clock).map(|_| ())
     }
 
     /// Cumulative counters (exact), flat, shaped (caches, tiers, fields).
@@ -419,7 +480,13 @@ mod tests {
     #[test]
     fn every_policy_knows_the_arrival_of_each_resident_file() {
         let names = crate::policy::POLICY_NAMES.iter().filter(|&&p| p != "belady");
-        let specs: Vec<CacheSpec> = names.map(|p| CacheSpec::new(p, 20_000)).collect();
+        // xcache purges only every purge_interval of event time, above its high watermark: the
+        // deletes here keep it below 95 %
+        let xcache: std::collections::BTreeMap<String, f64> =
+            [("high_watermark", 0.5), ("low_watermark", 0.4), ("purge_interval", 60.0)].map(|(k, v)| (k.to_string(), v)).into();
+        let specs: Vec<CacheSpec> = names
+            .map(|&p| CacheSpec { params: if p == "xcache" { xcache.clone() } else { Default::default() }, ..CacheSpec::new(p, 20_000) })
+            .collect();
         let n = 20_000u64;
         let ids: Vec<u64> = (0..n).map(|i| (i * 7919 + i * i) % 911).collect();
         let sizes: Vec<u64> = ids.iter().map(|i| 1 + (i * 31) % 97).collect();

@@ -150,8 +150,11 @@ impl PyBank {
         Ok(d)
     }
 
-    /// Feed one batch into the cumulative totals only (no per-window counters out).
-    #[pyo3(signature = (file_id, file_size, bytes_read, tier, op, next_access=None))]
+    /// Feed one batch into the cumulative totals only (no per-window counters out). `clock`:
+    /// event times (seconds) for the caches that run on them (xcache's purges), without
+    /// residence ages.
+    #[pyo3(signature = (file_id, file_size, bytes_read, tier, op, next_access=None, clock=None))]
+    #[allow(clippy::too_many_arguments)]
     fn feed_totals<'py>(
         &mut self,
         py: Python<'py>,
@@ -161,10 +164,59 @@ impl PyBank {
         tier: PyReadonlyArray1<'py, u8>,
         op: PyReadonlyArray1<'py, u8>,
         next_access: Option<PyReadonlyArray1<'py, u64>>,
+        clock: Option<PyReadonlyArray1<'py, u32>>,
     ) -> PyResult<()> {
         let ev = events(&file_id, &file_size, &bytes_read, &tier, &op, next_access.as_ref(), None, None)?;
+        let clock = clock.as_ref().map(|c| c.as_slice()).transpose()?;
         let inner = &mut self.inner;
-        py.detach(|| inner.feed_totals(&ev)).map_err(err)
+        py.detach(|| inner.feed_totals_at(&ev, clock)).map_err(err)
+    }
+
+    /// Whether a cache runs on event time (give `clock` to `feed_totals`).
+    #[getter]
+    fn needs_clock(&self) -> bool {
+        self.inner.needs_clock()
+    }
+
+    /// Warm start of cache `cache` (an xcache, before its first read): the files a real cache
+    /// holds, with their cached bytes and last access (seconds).
+    fn seed<'py>(
+        &mut self,
+        cache: usize,
+        file_id: PyReadonlyArray1<'py, u64>,
+        cached: PyReadonlyArray1<'py, u64>,
+        last_access: PyReadonlyArray1<'py, u32>,
+    ) -> PyResult<()> {
+        let (id, cached, last) = (file_id.as_slice()?, cached.as_slice()?, last_access.as_slice()?);
+        if cached.len() != id.len() || last.len() != id.len() {
+            return Err(err("seed: file_id, cached and last_access must have the same length".to_string()));
+        }
+        let files: Vec<(u64, u64, u32)> = (0..id.len()).map(|i| (id[i], cached[i], last[i])).collect();
+        self.inner.seed(cache, &files).map_err(err)
+    }
+
+    /// The purge log of cache `cache` (an xcache): per partition, its last purges as dicts.
+    fn purge_log<'py>(&mut self, py: Python<'py>, cache: usize) -> PyResult<Vec<Vec<Bound<'py, PyDict>>>> {
+        let parts = self.inner.purge_log(cache).map_err(err)?;
+        parts
+            .into_iter()
+            .map(|log| {
+                log.into_iter()
+                    .map(|r| {
+                        let d = PyDict::new(py);
+                        d.set_item("time", r.time)?;
+                        d.set_item("disk_usage", r.disk_usage)?;
+                        d.set_item("bytes_to_remove", r.bytes_to_remove)?;
+                        d.set_item("removed_files", r.removed_files)?;
+                        d.set_item("removed_bytes", r.removed_bytes)?;
+                        d.set_item("protected_files", r.protected_files)?;
+                        d.set_item("protected_bytes", r.protected_bytes)?;
+                        d.set_item("cold", r.cold)?;
+                        Ok(d)
+                    })
+                    .collect()
+            })
+            .collect()
     }
 
     /// Cumulative counters, exact (Python ints: byte sums may exceed u64), flat in the order
@@ -373,14 +425,24 @@ impl PyProgress {
 
 /// Stream a trace file through every cache in one pass (reader thread + this one); returns
 /// dict(requests, tier_names, totals) with totals exact ints, flat (caches, tiers, fields).
-/// `progress` (a `Progress`) is updated as it runs.
+/// `progress` (a `Progress`) is updated as it runs. `seeds`: [(cache index, [(file_id, cached
+/// bytes, last access seconds)])], warm starts of xcaches.
 #[pyfunction]
-#[pyo3(signature = (path, specs, format="csv", progress=None))]
-fn simulate_file<'py>(py: Python<'py>, path: &str, specs: Vec<SpecIn>, format: &str, progress: Option<PyRef<'py, PyProgress>>) -> PyResult<Bound<'py, PyDict>> {
+#[pyo3(signature = (path, specs, format="csv", progress=None, seeds=None))]
+#[allow(clippy::type_complexity)]
+fn simulate_file<'py>(
+    py: Python<'py>,
+    path: &str,
+    specs: Vec<SpecIn>,
+    format: &str,
+    progress: Option<PyRef<'py, PyProgress>>,
+    seeds: Option<Vec<(usize, Vec<(u64, u64, u32)>)>>,
+) -> PyResult<Bound<'py, PyDict>> {
     let fmt = crate::reader::Format::parse(format).map_err(err)?;
     let specs: Vec<CacheSpec> = specs.into_iter().map(SpecIn::into_spec).collect();
     let progress = PyProgress::shared(progress);
-    let run = py.detach(|| crate::run::simulate_file_with(path, fmt, specs, &progress)).map_err(err)?;
+    let seeds = seeds.unwrap_or_default();
+    let run = py.detach(|| crate::run::simulate_file_seeded(path, fmt, specs, &seeds, &progress)).map_err(err)?;
     let d = PyDict::new(py);
     d.set_item("requests", run.rows)?;
     d.set_item("tier_names", run.tier_names)?;

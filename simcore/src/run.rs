@@ -80,17 +80,36 @@ pub fn simulate_file(path: &str, format: Format, specs: Vec<CacheSpec>) -> Resul
 
 /// `simulate_file`, reporting how far it is into `progress`.
 pub fn simulate_file_with(path: &str, format: Format, specs: Vec<CacheSpec>, progress: &Progress) -> Result<Run, String> {
+    simulate_file_seeded(path, format, specs, &[], progress)
+}
+
+/// Files of a warm start: (cache index, files (id, cached bytes, last access in seconds)).
+pub type Seeds = [(usize, Vec<(u64, u64, u32)>)];
+
+/// `simulate_file_with`, some caches (xcache) first seeded with what a real cache holds.
+pub fn simulate_file_seeded(path: &str, format: Format, specs: Vec<CacheSpec>, seeds: &Seeds, progress: &Progress) -> Result<Run, String> {
     let threads = rayon::current_num_threads();
     // a thread of several caches switches tables at every batch: batches of 64 Ki rows per
     // cache, up to 2 Mi rows, amortise it (24 caches: 13% less CPU than 256 Ki rows, ~70 MiB
     // more); one cache keeps small batches, its start comes sooner
     let rows = BATCH_ROWS * specs.len().clamp(1, 32);
-    simulate_file_in(path, format, specs, rows, threads, progress)
+    simulate_file_in(path, format, specs, seeds, rows, threads, progress)
 }
 
 /// `simulate_file` with `rows` per batch, the caches on up to `threads` threads.
-fn simulate_file_in(path: &str, format: Format, specs: Vec<CacheSpec>, rows: usize, threads: usize, progress: &Progress) -> Result<Run, String> {
+fn simulate_file_in(
+    path: &str,
+    format: Format,
+    specs: Vec<CacheSpec>,
+    seeds: &Seeds,
+    rows: usize,
+    threads: usize,
+    progress: &Progress,
+) -> Result<Run, String> {
     let mut bank = Bank::new(specs, STREAM_TIERS)?;
+    for (cache, files) in seeds {
+        bank.seed(*cache, files)?;
+    }
     if bank.needs_future() {
         return Err("policy belady needs the whole trace in memory (next-access times)".into());
     }
@@ -146,6 +165,11 @@ fn events<'a>(b: &'a Columns, ops: &'a [u8], keys: bool) -> Events<'a> {
     }
 }
 
+/// A batch's event times as whole seconds, for the caches that run on them (`Bank::needs_clock`).
+fn clock(b: &Columns, needed: bool) -> Option<Arc<[u32]>> {
+    needed.then(|| b.timestamp.iter().map(|&t| t.clamp(0.0, u32::MAX as f64) as u32).collect())
+}
+
 /// The stream's next message: a batch, or its end (tier names, rows); `CANCELLED` once the run
 /// is cancelled, even while the reader waits for its input.
 fn next(stream: &Stream, progress: &Progress) -> Result<Result<Columns, (Vec<String>, u64)>, String> {
@@ -166,12 +190,14 @@ fn reads(ops: &mut Arc<[u8]>, n: usize) {
 /// Every batch through the whole bank in turn (its caches over all cores within a batch).
 fn feed(bank: &mut Bank, stream: &Stream, keys: bool, progress: &Progress) -> Result<(Vec<String>, u64), String> {
     let mut ops: Arc<[u8]> = vec![OP_READ; stream.rows].into();
+    let timed = bank.needs_clock();
     loop {
         match next(stream, progress)? {
             Ok(b) => {
                 reads(&mut ops, b.len());
                 progress.read(b.len());
-                bank.feed_totals(&events(&b, &ops, keys))?;
+                let clock = clock(&b, timed);
+                bank.feed_totals_at(&events(&b, &ops, keys), clock.as_deref())?;
                 progress.done(b.len());
                 stream.recycle(b);
             }
@@ -199,7 +225,7 @@ struct Shared {
 
 /// A loaded batch, its ops column (every row a read) and its `Events::uniform_tier`, found once
 /// for every cache.
-type Batch = (Arc<Columns>, Arc<[u8]>, Option<u8>);
+type Batch = (Arc<Columns>, Arc<[u8]>, Option<u8>, Option<Arc<[u32]>>);
 
 impl Shared {
     /// The oldest task a free cache can run: (cache, batch sequence number, batch).
@@ -229,6 +255,7 @@ fn feed_shared(bank: &mut Bank, stream: &Stream, keys: bool, threads: usize, pro
     use std::sync::{Condvar, Mutex};
     let n = bank.shadows.len();
     let per_cache = bank.n_tiers;
+    let timed = bank.needs_clock();
     let caches: Vec<Mutex<Shadow>> = std::mem::take(&mut bank.shadows).into_iter().map(Mutex::new).collect();
     let shared = Mutex::new(Shared {
         batches: Default::default(),
@@ -252,13 +279,13 @@ fn feed_shared(bank: &mut Bank, stream: &Stream, keys: bool, threads: usize, pro
                     if state.failed {
                         return;
                     }
-                    if let Some((c, seq, (b, ops, uniform))) = state.pick() {
+                    if let Some((c, seq, (b, ops, uniform, clock))) = state.pick() {
                         state.busy[c] = true;
                         drop(state);
                         let t = std::time::Instant::now();
                         let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                             let mut cache = caches[c].lock().unwrap();
-                            feed_cache(&mut cache, &events(&b, &ops, keys), 1, per_cache, true, uniform);
+                            feed_cache(&mut cache, &events(&b, &ops, keys), 1, per_cache, true, uniform, clock.as_deref());
                         }));
                         let took = t.elapsed();
                         drop(b);
@@ -275,7 +302,7 @@ fn feed_shared(bank: &mut Bank, stream: &Stream, keys: bool, threads: usize, pro
                         let i = (seq - state.batches[0].0) as usize;
                         state.batches[i].2 -= 1;
                         while state.batches.front().is_some_and(|(_, _, left)| *left == 0) {
-                            let (_, (b, _, _), _) = state.batches.pop_front().unwrap();
+                            let (_, (b, _, _, _), _) = state.batches.pop_front().unwrap();
                             progress.done(b.len());
                             if let Ok(cols) = Arc::try_unwrap(b) {
                                 let _ = recycler.try_send(cols);
@@ -300,6 +327,7 @@ fn feed_shared(bank: &mut Bank, stream: &Stream, keys: bool, threads: usize, pro
                 Err(e) => break Err(e),
             };
             reads(&mut ops, batch.len());
+            let clock = clock(&batch, timed);
             let ev = events(&batch, &ops, keys);
             if let Err(e) = bank.admit(&ev) {
                 break Err(e);
@@ -319,7 +347,7 @@ fn feed_shared(bank: &mut Bank, stream: &Stream, keys: bool, threads: usize, pro
             }
             let seq = state.loaded;
             state.loaded += 1;
-            state.batches.push_back((seq, (Arc::new(batch), ops.clone(), uniform), n));
+            state.batches.push_back((seq, (Arc::new(batch), ops.clone(), uniform, clock), n));
             changed.notify_all();
         };
         let mut state = shared.lock().unwrap();
@@ -355,13 +383,50 @@ mod tests {
             .collect()
     }
 
+    /// The bank fed the trace at once by id, its event times (xcache's clock) the row numbers
+    /// as the CSV files below write them.
     fn totals_by_id(specs: Vec<CacheSpec>, t: &[(u64, u64)]) -> Vec<u128> {
         let mut bank = Bank::new(specs, STREAM_TIERS).unwrap();
         let (id, size): (Vec<u64>, Vec<u64>) = t.iter().copied().unzip();
         let (tier, op) = (vec![0u8; t.len()], vec![OP_READ; t.len()]);
+        let clock: Vec<u32> = (0..t.len() as u32).collect();
         let ev = Events { id: &id, size: &size, bytes_read: &size, tier: &tier, op: &op, next_access: None, window: None, ts: None, key: None };
-        bank.feed_totals(&ev).unwrap();
+        bank.feed_totals_at(&ev, Some(&clock)).unwrap();
         bank.totals()
+    }
+
+    #[test]
+    fn xcache_runs_on_the_traces_timestamps_and_takes_seeds() {
+        // a streamed CSV run gives xcache the timestamp column (seconds) as its clock: the same
+        // counts as a bank fed that clock, other counts than one fed none (purges every 300 s of
+        // event time, against one purge at the first read); a seeded cache starts warm
+        let t = trace(20_000);
+        let path = csv_file("xcache", &t, "");
+        let spec = |cap| CacheSpec { params: [("block_size".to_string(), 1.0)].into(), ..CacheSpec::new("xcache", cap) };
+        let specs = vec![spec(2_000), spec(8_000)];
+        let run = simulate_file(path.to_str().unwrap(), Format::Csv, specs.clone()).unwrap();
+        let by_id = totals_by_id(specs.clone(), &t);
+        let per_cache = STREAM_TIERS * N_FIELDS;
+        let mut untimed = Bank::new(specs.clone(), STREAM_TIERS).unwrap();
+        let (id, size): (Vec<u64>, Vec<u64>) = t.iter().copied().unzip();
+        let (tier, op) = (vec![0u8; t.len()], vec![OP_READ; t.len()]);
+        untimed.feed_totals(&Events { id: &id, size: &size, bytes_read: &size, tier: &tier, op: &op, next_access: None, window: None, ts: None, key: None }).unwrap();
+        let untimed = untimed.totals();
+        for c in 0..specs.len() {
+            let ours = &run.totals[c * N_FIELDS..(c + 1) * N_FIELDS];
+            assert_eq!(ours, &by_id[c * per_cache..c * per_cache + N_FIELDS]);
+            assert_ne!(ours, &untimed[c * per_cache..c * per_cache + N_FIELDS]);
+            assert!(ours[crate::stats::EVICTIONS] > 0);
+        }
+        // seeded with the trace's first file: its first read is a hit
+        let seeds = vec![(1usize, vec![(t[0].0, t[0].1, 0u32)])];
+        let cold = simulate_file_seeded(path.to_str().unwrap(), Format::Csv, specs.clone(), &[], &Progress::default()).unwrap();
+        let warm = simulate_file_seeded(path.to_str().unwrap(), Format::Csv, specs.clone(), &seeds, &Progress::default()).unwrap();
+        assert_eq!(warm.totals[crate::stats::HITS], cold.totals[crate::stats::HITS], "cache 0 is not seeded");
+        assert!(warm.totals[N_FIELDS + crate::stats::HITS] > cold.totals[N_FIELDS + crate::stats::HITS]);
+        let e = simulate_file_seeded(path.to_str().unwrap(), Format::Csv, vec![CacheSpec::new("lru", 10)], &[(0, vec![(1, 1, 0)])], &Progress::default());
+        assert!(e.unwrap_err().contains("only xcache"));
+        std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
     }
 
     #[test]
@@ -414,7 +479,7 @@ mod tests {
         // at once, cache by cache
         let t = trace(60_000);
         let path = csv_file("threads", &t, "");
-        let specs: Vec<CacheSpec> = ["lru", "arc", "s3fifo", "lirs", "fifo"]
+        let specs: Vec<CacheSpec> = ["lru", "arc", "s3fifo", "lirs", "fifo", "xcache"]
             .iter()
             .flat_map(|p| [CacheSpec::new(p, 400), CacheSpec::new(p, 3_000)])
             .chain([CacheSpec { sample_rate: 0.5, ..CacheSpec::new("lru", 1_000) }])
@@ -423,7 +488,7 @@ mod tests {
         let per_cache = STREAM_TIERS * N_FIELDS;
         for threads in [1, 2, 3, 5] {
             let progress = Progress::default();
-            let run = simulate_file_in(path.to_str().unwrap(), Format::Csv, specs.clone(), 1_000, threads, &progress).unwrap();
+            let run = simulate_file_in(path.to_str().unwrap(), Format::Csv, specs.clone(), &[], 1_000, threads, &progress).unwrap();
             assert_eq!(run.rows, t.len() as u64);
             assert_eq!((progress.rows(), progress.fraction()), (run.rows, 1.0), "every row done, the whole file read");
             for (c, spec) in specs.iter().enumerate() {
@@ -440,7 +505,7 @@ mod tests {
         let path = csv_file("bad", &t, "30000,not-a-number,5\n");
         let specs = vec![CacheSpec::new("lru", 400), CacheSpec::new("arc", 400), CacheSpec::new("s3fifo", 400)];
         for threads in [1, 2, 3] {
-            let e = simulate_file_in(path.to_str().unwrap(), Format::Csv, specs.clone(), 1_000, threads, &Progress::default()).unwrap_err();
+            let e = simulate_file_in(path.to_str().unwrap(), Format::Csv, specs.clone(), &[], 1_000, threads, &Progress::default()).unwrap_err();
             assert!(e.contains("t.csv") && e.contains("30002"), "{e}");
             assert_eq!(e.matches("t.csv").count(), 1, "the file named once: {e}");
         }
@@ -478,7 +543,7 @@ mod tests {
         for threads in [1, 2] {
             let progress = Progress::default();
             progress.cancel();
-            let e = simulate_file_in(path.to_str().unwrap(), Format::Csv, specs.clone(), 1_000, threads, &progress).unwrap_err();
+            let e = simulate_file_in(path.to_str().unwrap(), Format::Csv, specs.clone(), &[], 1_000, threads, &progress).unwrap_err();
             assert_eq!(e, CANCELLED);
         }
         let progress = Progress::default();

@@ -180,6 +180,34 @@ impl Shadow {
         }
     }
 
+    /// Warm start of an xcache (see `XCache::seed`): each sampled file to its partition.
+    pub fn seed(&mut self, files: &[(u64, u64, u32)]) -> Result<(), String> {
+        if self.keyed {
+            return Err("this cache takes dense file keys: seed it before its first read".into());
+        }
+        let n = self.parts.len();
+        let mut by_part: Vec<Vec<(u64, u64, u32)>> = vec![Vec::new(); n];
+        for &f in files {
+            if self.threshold == SAMPLE_MODULUS || sample_hash(f.0) < self.threshold {
+                by_part[partition(f.0, n)].push(f);
+            }
+        }
+        let policy = self.spec.policy.clone();
+        for (part, files) in self.parts.iter_mut().zip(by_part) {
+            part.as_xcache_mut().ok_or_else(|| format!("policy {policy} cannot be seeded (only xcache)"))?.seed(&files)?;
+        }
+        Ok(())
+    }
+
+    /// The purge log of each partition of an xcache.
+    pub fn purge_log(&mut self) -> Result<Vec<Vec<crate::policy::xcache::PurgeRecord>>, String> {
+        let policy = self.spec.policy.clone();
+        self.parts
+            .iter_mut()
+            .map(|p| p.as_xcache_mut().map(|x| x.purge_log()).ok_or_else(|| format!("policy {policy} has no purge log (only xcache)")))
+            .collect()
+    }
+
     /// A file was deleted or rewritten at the source: it leaves the cache.
     pub fn invalidate(&mut self, id: u64) -> bool {
         let (mut s, ages) = self.parts();

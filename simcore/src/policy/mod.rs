@@ -244,6 +244,12 @@ pub fn needs_future(name: &str) -> bool {
     name == "belady"
 }
 
+/// Whether a policy runs on event time (`Request::ts`) even where residence ages are not
+/// counted: xcache's purges are periodic in event time.
+pub fn needs_clock(name: &str) -> bool {
+    name == "xcache"
+}
+
 #[cfg(test)]
 pub(crate) mod testing {
     //! Helpers for the golden tests in each policy file.
