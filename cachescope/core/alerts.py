@@ -229,7 +229,9 @@ class AlertEvaluator:
         if r.kind == "below" and r.source == "observed":
             return real, np.full(n, r.threshold), reads, warm & (real_total != 0) & (reads >= r.min_requests), extra
         cache = c[:, self.column_of[b.cache]]
-        col = (1, 0) if r.metric == "hit" else (3, 2)
+        # real_below_shadow compares transfer efficiencies (the real cache's side is bytes), whatever
+        # `metric` says (its default, hit, had set the real transfer against the shadow's hit efficiency)
+        col = (1, 0) if r.metric == "hit" and r.kind != "real_below_shadow" else (3, 2)
         value = _ratio(cache[:, col[0]], cache[:, col[1]])
         enough = warm & (cache[:, 0] >= r.min_requests)
         if r.kind == "below":

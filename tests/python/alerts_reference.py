@@ -56,7 +56,9 @@ class ReferenceEvaluator(AlertEvaluator):
             return None
         c, o, late = self._sum(end, b.over_windows)
         reads = int(c[0, 0]) if self.n_caches else 0
-        col = (1, 0) if r.metric == "hit" else (3, 2)
+        # real_below_shadow compares transfer efficiencies (the real cache's side is bytes), whatever
+        # `metric` says (its default, hit, had set the real transfer against the shadow's hit efficiency)
+        col = (1, 0) if r.metric == "hit" and r.kind != "real_below_shadow" else (3, 2)
         if r.kind == "stalled":
             return float(reads), float(r.min_events), reads, ""
         if r.kind == "late":

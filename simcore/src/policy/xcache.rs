@@ -68,8 +68,12 @@
 //!   whose bytes just reach twice the target). They are visited oldest first; a protected one
 //!   is skipped (and counted), any other removed, until the bytes to remove are reached
 //!   (cold files are removed even after that). So a purge can end above the low watermark
-//!   when the oldest files are protected, as the real cache's did. Each removed file is one
-//!   eviction of its cached bytes; the last 1024 purges are kept in a log (`purge_log`).
+//!   when the oldest files are protected, as the real cache's did. In the candidates' budget
+//!   and in the bytes still to remove a file counts as XrdPfc counts it, by its downloaded
+//!   blocks (`nBytes`: a partial last block whole), so a purge stops after the files XrdPfc's
+//!   does (the live test, tests/python/test_xcache_real.py: 7 files, not 9). Each removed file
+//!   is one eviction of its cached bytes (`removed_bytes`: bytes of data); the last 1024 purges
+//!   are kept in a log (`purge_log`).
 //! - Ties in access time (whole seconds in XrdPfc) are broken by access order.
 //!
 //! Other rules:
@@ -242,7 +246,10 @@ impl XCache {
                 if !is_cold && (left <= 0 || candidates >= budget) {
                     break;
                 }
-                candidates += e.cached as i128;
+                // XrdPfc counts a file by its downloaded blocks (`nBytes`: the last, partial one
+                // whole) in the candidates' budget and in what is left to remove
+                let blocks = (e.cached.div_ceil(self.block_size) * self.block_size) as i128;
+                candidates += blocks;
                 if e.epoch == self.epoch {
                     rec.protected_files += 1;
                     rec.protected_bytes += e.cached;
@@ -252,7 +259,7 @@ impl XCache {
                 self.table.free(slot);
                 self.used -= e.cached;
                 ev.push(e.cached, e.tier, e.id, 0);
-                left -= e.cached as i128;
+                left -= blocks;
                 rec.removed_files += 1;
                 rec.removed_bytes += e.cached;
             }
@@ -584,6 +591,25 @@ mod tests {
         assert_eq!(read(&mut p, 250, e, 5, 5), (false, 0, 5, 30));
         let times: Vec<u64> = log(&mut p).iter().map(|r| r.time).collect();
         assert_eq!(times, [0, 60, 120, 180, 240]);
+    }
+
+    #[test]
+    fn golden_purge_counts_whole_blocks() {
+        // capacity 1000, block 10, interval 60, watermarks 100 and 150 bytes. Five files of 35
+        // bytes (4 blocks, the last one 5 bytes) read whole: 175 bytes cached.
+        let mut p = xcache(1000, &[("block_size", 10.0), ("purge_interval", 60.0), ("low_watermark", 100.0),
+                                   ("high_watermark", 150.0)]);
+        for id in 1..=5u64 {
+            assert_eq!(read(&mut p, id as u32 - 1, id, 35, 35), (false, 0, 35, 0));
+        }
+        // the purge at 60 finds them all opened since the one at 0; the one at 120 has 75 bytes
+        // to remove and, as XrdPfc, counts each file by its downloaded blocks (40): 2 files go
+        // (70 bytes of data), not 3
+        assert_eq!(read(&mut p, 120, 9, 1, 0), (false, 0, 0, 70));
+        let rec = *log(&mut p).last().unwrap();
+        assert_eq!((rec.time, rec.bytes_to_remove, rec.removed_files, rec.removed_bytes), (120, 75, 2, 70));
+        assert_eq!(p.used_bytes(), 105);
+        assert!(!p.contains(1) && !p.contains(2) && p.contains(3));
     }
 
     #[test]
