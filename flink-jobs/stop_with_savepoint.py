@@ -45,6 +45,9 @@ def stop_with_savepoint(rest: str, target: str | None = None, poll_s: float = 0.
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] in (["-h"], ["--help"]):
+        print(__doc__.strip())
+        return 0
     if not 1 <= len(argv) <= 2:
         print(__doc__.strip().splitlines()[4].strip(), file=sys.stderr)
         return 2

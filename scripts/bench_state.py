@@ -49,7 +49,8 @@ def stream(n_files: int, seed: int = 1) -> EventColumns:
     return EventColumns(ts=ts, seq=np.arange(n, dtype=np.uint64), file_id=fid, file_size=sizes[files],
                         bytes_read=sizes[files], op=np.zeros(n, dtype=np.uint8), tier=tiers[files % len(tiers)],
                         server=s, source=s, site=s, client=s, vo=s, path=s, cache_group=s, origin=s,
-                        observed_hit_bytes=obs, observed_miss_bytes=obs, observed_bypass_bytes=obs)
+                        observed_hit_bytes=obs, observed_miss_bytes=obs, observed_bypass_bytes=obs,
+                        observed_hit=np.full(n, NO_OBSERVATION, dtype=np.int8))
 
 
 def main() -> None:

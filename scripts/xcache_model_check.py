@@ -99,11 +99,13 @@ def check(run: str | Path) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    as_json = "--json" in argv
-    runs = [a for a in argv if a != "--json"]
-    if not runs:
-        print("usage: xcache_model_check.py RUN_DIR [RUN_DIR ...] [--json]", file=sys.stderr)
-        return 2
+    import argparse
+
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("runs", nargs="+", metavar="RUN_DIR", help="a captured run (shared/xcache-lab/captures/NAME)")
+    ap.add_argument("--json", action="store_true", help="one JSON object per run")
+    args = ap.parse_args(argv)
+    as_json, runs = args.json, args.runs
     for run in runs:
         try:
             out = check(run)

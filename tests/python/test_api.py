@@ -120,12 +120,7 @@ def test_whatif_equals_simulate_for_every_policy_and_size(client, data):
 
 def test_whatif_command_answers_as_the_route_does(data, tmp_path):
     # `cachescope whatif --json`: one object per (policy, size), the route's answer, no server (a
-    # store of its own: chDB opens a store in one process at a time, and `client` holds the other)
-    from fastapi.testclient import TestClient
-
-    from api.core.config import Settings
-    from api.main import create_app
-
+    # store of its own, and the route asked of `cachescope serve`: chDB opens one store per process)
     store = tmp_path / "store"
     out = run("replay", "--format", "csv", "--site", "SITE-A", "--store", str(store), str(data["dir"] / "a.csv"))
     assert out.returncode == 0, out.stderr
@@ -141,8 +136,15 @@ def test_whatif_command_answers_as_the_route_does(data, tmp_path):
     assert bad.returncode == 1 and "NOPE" in bad.stderr and "SITE-A" in bad.stderr and len(bad.stderr.splitlines()) == 1
     usage = run("whatif", "--store", str(store), "--policy", "lru", "--size", "1TB", "--from", TO, "--to", FROM)
     assert usage.returncode == 2 and "--to" in usage.stderr and "Traceback" not in usage.stderr
-    with TestClient(create_app(Settings(store_dir=store))) as own:
-        route = whatif(own, policy=["lru", "arc"], size=SIZES, cache_group="SITE-A", warmup="P1D")["results"]
+    proc, port = start_serve(store)
+    try:
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/whatif", timeout=600, json={
+            "policy": ["lru", "arc"], "size": SIZES, "from": FROM, "to": TO, "cache_group": "SITE-A", "warmup": "P1D"})
+    finally:
+        proc.terminate()
+        proc.communicate()
+    assert r.status_code == 200, r.text
+    route = r.json()["results"]
     assert [(g["policy"], g["size_bytes"]) for g in got] == [(r["policy"], r["size_bytes"]) for r in route]
     for g, r in zip(got, route):
         same(g, r)
@@ -750,7 +752,7 @@ def test_live_pipeline_admission_matches_the_whatif_filter(client, data, tmp_pat
         source=np.full(n, "csv", dtype=object), site=df["site"].to_numpy(object), client=np.full(n, "", dtype=object),
         vo=np.full(n, "", dtype=object), path=np.full(n, "", dtype=object), cache_group=df["cache_group"].to_numpy(object),
         observed_hit_bytes=np.full(n, -1, np.int64), observed_miss_bytes=np.full(n, -1, np.int64),
-        observed_bypass_bytes=np.full(n, -1, np.int64), origin=df["origin"].to_numpy(object))
+        observed_bypass_bytes=np.full(n, -1, np.int64), observed_hit=np.full(n, -1, np.int8), origin=df["origin"].to_numpy(object))
     cfg = PipelineConfig.model_validate({"shadow": {"policies": ["lru", "arc"], "sizes": ["200GB", "1TB"],
                                                     "admission": {"exclude_tiers": ["USER"], "max_file_size": "30GB"}},
                                          "curve": {"enabled": False}})
