@@ -15,7 +15,7 @@ run). So, walking accesses and purges in time order:
 * a purge at time P removes its files before any access attached at P or later (a file opened
   or accessed since the previous purge is never removed, so a removed file was not in use).
 
-Used on the xcache-lab captures (notes/real-cache.md: the real cache's hit efficiency by its
+Used on the xcache-lab captures (docs/notes/real-cache.md: the real cache's hit efficiency by its
 counters, by its verdict, against this) and by the live real-XCache test.
 """
 

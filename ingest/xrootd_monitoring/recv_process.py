@@ -4,7 +4,7 @@ Started by `receiver.Receiver` (`python -m ingest.xrootd_monitoring.recv_process
 both inherited). A process of its own, because a receiving *thread* shares the interpreter lock
 with decoding: while the decoder runs, a thread gets it back once per switch interval, one
 datagram each time, and a burst overflows the kernel's buffer (measured: 37 % of a 20k/s burst
-lost; notes/collect.md). Here every readable moment drains the socket, datagrams are framed
+lost; docs/notes/collect.md). Here every readable moment drains the socket, datagrams are framed
 ({u16 address length; address; u32 length; payload}) into memory and written to the pipe when it
 can take them, so a slow reader never stops the receiving. SIGTERM: drain the socket, write
 everything, close the pipe, exit. SIGINT is ignored (a terminal's Ctrl-C reaches the parent,
