@@ -7,6 +7,7 @@ it on its own, e.g. beside a job submitted to a cluster (runners/monitor.py).
 from __future__ import annotations
 
 from typing import List, Optional
+from urllib.parse import urlparse
 
 import typer
 
@@ -41,7 +42,7 @@ def monitor(
     from ingest.health import health_topic
     from runners.monitor import PipelineMonitor
     url = clickhouse.rstrip("/")
-    db = database or (url.rsplit("/", 1)[-1] if url.count("/") > 2 else "cachescope")
+    db = database or (urlparse(url).path.strip("/") or "cachescope")  # query settings stay in the URL
     with open_store(clickhouse_url=clickhouse, database=db) as store:
         mon = PipelineMonitor(bootstrap, store, {g: [topic] for g in group}, [health_topic(topic)], period)
         try:

@@ -21,6 +21,7 @@ import glob
 import os
 import sys
 from pathlib import Path
+from urllib.parse import urlparse
 
 REPO = Path(__file__).resolve().parents[1]  # a checkout: its .cache/flink-jars
 CONNECTOR_JAR = "flink-sql-connector-kafka-5.0.0-2.2.jar"
@@ -376,7 +377,8 @@ def main(argv: list[str] | None = None) -> None:
     late_tag = OutputTag("late-events", Types.STRING())
     reject_tag = OutputTag("rejected-messages", Types.STRING())
     url = args.clickhouse
-    database = args.database or (url.rstrip("/").rsplit("/", 1)[-1] if url.count("/") > 2 else "default")
+    # the path names the database; query settings (?distributed_foreground_insert=1) stay in the URL
+    database = args.database or (urlparse(url).path.strip("/") or "default")
     shadow = (keyed
               .process(make_function(config.model_dump_json(), url, database, args.flush_seconds, args.flush_rows,
                                      late_tag, reject_tag, webhook_json),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterator, Mapping
-from urllib.parse import urlencode, urlparse
+from urllib.parse import parse_qsl, urlencode, urlparse
 
 import numpy as np
 import pandas as pd
@@ -51,7 +51,8 @@ class ClickHouseStore(Store):
             user=u.username or "default",
             password=u.password or "",
             secure=u.scheme == "clickhouses",
-            settings={"server_side_params": True},
+            # query settings in the URL (?distributed_foreground_insert=1) go with every query
+            settings={"server_side_params": True, **dict(parse_qsl(u.query))},
             # a server that stops answering fails the call instead of hanging it; a long query
             # (a month's what-if read) stays well inside the receive timeout
             connect_timeout=5, send_receive_timeout=600, sync_request_timeout=10,
