@@ -10,28 +10,35 @@ Packet sequences: each stream kind has its own u8 counter (g, f, and one shared 
 monitor's u/d/t/i/... maps), so a missing datagram shows as a jump; jumps are counted per server
 and kind (`lost`), a repeated number as a duplicate (dropped). What a lost datagram held is not
 guessed at: a lost g-stream datagram's accesses are missing, a lost f/t datagram leaves its files'
-accesses incomplete (dropped at the end, counted as `incomplete`).
+accesses incomplete (dropped at the end, counted as `incomplete`); a cache's lost g-stream record
+is replaced by the f-stream's opens it covered, when they came.
 
 Cache or storage element: the g-stream wins (see the package docstring). A server's f-stream
 accesses wait `HOLD_SECONDS` of its own f-stream time before they are written, so that a cache's
 first g-stream datagram (flushed every `mongstream ... flush`, 60 s at most in practice) marks it a
 cache before any of its f-stream accesses go out; at the end (idle, signal) they are written
 unless the server turned out to be a cache.
+
+A cache's f-stream still counts: its g-stream records wait (in order) until the f-stream is past
+their detach, and a record whose attach..detach covers k > 1 f-stream opens of its file (a re-open
+during XRootD's 30 s deferred detach joins the record) is k accesses; opens no record took are
+accesses of their own when a g-stream datagram was lost over their time (`_resolve`).
 """
 
 from __future__ import annotations
 
 import socket
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Callable
 
+import msgspec
 import orjson
 
 from cachescope.config import CachescopeConfig
 from cachescope.events import AccessEvent
 from cachescope.tiers import TierClassifier
-from ingest.enrich import Enricher
+from ingest.enrich import Enricher, clamp_observed
 from ingest.formats._base import Access, BadRecord
 from ingest.pipeline import LineParser, RejectRecord
 from ingest.xrootd_monitoring import fstream, gstream, ident, maps, tstream
@@ -42,6 +49,8 @@ FSTREAM_SOURCE = "xrootd-fstream"
 #: seconds of a server's f-stream time its f-stream accesses wait for a g-stream that would make
 #: it a cache (2 x the longest g-stream flush seen in practice, ATLAS's 60 s)
 HOLD_SECONDS = 120
+#: seconds XRootD defers a detach while XrdPfc still writes the file (an open meanwhile joins its record)
+DEFERRAL = 30
 _MAP_LIMIT = 200_000  # entries of a server's user/path/file maps before the oldest half goes
 
 
@@ -68,6 +77,26 @@ class OpenFile:
     read: int = 0  # f-stream close: read + readv bytes
     write: int = 0
     closed_at: int = 0  # f-stream time (s) of the close, 0: open
+
+
+@dataclass(slots=True)
+class CacheOpen:
+    """An f-stream open of a server that may be a cache: matched to the g-stream record it joined."""
+
+    tb: int  # the open's f-stream packet: tBeg..tEnd (s)
+    te: int
+    path: str
+    size: int
+    client: str
+    read: int = 0  # f-stream close: read + readv
+    traced: int = 0  # trace read bytes of this open
+    closed: int = 0  # tEnd of the close's f-stream packet, 0: open
+    tclosed: bool = False  # the trace's close of it is in
+    claimed: bool = False
+
+    @property
+    def nbytes(self) -> int:
+        return max(self.read, self.traced)
 
 
 @dataclass(slots=True)
@@ -99,6 +128,19 @@ class Stream:
     traces: dict[int, TraceFile] = field(default_factory=dict)  # trace reads by file dictid
     held: list[tuple[int, Access]] = field(default_factory=list)  # (f-stream time of close, access)
     ftime: int = 0  # tBeg of the current f-stream packet
+    ftend: int = 0  # its tEnd
+    has_fstream: bool = False
+    copens: dict[int, CacheOpen] = field(default_factory=dict)  # f-stream opens by file dictid (cache matching)
+    bypath: dict[str, list[CacheOpen]] = field(default_factory=dict)  # the same, by path
+    closing: deque[tuple[int, CacheOpen]] = field(default_factory=deque)  # (dictid, open) in close order
+    waiting: list[tuple[int, CacheOpen]] = field(default_factory=list)  # decided once a held record went out
+    heldpaths: dict[str, list[int]] = field(default_factory=dict)  # path -> attach of its held records
+    gheld: list[tuple[str, str, int, int]] = field(default_factory=list)  # (line, lfn, attach, detach)
+    gtime: int = 0  # tBeg of the latest g-stream packet
+    ggaps: list[tuple[int, int]] = field(default_factory=list)  # (tEnd before, tBeg after) of lost g datagrams
+    glast: tuple[int, int] = (0, 0)  # (tBeg, tEnd) of the latest g-stream packet
+    ttime: int = 0  # start of the latest trace window
+    gap_pending: bool = False  # g-stream datagrams lost before the next one
     gparser: LineParser | None = None
     fenrich: Enricher | None = None
 
@@ -206,6 +248,8 @@ class Assembler:
         if gap:
             s.lost[kind] += gap
             self.stats.lost += gap
+            if kind == "g":
+                s.gap_pending = True
         return True
 
     def _datagram(self, data: bytes, ip: str) -> list[AccessEvent]:
@@ -277,10 +321,28 @@ class Assembler:
             s.held.clear()
             s.files.clear()
             s.traces.clear()
+        if s.gap_pending:
+            s.ggaps.append((s.glast[1], p.tbeg))
+            s.gap_pending = False
+        s.glast = (p.tbeg, p.tend)
+        s.gtime = max(s.gtime, p.tbeg)
         if header_line is None:  # the binary header as XRootD's JSON form states it, naming the server
             header_line = orjson.dumps({"code": "g", "pseq": p.pseq, "stod": p.stod, "sid": p.sid,
                                         "src": {"site": "", "host": s.name},
                                         "gs": {"type": p.provider, "tbeg": p.tbeg, "tend": p.tend}}).decode()
+        # each file close waits until the f-stream (if the server sends one) is past its detach
+        rest = [header_line]
+        for line in p.lines:
+            rec = _close_record(line)
+            if rec is None:
+                rest.append(line)
+            else:
+                s.gheld.append((line, *rec))
+                s.heldpaths.setdefault(rec[0], []).append(rec[1])
+        events = self._parse(s, rest)
+        return events + self._resolve(s, final=False)
+
+    def _parse(self, s: Stream, lines: list[str]) -> list[AccessEvent]:
         if not s.numbered:
             s.seq, s.numbered = self.seq_of(s.origin), True
         parser = s.gparser
@@ -291,7 +353,7 @@ class Assembler:
         parser.enrich.seq = s.seq
         before_rejected, before_skipped = parser.stats.rejected, parser.stats.skipped
         events: list[AccessEvent] = []
-        for batch in parser.batches([header_line, *p.lines]):
+        for batch in parser.batches(lines):
             events.extend(batch)
         s.seq = parser.enrich.seq
         st = self.stats
@@ -299,6 +361,104 @@ class Assembler:
         st.rejected += parser.stats.rejected - before_rejected
         st.skipped += parser.stats.skipped - before_skipped
         return events
+
+    def _resolve(self, s: Stream, final: bool) -> list[AccessEvent]:
+        """Held g-stream closes whose detach the f-stream has passed, in arrival order (seq as
+        `parse` numbers them): each counts the f-stream opens of its file it covers."""
+        out: list[AccessEvent] = []
+        n = 0
+        for n, (line, lfn, attach, detach) in enumerate(s.gheld):
+            if not final and self._waits(s, n, lfn, attach, detach):
+                break
+            out += self._record(s, line, lfn, attach, detach, n)
+        else:
+            n = len(s.gheld)
+        for _, lfn, attach, _ in s.gheld[:n]:
+            same = s.heldpaths[lfn]
+            same.remove(attach)
+            if not same:
+                del s.heldpaths[lfn]
+        del s.gheld[:n]
+        return out + self._unclaimed(s, final, n > 0)
+
+    def _waits(self, s: Stream, n: int, lfn: str, attach: int, detach: int) -> bool:
+        """The f-stream has not passed the record's detach; or, within the hold, the records of the
+        file's other opens in its f-stream packets, or the trace's reads of them, may still come."""
+        if not s.has_fstream:  # none yet: it may start within the hold
+            return s.gtime - detach < self.hold
+        if s.ftime <= detach:
+            return True
+        if s.ftime - detach >= self.hold:
+            return False
+        cands = _candidates(s, lfn, attach, detach)
+        if len(cands) < 2:
+            return False  # one access: the record's bytes
+        if s.gtime <= max(o.te for o in cands) + DEFERRAL:
+            return True
+        cands = _claimable(s, n, lfn, cands)
+        return len(cands) > 1 and any(self._unread(s, o) for o in cands)
+
+    @staticmethod
+    def _unread(s: Stream, o: CacheOpen) -> bool:
+        """Its close, or (none read yet, within the hold) its trace's reads, may still come."""
+        return not o.closed or s.has_trace and not o.tclosed and not o.nbytes and s.ftime - o.closed < HOLD_SECONDS
+
+    def _record(self, s: Stream, line: str, lfn: str, attach: int, detach: int, n: int) -> list[AccessEvent]:
+        cands = _claimable(s, n, lfn, _candidates(s, lfn, attach, detach))
+        for o in cands:
+            o.claimed = True
+        seq0 = s.seq
+        events = self._parse(s, [line])
+        k = len(cands)
+        if not events or k == 0 or k == len(events) == 1:
+            return events
+        # the record stands for k opens (a re-open joined the deferred detach): k accesses
+        self.stats.events += k - len(events)
+        s.seq = seq0 + k
+        return _apportion(events, cands, seq0, line)
+
+    def _unclaimed(self, s: Stream, final: bool, resolved: bool) -> list[AccessEvent]:
+        """F-stream opens no g-stream record took: their record was in a lost datagram (then they
+        are accesses, without the cache's observed values), else they are left out."""
+        ready = []
+        keep = []
+        # those waiting for a held record are looked at again once records went out
+        todo = s.waiting if resolved or final else []
+        if todo:
+            s.waiting = []
+        while todo or s.closing:
+            if todo:
+                dictid, o = todo.pop()
+            else:
+                dictid, o = s.closing[0]
+                # its record's detach: by the close's packet, or the deferral after it
+                if not final and (s.gtime <= o.closed + DEFERRAL or s.ftime <= o.closed + DEFERRAL):
+                    break
+                s.closing.popleft()
+            if not o.claimed and not final and any(a <= o.te for a in s.heldpaths.get(o.path, ())):
+                keep.append((dictid, o))  # a held record of its file may take it
+                continue
+            # (a gap before the g-stream packet past its deferral is known by now)
+            if o.claimed or not any(lo <= o.closed + DEFERRAL and hi >= o.tb for lo, hi in s.ggaps):
+                _forget(s, dictid, o)
+                continue
+            if not final and s.has_trace and not o.tclosed and s.ftime - o.closed < self.hold:
+                keep.append((dictid, o))
+                continue
+            _forget(s, dictid, o)
+            if o.nbytes == 0:
+                self.stats.skipped += 1
+                self.stats.reasons["f-stream access that read 0 bytes"] += 1
+                continue
+            ready.append((o.closed, Access(o.tb * 1_000_000, o.path, o.size, o.nbytes, "read", s.name, o.client)))
+        s.waiting += keep
+        if final:
+            s.copens.clear()
+            s.bypath.clear()
+        if not ready:
+            return []
+        s.held.extend(ready)
+        return self._release(s, final=True)
 
     def _parse_reject(self, origin: str, rec: RejectRecord) -> None:
         self.stats.reasons[rec.reason.split(":", 1)[0][:60]] += 1
@@ -311,10 +471,22 @@ class Assembler:
         out: list[AccessEvent] = []
         for r in records:
             if r.kind == fstream.TIME:
-                s.ftime = r.tbeg
+                s.ftime, s.ftend = r.tbeg, r.tend
                 if r.sid and s.sid is None:
                     s.sid = r.sid
                 continue
+            if r.kind == fstream.OPEN:
+                o = s.copens[r.id] = CacheOpen(s.ftime, s.ftend or s.ftime, r.lfn or s.paths.get(r.id, ""),
+                                               r.size, s.users.get(r.user, ""))
+                s.bypath.setdefault(o.path, []).append(o)
+                if len(s.copens) > _MAP_LIMIT:  # opens never closed: the oldest half goes
+                    for dictid in list(s.copens)[: _MAP_LIMIT // 2]:
+                        _forget(s, dictid, s.copens[dictid])
+            elif r.kind == fstream.CLOSE and r.id in s.copens:
+                o = s.copens[r.id]
+                if not o.closed:
+                    s.closing.append((r.id, o))
+                o.read, o.closed = r.read, s.ftend or s.ftime or 1
             if s.is_cache:
                 self.stats.superseded += r.kind == fstream.OPEN
                 continue
@@ -331,14 +503,28 @@ class Assembler:
                 self._complete(s, r.id, f)
             elif r.kind == fstream.DISC:
                 s.users.pop(r.id, None)
-        if not s.is_cache:
-            out += self._release(s, final=False)
+        s.has_fstream = True
+        if s.is_cache:
+            return self._resolve(s, final=False)
+        cut = s.ftime - self.hold  # a storage element's opens are kept only for a g-stream that may come
+        while s.closing and s.closing[0][1].closed < cut:
+            _forget(s, *s.closing.popleft())
+        out += self._release(s, final=False)
         return out
 
     def _trace(self, s: Stream, t: tstream.Trace) -> list[AccessEvent]:
-        if s.is_cache:
-            return []
         s.has_trace = True
+        s.ttime = max(s.ttime, t.window)
+        for dictid, n in t.read_bytes.items():
+            o = s.copens.get(dictid)
+            if o is not None:
+                o.traced += n
+        for dictid in t.closes:
+            o = s.copens.get(dictid)
+            if o is not None:
+                o.tclosed = True
+        if s.is_cache:
+            return self._resolve(s, final=False)
         traces = s.traces
         for dictid, size in t.opens.items():
             traces.setdefault(dictid, TraceFile()).size = size
@@ -419,6 +605,87 @@ class Assembler:
         that are no caches."""
         out: list[AccessEvent] = []
         for s in self.streams.values():
-            if not s.is_cache:
-                out += self._release(s, final=True)
+            out += self._resolve(s, final=True) if s.is_cache else self._release(s, final=True)
         return out
+
+
+def _candidates(s: Stream, lfn: str, attach: int, detach: int) -> list[CacheOpen]:
+    """The unclaimed opens of the file whose f-stream packet overlaps the record's attach..detach."""
+    return [o for o in s.bypath.get(lfn, ()) if not o.claimed and o.tb <= detach and o.te >= attach]
+
+
+def _claimable(s: Stream, n: int, lfn: str, cands: list[CacheOpen]) -> list[CacheOpen]:
+    """The candidates the n-th held record takes: opens a later held record of the file may hold
+    (its attach within their packets) are left to it."""
+    if len(cands) < 2:
+        return cands
+    top = max(o.te for o in cands)
+    taken = sum(1 for (_, f, a, _) in s.gheld[n + 1:] if f == lfn and a <= top)
+    return cands[:max(1, len(cands) - taken)]
+
+
+def _forget(s: Stream, dictid: int, o: CacheOpen) -> None:
+    if s.copens.get(dictid) is o:
+        del s.copens[dictid]
+    same = s.bypath.get(o.path)
+    if same is not None:
+        try:
+            same.remove(o)
+        except ValueError:
+            pass
+        if not same:
+            del s.bypath[o.path]
+
+
+def _close_record(line: str) -> tuple[str, int, int] | None:
+    """(lfn, attach, detach) of a g-stream file close, None for any other line (the parser judges it)."""
+    try:
+        rec = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    if type(rec) is not dict or rec.get("event") != "file_close":
+        return None
+    lfn, attach, detach = rec.get("lfn"), rec.get("attach_t"), rec.get("detach_t")
+    if type(lfn) is not str or type(detach) is not int:
+        return None
+    return lfn, attach if type(attach) is int and attach else detach, detach
+
+
+def _shares(total: int, weights: list[int]) -> list[int]:
+    """total split in proportion to weights (evenly when they are all 0), remainders to the first."""
+    k, w = len(weights), sum(weights)
+    if w == 0:
+        return [total // k + (i < total % k) for i in range(k)]
+    out = [total * x // w for x in weights]
+    out[0] += total - sum(out)
+    return out
+
+
+def _apportion(events: list[AccessEvent], opens: list[CacheOpen], seq0: int, line: str) -> list[AccessEvent]:
+    """One record's events (1, or the parser's access_cnt split) as one access per f-stream open:
+    the bytes each open's close/trace states (else the record's served bytes left, split evenly);
+    the record's hit/miss/bypass bytes split in proportion (each within its access's bytes, as the
+    Enricher clamps), so no byte is counted twice."""
+    e0 = events[0]
+    rec = orjson.loads(line)
+    raw = [rec.get(k) for k in ("b_hit", "b_miss", "b_bypass")]
+    raw = [v if type(v) is int and v >= 0 else 0 for v in raw]
+    known = sum(o.nbytes for o in opens)
+    unknown = [i for i, o in enumerate(opens) if o.nbytes == 0]
+    nbytes = [o.nbytes for o in opens]
+    if unknown:
+        for i, b in zip(unknown, _shares(max(sum(raw) - known, 0), [0] * len(unknown))):
+            nbytes[i] = b
+    if e0.file_size:
+        nbytes = [min(b, e0.file_size) for b in nbytes]
+    split = [_shares(v, nbytes) for v in raw]
+    says = e0.observed_hit_bytes is not None
+    out = []
+    for i, b in enumerate(nbytes):
+        hit, miss, bypass = clamp_observed(b, split[0][i], split[1][i], split[2][i]) if says else (None,) * 3
+        verdict = e0.observed_hit
+        if verdict == 0 and i > 0 and not miss and not bypass:
+            verdict = 1  # the origin fetch is the first access's, counted once
+        out.append(msgspec.structs.replace(e0, bytes_read=b, observed_hit_bytes=hit, observed_miss_bytes=miss,
+                                           observed_bypass_bytes=bypass, observed_hit=verdict, seq=seq0 + i))
+    return out

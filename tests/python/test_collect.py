@@ -10,10 +10,14 @@ import re
 import signal
 import socket
 import struct
+import csv
+import io
+from collections import Counter
 import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -106,19 +110,80 @@ def origin_of(stats: dict) -> str:
     return server["origin"]
 
 
+#: accesses each capture gives: its client reads but for those whose g-stream record XRootD had not
+#: sent when the capture ended (run3 2, run4 6, run5 1: no record, no lost datagram, none counted)
+ACCESSES = {"run1-default": 1000, "run2-prefetch0": 300, "run3-prefetch0-asyncoff": 148, "run4-asyncoff": 114,
+            "run5-json-insthdr-slow-origin": 119}
+OBSERVED = ("observed_hit_bytes", "observed_miss_bytes", "observed_bypass_bytes")
+
+
+def client_reads(run: str) -> list[dict]:
+    return list(csv.DictReader(io.TextIOWrapper(gzip.open(LAB / run / "workload.csv.gz"))))
+
+
 @pytest.mark.parametrize("run", RUNS)
 def test_a_capture_gives_the_events_parse_gives_for_its_records(run, tmp_path):
     c = Collect(tmp_path)
     c.send(datagrams(run))
     events, stats, _ = c.finish()
     ref = parse_reference(run, tmp_path, origin_of(stats))
-    assert len(events) == len(ref) > 100
-    assert events == ref  # every field: times from the records, seq in order, same enrichment
-    assert sum(e["bytes_read"] for e in events) == sum(e["bytes_read"] for e in ref)
+    assert len(events) == ACCESSES[run] >= len(ref) > 100
+    assert [e["seq"] for e in events] == list(range(len(events)))
+    # a record is its accesses as `parse` reads it, but for a record covering k > 1 f-stream opens:
+    # k accesses whose bytes and observed bytes sum to the record's
+    records = {(r["lfn"], r["attach_t"] * 1_000_000): r for r in map(json.loads, (LAB / run / "gstream.jsonl")
+               .read_text().splitlines()) if r.get("event") == "file_close"}
+    by_record: dict = {}
+    for e in events:
+        by_record.setdefault((e["path"], e["ts"]), []).append(e)
+    merged = 0
+    for key, group in sorted(by_record.items()):
+        refs = [r for r in ref if (r["path"], r["ts"]) == key]
+        if len(group) == len(refs):
+            assert [{**e, "seq": 0} for e in group] == [{**r, "seq": 0} for r in refs]
+            continue
+        assert len(refs) == 1 and len(group) > 1, key
+        merged += len(group) - 1
+        # the clients' bytes (the record's, clamped to the file size, may be less); its observed
+        # bytes apportioned, none counted twice
+        raw = records[key]
+        assert sum(e["bytes_read"] for e in group) >= refs[0]["bytes_read"]
+        for name, counter in zip(OBSERVED, ("b_hit", "b_miss", "b_bypass")):
+            assert sum(e[name] for e in group) <= raw.get(counter, 0)
+        assert all(sum(e[k] for k in OBSERVED) <= e["bytes_read"] for e in group)
+        assert {k: v for k, v in group[0].items() if k not in ("seq", "bytes_read", "observed_hit", *OBSERVED)} == \
+            {k: v for k, v in refs[0].items() if k not in ("seq", "bytes_read", "observed_hit", *OBSERVED)}
+    assert len(events) == len(ref) + merged
     assert stats["dropped_datagrams"] == {} and stats["lost_datagrams"] == 0
     assert stats["servers"][0]["cache"] is True
     # the cache's f-stream opens are all left to its g-stream: no access counted twice
     assert stats["fstream_superseded"] == json.loads((LAB / run / "run-summary.json").read_text())["client_reads"]
+
+
+def test_a_record_covering_several_opens_is_one_access_per_client_read(tmp_path):
+    """run1: 6 client reads re-opened a file during its deferred detach; their records (4) stand for
+    2-4 reads each. Every client read is one access, the merged ones with the client's bytes."""
+    run = "run1-default"
+    c = Collect(tmp_path)
+    c.send(datagrams(run))
+    events, stats, _ = c.finish()
+    reads = client_reads(run)
+    assert len(events) == len(reads) == 1000
+    assert Counter(e["path"] for e in events) == Counter(r["path"] for r in reads)
+    records = Counter((r["lfn"], r["attach_t"] * 1_000_000) for r in map(json.loads, (LAB / run / "gstream.jsonl")
+                      .read_text().splitlines()) if r.get("event") == "file_close")
+    accesses = Counter((e["path"], e["ts"]) for e in events)
+    groups = [key for key, n in accesses.items() if n > records[key]]
+    assert sorted(accesses[key] - records[key] for key in groups) == [1, 1, 1, 3]  # 994 records + 6
+    merged = [e for e in events if (e["path"], e["ts"]) in groups]
+    for path, ts in groups:
+        t0 = ts / 1e6  # its attach; the reads re-opened it until the deferred detach 30 s later
+        covered = sorted(int(r["bytes_read"]) for r in reads
+                         if r["path"] == path and t0 - 1 <= float(r["ts_start"]) <= t0 + 31)
+        assert sorted(e["bytes_read"] for e in merged if (e["path"], e["ts"]) == (path, ts)) == covered, path
+    # the origin fetch of a merged record is counted once: one access has the verdict `fetched`
+    for e in merged:
+        assert e["observed_hit"] in (0, 1) and sum(e[k] for k in OBSERVED) <= e["bytes_read"]
 
 
 def test_the_same_capture_sent_again_gives_the_same_events(tmp_path):
@@ -144,23 +209,33 @@ def test_lost_datagrams_are_counted_per_server_and_stream_not_guessed(tmp_path):
     events, stats, _ = c.finish()
     assert stats["lost_datagrams"] == len(drop)
     assert stats["servers"][0]["lost"] == {"g": 6, "f": 2, "detail": 1}
-    # what the records that arrived say, as `parse` reads them (a later record's access_cnt may
-    # count accesses whose own record was lost: the parser's rule, not a guess of collect's)
-    host = server_name("127.0.0.1")
-    lines = []
-    for i in g:
-        if i in drop:
-            continue
-        d = payloads[i]
-        pseq, stod = d[1], struct.unpack_from(">i", d, 4)[0]
-        lines.append(json.dumps({"code": "g", "pseq": pseq, "stod": stod, "src": {"site": "", "host": host}}))
-        lines += [ln for ln in d[24:].split(b"\0", 1)[0].decode().split("\n") if ln.strip()]
-    src = tmp_path / "kept.jsonl"
-    src.write_text("\n".join(lines) + "\n")
-    p = subprocess.run([CLI, "parse", "--format", "xrootd-gstream", "--origin", origin_of(stats), str(src)],
-                       capture_output=True, check=True)
-    ref = [orjson.loads(ln) for ln in p.stdout.splitlines()]
-    assert events == ref and len(events) < 994
+    # the lost g-stream records' reads are the f-stream's accesses (bytes from the close/trace,
+    # nothing the cache's record would say); reads whose f-stream datagram was lost too are not guessed
+    fromf = [e for e in events if e["source"] == "xrootd-fstream"]
+    assert fromf and all(e[k] is None for e in fromf for k in (*OBSERVED, "observed_hit"))
+    assert len(events) - len(fromf) < 1000 and len(events) < 1000
+    assert [e["seq"] for e in events] == list(range(len(events)))
+
+
+def test_lost_g_stream_records_leave_their_reads_to_the_f_stream():
+    payloads = datagrams("run1-default")
+    g = [i for i, d in enumerate(payloads) if d[:1] == b"g"]
+    drop = set(g[10:15]) | {g[40]}
+
+    def run(kept):
+        asm = Assembler(load_config(), name_of=lambda ip: ip)
+        return _feed(asm, kept) + asm.finish(), asm
+
+    whole, _ = run(payloads)
+    events, asm = run([d for i, d in enumerate(payloads) if i not in drop])
+    assert asm.stats.lost == 6
+    assert len(events) == len(whole) == 1000 and [e.seq for e in events] == list(range(1000))
+    assert Counter(e.path for e in events) == Counter(r["path"] for r in client_reads("run1-default"))
+    fromf = [e for e in events if e.source == "xrootd-fstream"]
+    assert fromf
+    assert all(e.observed_hit is None and e.observed_hit_bytes is None for e in fromf)
+    # the reads' bytes, from the f-stream's close and trace records
+    assert all(0 < e.bytes_read <= e.file_size for e in fromf)
 
 
 def test_a_restarted_server_is_a_new_stream(tmp_path):
@@ -240,7 +315,7 @@ def test_a_signal_writes_everything_received_and_exits_0(sig, tmp_path):
     c = Collect(tmp_path)
     c.send(datagrams("run1-default"))  # on loopback a sent datagram is in the socket's buffer
     events, stats, err = c.finish(sig)
-    assert len(events) == 994 and stats["datagrams"] == 1540
+    assert len(events) == 1000 and stats["datagrams"] == 1540
 
 
 def test_usage_errors_are_one_line_and_exit_2(tmp_path):
@@ -309,12 +384,13 @@ def test_to_kafka_exactly_once_across_a_restart_of_the_collector(kafka, kafka_to
         assert p.returncode == 0, err.decode()
         seen.append(next(json.loads(ln)["stats"] for ln in err.decode().splitlines() if ln.startswith('{"stats"')))
     events = topic_items(kafka.bootstrap, kafka_topic)
-    ref = parse_reference(run, tmp_path, origin_of(seen[0]))
-    assert sorted(e["seq"] for e in events) == list(range(994))  # numbering continued, none twice
+    asm = Assembler(load_config())  # the same capture, one collector throughout
+    ref = [orjson.loads(msgspec.json.encode(e)) for e in _feed(asm, payloads) + asm.finish()]
+    assert sorted(e["seq"] for e in events) == list(range(1000))  # numbering continued, none twice
     key = lambda e: e["seq"]  # noqa: E731
     assert sorted(events, key=key) == sorted(ref, key=key)
     health = topic_items(kafka.bootstrap, kafka_topic + ".health")
-    assert sum(h["events"] for h in health) == 994
+    assert sum(h["events"] for h in health) == 1000
     assert sum(h["lines"] for h in health) == len(payloads)  # datagrams, as committed
     # the second collector starts mid-sequence: nothing is lost (its first datagram sets the counter)
     assert sum(h.get("counts", {}).get("lost_datagrams", 0) for h in health) == 0
@@ -421,5 +497,5 @@ def test_a_cache_whose_g_stream_comes_late_within_the_hold_counts_no_access_twic
     events = _feed(asm, [d for d in head if d[:1] != b"g"])
     assert events == []  # held: the server may still turn out to be a cache
     events += _feed(asm, [d for d in head if d[:1] == b"g"] + rest) + asm.finish()
-    assert len(events) == 994 and {e.source for e in events} == {"xrootd-gstream"}
+    assert len(events) == 1000 and {e.source for e in events} == {"xrootd-gstream"}
     assert asm.stats.superseded == 1000
