@@ -40,8 +40,13 @@ def stop_with_savepoint(rest: str, target: str | None = None, poll_s: float = 0.
             op = st["operation"]
             if "failure-cause" in op:
                 raise RuntimeError(f"job {job} did not stop: {op['failure-cause'].get('stack-trace', '').splitlines()[0]}")
-            return op["location"]
+            break
         time.sleep(poll_s)
+    # the savepoint is complete before the job has stopped: wait for that, so that a resubmission
+    # right after (submit.sh does nothing while the job runs) resumes from it
+    while call(rest, f"/jobs/{job}")["state"] not in ("FINISHED", "CANCELED", "FAILED"):
+        time.sleep(poll_s)
+    return op["location"]
 
 
 def main(argv: list[str]) -> int:
