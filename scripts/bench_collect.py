@@ -15,7 +15,6 @@ Run: .venv/bin/python scripts/bench_collect.py [--repeat 65] [--rate 20000] [--r
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import re
 import socket
@@ -30,18 +29,12 @@ EXE = str(Path(sys.executable).parent / "cachescope")
 LAB = REPO.parent / "shared" / "xcache-lab" / "captures"
 if not LAB.is_dir():
     LAB = Path("/work/shared/xcache-lab/captures")
-REC = struct.Struct("<dHI")
 
 
 def datagrams(run: str) -> list[bytes]:
-    data = gzip.open(LAB / run / "udp.bin.gz").read()
-    out, off = [], 8
-    while off < len(data):
-        _, _, n = REC.unpack_from(data, off)
-        off += REC.size
-        out.append(data[off:off + n])
-        off += n
-    return out
+    from ingest.xrootd_monitoring.capture import read_capture
+
+    return read_capture(LAB / run / "udp.bin.gz")
 
 
 def restarted(d: bytes, k: int) -> bytes:

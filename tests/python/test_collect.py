@@ -20,6 +20,8 @@ from pathlib import Path
 import msgspec
 import orjson
 import pytest
+
+from ingest.xrootd_monitoring.capture import read_capture
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -31,23 +33,13 @@ LAB = Path(__file__).resolve().parents[3] / "shared" / "xcache-lab" / "captures"
 if not LAB.is_dir():
     LAB = Path("/work/shared/xcache-lab/captures")
 RUNS = sorted(p.name for p in LAB.glob("run*")) if LAB.is_dir() else []
-MAGIC = b"XCLUDP1\n"
-REC = struct.Struct("<dHI")
 
 pytestmark = pytest.mark.skipif(not RUNS, reason="the xcache-lab captures are not here")
 
 
 def datagrams(run: str) -> list[bytes]:
-    """A capture's payloads in arrival order (capture.py: magic, then f64 time, u16 port, u32 len, payload)."""
-    data = gzip.open(LAB / run / "udp.bin.gz").read()
-    assert data[:8] == MAGIC
-    out, off = [], 8
-    while off < len(data):
-        _, _, n = REC.unpack_from(data, off)
-        off += REC.size
-        out.append(data[off:off + n])
-        off += n
-    return out
+    """A capture's payloads in arrival order."""
+    return read_capture(LAB / run / "udp.bin.gz")
 
 
 def is_json_gstream(d: bytes) -> bool:
