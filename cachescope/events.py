@@ -1,6 +1,7 @@
 """AccessEvent: the one record every part of cachescope exchanges (one per file access).
 
-Parsers in `ingest/formats/` produce it, Kafka carries it as JSON, the processing core reads it
+Parsers in `ingest/formats/` produce it, Kafka carries it by column (`cachescope.core.messages`),
+the processing core reads it
 as numpy columns (`cachescope.core.EventColumns.from_events`), ClickHouse stores it. The published JSON Schema
 (`schemas/access_event.schema.json`) is generated from this model: `python -m cachescope.events
 --write` rewrites it and a test fails when it is out of date.
@@ -65,7 +66,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Iterable, Literal, Sequence
+from typing import Annotated, Any, Iterable, Literal
 
 import msgspec
 import msgspec.inspect
@@ -188,7 +189,6 @@ def file_id_of(path: str) -> int:
 
 _encoder = msgspec.json.Encoder()
 _decoder_one = msgspec.json.Decoder(AccessEvent)
-_decoder_list = msgspec.json.Decoder(list[AccessEvent])
 
 
 def encode_lines(events: Iterable[AccessEvent]) -> bytes:
@@ -196,18 +196,10 @@ def encode_lines(events: Iterable[AccessEvent]) -> bytes:
     return _encoder.encode_lines(events)
 
 
-def encode_batch(events: Sequence[AccessEvent]) -> bytes:
-    """One JSON array (the batched Kafka message body)."""
-    return _encoder.encode(events)
-
-
-def decode_batch(data: bytes | str) -> list[AccessEvent]:
-    """Decode a JSON array or JSON lines of events, validating types, enums and bounds."""
-    stripped = data.lstrip()
-    if stripped[:1] in (b"[", "["):
-        events = _decoder_list.decode(data)
-    else:
-        events = _decoder_one.decode_lines(data)
+def decode_lines(data: bytes | str) -> list[AccessEvent]:
+    """Decode JSON lines of events (the `cachescope parse` output), validating types, enums and
+    bounds. (Kafka carries events by column: cachescope.core.messages.)"""
+    events = _decoder_one.decode_lines(data)
     for ev in events:
         for name in _U64_FIELDS:
             value = getattr(ev, name)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from cachescope import _simcore
+from cachescope.engine import _simcore
 
 POLICIES: tuple[str, ...] = tuple(_simcore.POLICIES)
 FIELDS: tuple[str, ...] = tuple(_simcore.FIELDS)

@@ -27,7 +27,7 @@ def ship(
     origin: Annotated[Optional[str], typer.Option(help="id of the log stream (default file:HOST:PATH of --from; "
                                                   "e.g. collector:SERVER for a collector's output); files only")] = None,
     # 20,000: a commit waits ~10-60 ms on the broker, so 2,500-line transactions capped a shipper
-    # near 80k lines/s; messages stay at most 2,500 events (ingest.shipper.MESSAGE_EVENTS)
+    # near 80k lines/s; messages stay at most 2,500 events (cachescope.core.messages.MESSAGE_EVENTS)
     batch: Annotated[int, typer.Option(help="lines per Kafka transaction at most")] = 20000,
     linger: Annotated[float, typer.Option(help="seconds a partial batch may wait")] = 1.0,
     follow: Annotated[bool, typer.Option("--follow/--no-follow", help="keep following the file (tail -F) or "

@@ -127,21 +127,6 @@ def _until_damaged(lines: Iterable[str], damaged: list[InputError]) -> Iterator[
 _BLOCK_LINES = 8192
 
 
-def _block_results(block: Callable, lines: list[str], ctx: ParseContext) -> Iterator | None:
-    """Parse results of `lines` from a format's block parser, slice by slice; None when it
-    declines the stream (then the loop parses line by line)."""
-    head = block(lines[:_BLOCK_LINES], ctx)
-    if head is None:
-        return None
-
-    def rest() -> Iterator:
-        yield from head
-        for k in range(_BLOCK_LINES, len(lines), _BLOCK_LINES):
-            yield from block(lines[k:k + _BLOCK_LINES], ctx)
-
-    return rest()
-
-
 class LineParser:
     def __init__(
         self,
@@ -242,140 +227,81 @@ class LineParser:
 
     def batches(self, lines: Iterable[str], batch_size: int = 4096) -> Iterator[list[AccessEvent]]:
         """Events of `lines` in input order, in lists of up to batch_size."""
-        raw = self.format.raw
-        ctx = self.ctx
-        enrich = self.enrich
-        stats = self.stats
-        reject = self._reject
-        out: list[AccessEvent] = []
-        append = out.append
-        line_no = first = self._line_no
-        blank = 0
-        lines_before = stats.lines
-        record_skipped = self._record_skipped
-        quiet: dict[str, int] = {}  # skipped lines by reason, when they are not recorded
-        damaged: list[InputError] = []
-        # a list cannot fail mid-way; a reader can (damaged compressed input): the events read
-        # before the damage are kept, then it is raised
-        source = lines if type(lines) is list else _until_damaged(lines, damaged)
-        # a format's compiled block parser, when it has one and this is a list: each line's parse
-        # result comes from it (in slices, so a long list is not held twice), enrichment stays here
-        block = self.format.block
-        results = _block_results(block, lines, ctx) if block is not None and type(lines) is list else None
-        next_result = results.__next__ if results is not None else None
-        try:
-            for line_no, line in enumerate(source, first + 1):  # noqa: B007 - line_no is read after the loop
-                if next_result is not None:
-                    parsed = next_result()
-                line = line.rstrip("\r\n")
-                if not line or line.isspace():
-                    blank += 1
-                    continue
-                try:
-                    result = raw(line, ctx) if next_result is None else parsed
-                    if type(result) is Access:
-                        append(enrich(result))  # enrich raises BadRecord for values outside the contract
-                        result = None
-                except BadRecord as exc:
-                    result = Reject(exc.reason, exc.skipped)
-                except Exception as exc:  # noqa: BLE001 - a parser bug: keep the line, name the bug
-                    result = Reject(f"{INTERNAL_ERROR}: {type(exc).__name__}: {exc}")
-                if result is None:
-                    pass
-                elif type(result) is list:
-                    for item in result:
-                        if type(item) is Access:
-                            try:
-                                append(enrich(item))
-                            except BadRecord as exc:
-                                reject(line_no, line, Reject(exc.reason, exc.skipped))
-                        else:
-                            reject(line_no, line, item)
-                elif record_skipped or not result.skipped:
-                    reject(line_no, line, result)
-                else:
-                    reason = result.reason
-                    quiet[reason] = quiet.get(reason, 0) + 1
-                if len(out) >= batch_size:
-                    if quiet:
-                        self._count_skipped(quiet)
-                    stats.events += len(out)
-                    stats.lines = lines_before + line_no - first - blank  # so far (a reader may stop here)
-                    yield out
-                    out = []
-                    append = out.append
-        finally:
-            if quiet:
-                self._count_skipped(quiet)
-            self._line_no = line_no
-            stats.lines = lines_before + line_no - first - blank
-            stats.clamped = enrich.clamped
-        if out:
-            stats.events += len(out)
-            yield out
-        if damaged:
-            self.error = str(damaged[0])
-            raise damaged[0]
+        return self._parse(lines, batch_size, None)
 
     def column_batches(self, lines: Iterable[str], batch_size: int = 16_384) -> Iterator[EventColumns]:
         """The events of `lines` as EventColumns of about batch_size events, in input order: what
         `EventColumns.from_events` gives over `batches()`, with the same stats and rejects. A format
         with a compiled column builder (`Format.columns`) parses and enriches the lines it can
-        decide itself; each line it declines goes through the Python path here, in its place."""
+        decide itself; each line it declines goes through the Python parser, in its place."""
         builder = self.format.columns(self.ctx, self.enrich) if self.format.columns is not None else None
         if builder is None:
-            for batch in self.batches(lines, batch_size):
+            for batch in self._parse(lines, batch_size, None):
                 yield EventColumns.from_events(batch)
-            return
+        else:
+            yield from self._parse(lines, batch_size, builder)
+
+    def _take(self, line_no: int, line: str, result, emit: Callable[[AccessEvent], None], quiet: dict) -> None:
+        """One line's parse result (None: parse it here): its events to `emit`, its rejects recorded."""
+        enrich = self.enrich
+        events = []
+        try:
+            if result is None:
+                result = self.format.raw(line, self.ctx)
+            if type(result) is Access:
+                events.append(enrich(result))  # enrich raises BadRecord for values outside the contract
+                result = None
+        except BadRecord as exc:
+            result = Reject(exc.reason, exc.skipped)
+        except Exception as exc:  # noqa: BLE001 - a parser bug: keep the line, name the bug
+            result = Reject(f"{INTERNAL_ERROR}: {type(exc).__name__}: {exc}")
+        if type(result) is list:
+            for item in result:
+                if type(item) is Access:
+                    try:
+                        events.append(enrich(item))
+                    except BadRecord as exc:
+                        self._reject(line_no, line, Reject(exc.reason, exc.skipped))
+                else:
+                    self._reject(line_no, line, item)
+        elif result is not None:
+            if self._record_skipped or not result.skipped:
+                self._reject(line_no, line, result)
+            else:
+                quiet[result.reason] = quiet.get(result.reason, 0) + 1
+        for ev in events:  # outside the try: a value the columns cannot hold raises, as from_events does
+            emit(ev)
+
+    def _parse(self, lines: Iterable[str], batch_size: int, builder) -> Iterator:
+        """The one parse loop, block by block of lines: lists of events (`builder` None), each line
+        through the format's compiled block parser when it has one, else its Python parser; or the
+        columns a compiled `builder` makes, the lines it declines through the Python parser."""
         ctx, enrich, stats = self.ctx, self.enrich, self.stats
-        raw, reject = self.format.raw, self._reject
+        take = self._take
+        block_parser = self.format.block if builder is None else None
         record_skipped = self._record_skipped
-        quiet: dict[str, int] = {}
+        quiet: dict[str, int] = {}  # skipped lines by reason, when they are not recorded
         damaged: list[InputError] = []
+        # a list cannot fail mid-way; a reader can (damaged compressed input): the events read
+        # before the damage are kept, then it is raised
         source = iter(lines) if type(lines) is list else _until_damaged(lines, damaged)
-        first = line_no = self._line_no  # lines before this block
+        first = line_no = self._line_no  # lines before this call
         blank = 0
         lines_before = stats.lines
+        out: list[AccessEvent] = []
         skips: list[tuple[int, str]] = []
-        builder.seq = enrich.seq
-
-        def fallback(line_no: int, line: str) -> None:
-            """One line the builder declined, through the Python parser and Enricher (as batches())."""
-            enrich.seq = builder.seq
-            events = []
-            try:
-                result = raw(line, ctx)
-                if type(result) is Access:
-                    events.append(enrich(result))
-                    result = None
-            except BadRecord as exc:
-                result = Reject(exc.reason, exc.skipped)
-            except Exception as exc:  # noqa: BLE001 - a parser bug: keep the line, name the bug
-                result = Reject(f"{INTERNAL_ERROR}: {type(exc).__name__}: {exc}")
-            if type(result) is list:
-                for item in result:
-                    if type(item) is Access:
-                        try:
-                            events.append(enrich(item))
-                        except BadRecord as exc:
-                            reject(line_no, line, Reject(exc.reason, exc.skipped))
-                    else:
-                        reject(line_no, line, item)
-            elif result is not None:
-                if record_skipped or not result.skipped:
-                    reject(line_no, line, result)
-                else:
-                    quiet[result.reason] = quiet.get(result.reason, 0) + 1
-            for ev in events:  # outside the try: a value the columns cannot hold raises, as from_events does
-                builder.push(ev)
+        if builder is not None:
             builder.seq = enrich.seq
 
-        def emit() -> EventColumns:
-            cols = EventColumns(**builder.take())
+        def emitted():
             if quiet:
                 self._count_skipped(quiet)
+            stats.lines = lines_before + line_no - first - blank  # so far (a reader may stop here)
+            if builder is None:
+                stats.events += len(out)
+                return out
+            cols = EventColumns(**builder.take())
             stats.events += len(cols)
-            stats.lines = lines_before + line_no - first - blank
             return cols
 
         try:
@@ -383,13 +309,26 @@ class LineParser:
                 block = list(islice(source, _BLOCK_LINES))
                 if not block:
                     break
+                if builder is None:
+                    results = block_parser(block, ctx) if block_parser is not None else None
+                    for k, line in enumerate(block):
+                        line_no += 1
+                        line = line.rstrip("\r\n")
+                        if not line or line.isspace():
+                            blank += 1
+                            continue
+                        take(line_no, line, None if results is None else results[k], out.append, quiet)
+                        if len(out) >= batch_size:
+                            yield emitted()
+                            out = []
+                    continue
                 n = len(block)
                 i = 0
                 while i < n:
                     i = builder.scan(block, i, ctx.state, skips)
                     for k, reason in skips:
                         if record_skipped:
-                            reject(line_no + k + 1, block[k].rstrip("\r\n"), Reject(reason, True))
+                            self._reject(line_no + k + 1, block[k].rstrip("\r\n"), Reject(reason, True))
                         else:
                             quiet[reason] = quiet.get(reason, 0) + 1
                     skips.clear()
@@ -398,21 +337,24 @@ class LineParser:
                         if not line or line.isspace():
                             blank += 1
                         else:
-                            fallback(line_no + i + 1, line)
+                            enrich.seq = builder.seq
+                            take(line_no + i + 1, line, None, builder.push, quiet)
+                            builder.seq = enrich.seq
                         i += 1
                 line_no += n
                 if len(builder) >= batch_size:
-                    yield emit()
+                    yield emitted()
         finally:
             if quiet:
                 self._count_skipped(quiet)
             self._line_no = line_no
             stats.lines = lines_before + line_no - first - blank
-            enrich.seq = builder.seq
-            enrich.clamped += builder.clamped
+            if builder is not None:
+                enrich.seq = builder.seq
+                enrich.clamped += builder.clamped
             stats.clamped = enrich.clamped
-        if len(builder):
-            yield emit()
+        if out or (builder is not None and len(builder)):
+            yield emitted()
         if damaged:
             self.error = str(damaged[0])
             raise damaged[0]

@@ -41,7 +41,7 @@ from prometheus_client import Counter
 
 from cachescope.config import CachescopeConfig
 from cachescope.errors import UserError
-from cachescope.core.messages import encode_batch
+from cachescope.core.messages import encode_messages
 from ingest.pipeline import LineParser, ParseStats, RejectRecord, file_origin, reason_key
 
 LINES_READ = Counter("cachescope_shipper_lines_read", "log lines read", ["shipper"])
@@ -82,34 +82,12 @@ def ensure_topics(bootstrap: str, topics: list) -> None:
 Location = dict  # where a rejected line was: {"file": path} or {"topic", "partition", "offset"}
 
 
-#: below Kafka's default message.max.bytes (1 MB): a batch of long paths is split in halves
-MAX_MESSAGE_BYTES = 900_000
-#: events per message at most (the streaming job ran 15% faster with 2,500 than with 1,000;
-#: BENCHMARKS.md); a transaction holds as many messages as its lines give
-MESSAGE_EVENTS = 2500
-
-
-def _messages(group: str, events: list) -> list[bytes]:
-    if len(events) > MESSAGE_EVENTS:
-        return [m for i in range(0, len(events), MESSAGE_EVENTS) for m in _messages(group, events[i:i + MESSAGE_EVENTS])]
-    message = encode_batch(group, events)
-    if len(message) <= MAX_MESSAGE_BYTES or len(events) == 1:
-        return [message]
-    half = len(events) // 2
-    return _messages(group, events[:half]) + _messages(group, events[half:])
-
-
 def _payload(topic: str, dead_letter: str, shipper: str, fmt: str, events: list,
              rejects: Sequence[tuple["Location", RejectRecord]]) -> Iterator[tuple[str, bytes, bytes]]:
     """(topic, key, value) of a transaction's events (by cache group, keyed by it: a cache group's
     events stay in one partition, in order) and malformed lines."""
-    by_group: dict[str, list] = {}
-    for e in events:
-        by_group.setdefault(e.cache_group, []).append(e)
-    for group, evs in by_group.items():
-        key = group.encode()
-        for message in _messages(group, evs):
-            yield topic, key, message
+    for group, message in encode_messages(events):
+        yield topic, group.encode(), message
     key = shipper.encode()
     for where, r in rejects:
         # well-formed lines that are not accesses (door requests, failed transfers: half of a

@@ -98,21 +98,15 @@ def make_function(config_json: str, clickhouse_url: str, database: str, flush_se
             import orjson
 
             from cachescope.core.group_state import GroupState
-            from cachescope.core.messages import decode_batch
 
             if isinstance(value, bytes):  # keyed by its Kafka key in the JVM (see keyed_by_kafka_key)
                 group, shard, message = ctx.get_current_key(), 0, value
                 group_key = group
             else:  # (key, cache group, shard, message) from the router
                 group_key, group, shard, message = value
-            try:
-                named, cols = decode_batch(message)
-                if named != group:
-                    raise ValueError(f"message of cache group {named!r} carries the Kafka key {group!r} "
-                                     "(the shippers key each message by its cache group)")
-            except (ValueError, TypeError, KeyError, OverflowError) as e:  # never fail the job on one bad message
-                yield reject_tag, orjson.dumps({"cache_group": group, "reason": f"bad message: {e}",
-                                                "message": _text(message[:10000])}).decode()
+            cols, rejected = read_message(group, message)
+            if cols is None:  # never fail the job on one bad message
+                yield reject_tag, rejected
                 self._count_reject(group)
                 return
             self.writer.check()  # a failed background insert fails the job: it restarts from its checkpoint
@@ -176,6 +170,25 @@ def make_function(config_json: str, clickhouse_url: str, database: str, flush_se
     return ShadowCacheFunction()
 
 
+def read_message(group: str, message: bytes | str):
+    """One message of the events topic, keyed `group`, through the message's one definition
+    (cachescope.core.messages): (its events as columns, None), or (None, the reject record as
+    JSON) when it does not decode or names another cache group than its key."""
+    import orjson
+
+    from cachescope.core.messages import decode_batch
+
+    try:
+        named, cols = decode_batch(message)
+        if named != group:
+            raise ValueError(f"message of cache group {named!r} carries the Kafka key {group!r} "
+                             "(the shippers key each message by its cache group)")
+    except (ValueError, TypeError, KeyError, OverflowError) as e:
+        return None, orjson.dumps({"cache_group": group, "reason": f"bad message: {e}",
+                                   "message": _text(message[:10000])}).decode()
+    return cols, None
+
+
 def make_router(shards: int):
     """Message → (key, cache group, shard, message): the key Flink partitions state by. A group
     spread over several shards is split here by file hash, one message per shard."""
@@ -210,6 +223,8 @@ def keyed_by_kafka_key(env, args, message_type):
     from pyflink.java_gateway import get_gateway
     from pyflink.table import StreamTableEnvironment
 
+    from cachescope.core.messages import GROUP_FIELD
+
     def literal(v: str) -> str:
         return "'" + v.replace("'", "''") + "'"
 
@@ -226,11 +241,10 @@ def keyed_by_kafka_key(env, args, message_type):
     t_env = StreamTableEnvironment.create(env)
     t_env.execute_sql("CREATE TEMPORARY TABLE cachescope_events (kafka_key STRING, message BYTES) WITH ("
                       + ", ".join(f"{literal(k)} = {literal(v)}" for k, v in options.items()) + ")")
-    # an unkeyed message is keyed by the cache group at its head (the message format puts it first)
+    # an unkeyed message (our producers key every one) is keyed by the cache group it names
     rows = t_env.to_data_stream(t_env.sql_query(
-        "SELECT CASE WHEN kafka_key IS NULL OR kafka_key = '' THEN COALESCE(REGEXP_EXTRACT("
-        "SUBSTRING(CAST(message AS STRING) FROM 1 FOR 512), '^\\{\"cache_group\":\"([^\"\\\\]*)\"', 1), '') "
-        "ELSE kafka_key END AS kafka_key, message FROM cachescope_events"))
+        "SELECT CASE WHEN kafka_key IS NULL OR kafka_key = '' THEN COALESCE(JSON_VALUE(CAST(message AS STRING), "
+        f"'$.{GROUP_FIELD}'), '') ELSE kafka_key END AS kafka_key, message FROM cachescope_events"))
     # Python operators take Row(key, value) as a RowTypeInfo (the table hands out ExternalTypeInfo)
     j_rows = rows.assign_timestamps_and_watermarks(WatermarkStrategy.no_watermarks())._j_data_stream.returns(
         Types.ROW_NAMED(["kafka_key", "message"], [Types.STRING(), message_type]).get_java_type_info())

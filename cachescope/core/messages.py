@@ -1,10 +1,14 @@
 """The Kafka message of topic `cachescope.events`: many AccessEvents of one cache group, by column.
+Defined here once, derived from the AccessEvent contract (cachescope/events.py); the shippers,
+the XRootD collector and the Flink job all encode and decode it with this module.
 
-    {"cache_group": G, "columns": {"ts": [...], "site": [...], ..., "seq": [...]}}
+    key: G (the cache group; a cache group's messages stay in one partition, in order)
+    value: {"cache_group": G, "columns": {"ts": [...], "site": [...], ..., "seq": [...]}}
 
 JSON with one list per AccessEvent field (every field, all lists of one length: event i is
-element i of each). cache_group comes first so a consumer can key a message without decoding
-it (PyFlink's KafkaSource hands over only the value). By column rather than as a list of event
+element i of each), at most MESSAGE_EVENTS events and MAX_MESSAGE_BYTES bytes (`encode_messages`
+splits a batch). cache_group comes first so a consumer can key a message without decoding it
+(`cache_group_of`; PyFlink's KafkaSource hands over only the value). By column rather than as a list of event
 objects: field names are not repeated per event (276 instead of 463 bytes per event on
 g-stream records) and decoding goes straight into the numpy columns the core works on (0.8
 instead of 1.4 µs per event). Each element is validated against the AccessEvent contract.
@@ -15,7 +19,7 @@ messages it can decide exactly as msgspec does; the rest, and every error, go th
 from __future__ import annotations
 
 import typing
-from typing import Iterable, Mapping
+from typing import Iterable, Iterator, Mapping
 
 import msgspec
 from msgspec.structs import astuple
@@ -23,10 +27,18 @@ import numpy as np
 import orjson
 
 from cachescope.core.columns import DTYPES, NO_OBSERVATION, OP_NAME_ARRAY, EventColumns
+from cachescope.engine import EngineError, _simcore
 from cachescope.events import FIELD_KINDS, FIELD_NAMES, FLAG_FIELDS, OBSERVED_FIELDS, OP_CODES, AccessEvent
 
-_PREFIX = b'{"cache_group":'
+#: the member naming the message's cache group (first, and the record's key)
+GROUP_FIELD = "cache_group"
+_PREFIX = b'{"' + GROUP_FIELD.encode() + b'":'
 FIELDS = FIELD_NAMES
+#: below Kafka's default message.max.bytes (1 MB): a batch of long paths is split in halves
+MAX_MESSAGE_BYTES = 900_000
+#: events per message at most (the streaming job ran 15% faster with 2,500 than with 1,000;
+#: BENCHMARKS.md)
+MESSAGE_EVENTS = 2500
 
 # one list per AccessEvent field, each element typed (and bounded) as the contract's field
 _ANNOTATIONS = typing.get_type_hints(AccessEvent, include_extras=True)
@@ -40,13 +52,11 @@ class _Message(msgspec.Struct):
 
 _decoder = msgspec.json.Decoder(_Message)
 
-try:  # simcore/src/messages.rs: the same decoding straight into columns, 1.3 → 0.3 µs per event
-    from cachescope._simcore import MESSAGE_FIELDS as _FAST_FIELDS, decode_message as _decode_message
-
-    if tuple(_FAST_FIELDS) != FIELD_NAMES:  # an engine built for another contract: not used
-        _decode_message = None
-except ImportError:
-    _decode_message = None
+# simcore/src/messages.rs: the same decoding straight into columns, 1.3 → 0.3 µs per event
+_decode_message = _simcore.decode_message
+if tuple(_simcore.MESSAGE_FIELDS) != FIELD_NAMES:
+    raise EngineError("simcore/src/messages.rs decodes other fields than the AccessEvent contract "
+                      "(cachescope/events.py): make its FIELDS the contract's, then rebuild with scripts/setup")
 _encoder = msgspec.json.Encoder()
 
 
@@ -63,6 +73,27 @@ def encode_batch(cache_group: str, events: Iterable[AccessEvent] | Iterable[Mapp
     else:
         columns = {f: [e.get(f) for e in ev] for f in FIELDS}
     return _head(cache_group) + _encoder.encode(columns) + b"}"
+
+
+def encode_messages(events: Iterable[AccessEvent]) -> Iterator[tuple[str, bytes]]:
+    """(cache group, message) for events of any groups: by cache group (in order of first
+    appearance), each group's events in order, cut to MESSAGE_EVENTS and MAX_MESSAGE_BYTES."""
+    by_group: dict[str, list] = {}
+    for e in events:
+        by_group.setdefault(e.cache_group, []).append(e)
+    for group, evs in by_group.items():
+        for message in _split(group, evs):
+            yield group, message
+
+
+def _split(group: str, events: list) -> list[bytes]:
+    if len(events) > MESSAGE_EVENTS:
+        return [m for i in range(0, len(events), MESSAGE_EVENTS) for m in _split(group, events[i:i + MESSAGE_EVENTS])]
+    message = encode_batch(group, events)
+    if len(message) <= MAX_MESSAGE_BYTES or len(events) == 1:
+        return [message]
+    half = len(events) // 2
+    return _split(group, events[:half]) + _split(group, events[half:])
 
 
 def encode_columns(cache_group: str, cols: EventColumns) -> bytes:
@@ -94,9 +125,14 @@ def _observed(name: str, values: list) -> np.ndarray:
 
 def decode_batch(message: bytes | str) -> tuple[str, EventColumns]:
     """The cache group and its events as columns, validated against the contract."""
-    fast = _decode_message(message) if _decode_message is not None else None
+    fast = _decode_message(message)
     if fast is not None:  # the compiled decoder took it (it declines what msgspec must judge)
         return fast[0], EventColumns(**fast[1])
+    return decode_reference(message)
+
+
+def decode_reference(message: bytes | str) -> tuple[str, EventColumns]:
+    """decode_batch through msgspec only: the reference the compiled decoder is tested against."""
     try:
         doc = _decoder.decode(message)
     except msgspec.DecodeError as e:  # ValidationError included

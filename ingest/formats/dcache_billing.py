@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Callable
 
+from cachescope.engine import _simcore
 from ingest.formats._base import MEMO_LIMIT, Access, BadRecord, Format, ParseContext, Reject, skip
 
 NAME = "dcache-billing"
@@ -419,110 +420,23 @@ def _learn(m: re.Match[str], ctx: ParseContext) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Fast path: transfer and door lines of the default templates (~all of a billing log) through one
-# regex each that is about twice as fast as the template's: the path is `[^\]\n]*` instead of the
-# lazy `.*?`, nothing that is not read is captured, and the groups come as one tuple. It accepts
-# a line only when the template regex matches it with the same groups, and declines (None)
-# otherwise: then the templates decide, so every event and every reject reason stays what they
-# give (tests/python/test_dcache_billing_fast.py compares both on samples and mutated lines). Why
-# the groups are the same: both regexes are the same but for the path and the message; a path
-# without "]" ends at the first "]", which is where the lazy `.*?` tries first, and the rest is
-# the same pattern, so the template's first match in backtracking order is this one; the message
-# runs to the closing `"}` at the end of the line in both. A transfer line cannot match the door
-# template nor a door line the transfer one (the character after the first "] [" tells), so the
-# order in which _parse_templates tries the templates makes no difference for them.
-
-# printable ASCII classes in place of the templates' \d, \s and \S classes (sre checks them
-# against a bitmap, not by Unicode category: 20% faster): each narrowed run is followed by a
-# character outside the template's class too, so where the narrow one matches, the wide one
-# matches the same text; a line with other characters there is left to the templates
-_CELL = r"[!-9;-\\^-~]+"  # [^:\s\]]+ on ASCII: printable but space, ':' and ']'
-_INT = r"-?[0-9]+"
-_HEAD = r"([0-9]{2}\.[0-9]{2}\ [0-9]{2}:[0-9]{2}:[0-9]{2})\ \[" + _CELL + ":(" + _CELL + r"):([A-Za-z-]+)\]\ \["
-_FILE = (r"([0-9A-Fa-f]*),(" + _INT + r")\]\ \[([^\]\n]*)\]\ "
-         r"(?:[!-?A-~]*@[!-~]*|<Unknown>)\ ")  # storage class: [^@\s]*@\S* | <Unknown>
-_RC = r"\{(" + _INT + r'):"(.*)"\}'
-# date, cell, type, pnfsid, filesize, path, transferred, created, protocol, initiator, rc, message
-_FAST_MOVER = re.compile(_HEAD + _FILE + "(" + _INT + r")\ " + _INT + r"\ (true|false)\ \{([^}]*)\}\ \[([^\]]*)\]\ " + _RC)
-# date, cell, type, clientChain, pnfsid, filesize, path, rc, message
-_FAST_DOOR = re.compile(_HEAD + r'"[^"]*":' + _INT + ":" + _INT + r":([^\]]*)\]\ \[" + _FILE + _INT + r"\ " + _INT
-                        + r"\ " + _RC)
+# The compiled path (simcore/src/billing.rs), over a list of lines: transfer and door lines of the
+# default templates (~all of a billing log), matched by hand, the same events, skip reasons and
+# memo writes in line order as the templates give. It stops at a line it declines (other
+# templates, numbers that leave i64, a date _ts rejects ...) before any effect of that line; the
+# line goes through the templates here, then the scan resumes. The templates are the reference:
+# tests/python/test_dcache_billing_fast.py compares both on samples, generated, mutated and
+# hypothesis lines. Custom templates (ingest.dcache_billing.formats) use the templates only.
+_SCANNER = _simcore.BillingFast()
 _MOVER_DATE = next(f.date for f in _DEFAULT_COMPILED if f.kind == "mover-info-message")
 _DOOR_DATE = next(f.date for f in _DEFAULT_COMPILED if f.kind == "door-request-info-message")
-
-
-def _fast(line: str, ctx: ParseContext) -> Access | Reject | None:
-    """A transfer or door line of the default templates, or None (then the templates decide)."""
-    m = _FAST_MOVER.fullmatch(line) if ':request] ["' not in line else None  # door requests: half the lines
-    if m is not None:  # _mover_of, inlined for the fields this template always has
-        date, cell, _, pnfsid, filesize, path, transferred, created, protocol, initiator, rc, message = m.groups()
-        if rc != "0":
-            return skip(f"failed transfer (rc={rc}: {message or ''})")
-        if initiator.startswith("pool:"):
-            return skip(f"pool-to-pool copy (initiator {initiator})")
-        transferred = int(transferred)
-        filesize = int(filesize)
-        if transferred < 0 or filesize < 0:
-            raise BadRecord(f"field transferred/filesize: negative ({transferred}, {filesize})")
-        if path and path != "Unknown":
-            if pnfsid:  # ctx.remember, inlined
-                memo = ctx.memo
-                if len(memo) >= MEMO_LIMIT:
-                    memo.clear()
-                memo[pnfsid] = path
-        else:
-            path = _resolve_path(path, pnfsid, ctx)
-            if not path:
-                raise BadRecord("field path: empty and no pnfsid")
-        dates = ctx.state.get("billing_dates")
-        ts = dates.get(date) if dates is not None else None
-        if ts is None:
-            ts = _ts(date, _MOVER_DATE, ctx)
-        at = cell.find("@")
-        server = cell[:at] if at >= 0 else cell
-        client = client_of_protocol(protocol)
-        if created == "true":
-            return Access(ts, path, filesize if filesize >= transferred else transferred, transferred, "write",
-                          server, client)
-        if transferred == 0:
-            return skip("zero-byte read (open without data)")
-        return Access(ts, path, filesize, transferred, "read", server, client)
-    m = _FAST_DOOR.fullmatch(line)
-    if m is None:
-        return None
-    mtype, pnfsid, path = m.group(3, 5, 7)  # only these for a request (half the lines): fewer strings
-    if mtype == "remove":
-        date, chain, rc, message = m.group(1, 4, 8, 9)
-        g = {"date": date, "pnfsid": pnfsid, "path": path, "rc": rc, "message": message}
-        return _delete(g, _DOOR_DATE, ctx, chain.split(",", 1)[0] if chain != "unknown" else "")
-    if pnfsid and path and path != "Unknown":  # _learn (ctx.remember, inlined)
-        memo = ctx.memo
-        if len(memo) >= MEMO_LIMIT:
-            memo.clear()
-        memo[pnfsid] = path
-    if mtype == "request":
-        return _DOOR_REQUEST
-    return skip(f"door {mtype} (the pool's transfer record carries the bytes)")
-
-
-# The same fast path in compiled code (simcore/src/billing.rs) over a list of lines: the lines
-# the two regexes above accept (matched by hand there: the regex crate's captures cost more than
-# Python's), the same events, skip reasons and memo writes in line order. It stops at a line it declines (no fast match, numbers _fast would
-# reject or that leave i64, a date _ts rejects ...) before any effect of that line; the line goes
-# through _parse here, then the scan resumes. tests/python/test_dcache_billing_fast.py compares
-# it with the templates on the same corpora as _fast.
-try:
-    from cachescope._simcore import BillingFast as _BillingFast
-
-    _SCANNER = _BillingFast()
-except ImportError:  # an engine built before it: the Python path does everything
-    _SCANNER = None
 _ZERO_READ = skip("zero-byte read (open without data)")
 
 
 def _block(lines: list[str], ctx: ParseContext) -> list | None:
-    """What Format.parse gives for each line (None for blank ones), or None (no compiled path)."""
-    if _SCANNER is None or ctx.state.get("dcache_billing", _DEFAULT_COMPILED) is not _DEFAULT_COMPILED:
+    """What Format.parse gives for each line (None for blank ones), or None (custom templates: the
+    templates line by line)."""
+    if ctx.state.get("dcache_billing", _DEFAULT_COMPILED) is not _DEFAULT_COMPILED:
         return None
     dates = ctx.state.get("billing_dates")
     if dates is None:
@@ -552,15 +466,7 @@ def _block(lines: list[str], ctx: ParseContext) -> list | None:
 
 
 def _parse(line: str, ctx: ParseContext) -> Access | Reject:
-    if ctx.state.get("dcache_billing", _DEFAULT_COMPILED) is _DEFAULT_COMPILED:
-        result = _fast(line, ctx)
-        if result is not None:
-            return result
-    return _parse_templates(line, ctx)
-
-
-def _parse_templates(line: str, ctx: ParseContext) -> Access | Reject:
-    """Every line through the template regexes (the reference the fast path must agree with)."""
+    """A line through the template regexes (the reference the compiled path must agree with)."""
     formats = ctx.state.get("dcache_billing") or _DEFAULT_COMPILED
     if ":request] " in line:  # door requests are half the lines: try their template first
         formats = ctx.state.get("dcache_billing_doors_first") or _doors_first(formats, ctx)

@@ -39,7 +39,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from cachescope._simcore import GstreamColumns as _GstreamColumns
+from cachescope.engine import _simcore
 from ingest.formats._base import (
     U64_MAX,
     Access,
@@ -304,9 +304,9 @@ def _parse(line: str, ctx: ParseContext) -> Access | Reject | list[Access]:
 
 def _columns(ctx: ParseContext, enrich: Any) -> Any:
     """A compiled column builder for this stream (None: the Python path)."""
-    if _GstreamColumns is None or enrich.source != NAME:  # None: the Python path (the tests' reference)
+    if enrich.source != NAME:
         return None
-    return _GstreamColumns(enrich.source, enrich.origin, enrich.site, enrich.site_override, ctx.server,
+    return _simcore.GstreamColumns(enrich.source, enrich.origin, enrich.site, enrich.site_override, ctx.server,
                            enrich.site_vo, enrich.resolve_path, enrich.group_for)
 
 

@@ -608,6 +608,7 @@ fn _simcore(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("POLICIES", POLICY_NAMES.to_vec())?;
     m.add("FIELDS", FIELDS.to_vec())?;
     m.add("SNAPSHOT_VERSION", bank::SNAPSHOT_VERSION)?;
+    m.add("SOURCE_DIGEST", env!("SIMCORE_SOURCE_DIGEST"))?;
     m.add("OP_READ", bank::OP_READ)?;
     m.add("OP_WRITE", bank::OP_WRITE)?;
     m.add("OP_DELETE", bank::OP_DELETE)?;

@@ -1,11 +1,13 @@
-"""The dCache billing fast paths — `_fast` (two regexes) and its compiled twin over lists of lines
-(`_block` → simcore/src/billing.rs) — against the template regexes they stand in for: the same
-event, the same reject reason and the same learnt pnfsids for every line — fixture lines,
-generated logs, mutated lines and edge lines built to hit each branch."""
+"""dCache billing's compiled path over lists of lines (`_block` → simcore/src/billing.rs) against
+the template regexes (`_parse`, the Python reference): the same event, the same reject reason and
+the same learnt pnfsids for every line — fixture lines, the shared samples, generated logs,
+mutated lines, hypothesis lines and edge lines built to hit each branch."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -32,28 +34,16 @@ def _outcome(parse, line: str, ctx: ParseContext):
 
 
 def _compare(lines: list[str]) -> int:
-    """Parse `lines` in order both ways (each with its own stream memory); returns how many lines
-    the fast path took itself."""
-    fast_ctx, slow_ctx, probe = _ctx(), _ctx(), _ctx()
-    taken = 0
-    for line in lines:
-        try:
-            taken += billing._fast(line, probe) is not None
-        except BadRecord:
-            taken += 1
-        fast = _outcome(billing._parse, line, fast_ctx)
-        slow = _outcome(billing._parse_templates, line, slow_ctx)
-        assert fast == slow, line
-    assert fast_ctx.memo == slow_ctx.memo
-    _compare_block(lines)
-    _compare_block([line + "\n" for line in lines])  # as a block reader hands them over
-    return taken
+    """The compiled path against the templates on `lines` in order (as given, and with line ends
+    as a block reader hands them over); returns how many lines it left to the templates."""
+    in_python = _compare_block(lines)
+    _compare_block([line + "\n" for line in lines])
+    return in_python
 
 
 def _compare_block(lines: list[str]) -> int:
     """The compiled block path (simcore/src/billing.rs via _block) against the templates on
     the same lines, in order: the same results and memo; returns lines it left to Python."""
-    assert billing._SCANNER is not None, "cachescope._simcore lacks BillingFast: rebuild the engine"
     block_ctx, slow_ctx = _ctx(), _ctx()
     got = billing._block(lines, block_ctx)
     assert got is not None and len(got) == len(lines)
@@ -62,7 +52,7 @@ def _compare_block(lines: list[str]) -> int:
         if not line or line.isspace():
             assert result is None, line
             continue
-        slow = _outcome(billing._parse_templates, line, slow_ctx)
+        slow = _outcome(billing._parse, line, slow_ctx)
         if type(slow) is tuple:
             slow = Reject(slow[1], slow[2])
         assert result == slow, line
@@ -76,11 +66,11 @@ def generated() -> list[str]:
     return [line for _, _, _, line in render("dcache-billing", w)]
 
 
-def test_fixture_and_generated_lines_agree(generated):
-    lines = fixture_lines("dcache_billing.txt") + generated
-    taken = _compare(lines)
-    assert taken > 0.9 * len(generated)  # the fast path does take the common lines
-    assert _compare_block(generated) < 0.1 * len(generated)  # and so does the compiled one
+def test_fixture_sample_and_generated_lines_agree(generated):
+    sample = Path("/work/shared/samples/dcache_billing_text.txt")
+    lines = fixture_lines("dcache_billing.txt") + (sample.read_text().splitlines() if sample.exists() else [])
+    _compare(lines + generated)
+    assert _compare_block(generated) < 0.1 * len(generated)  # the compiled path takes the common lines
 
 
 def test_compiled_path_memo_limit_and_pipeline(generated, monkeypatch):
@@ -88,16 +78,17 @@ def test_compiled_path_memo_limit_and_pipeline(generated, monkeypatch):
     (which uses the block path for lists) gives the same events as line-by-line parsing."""
     from ingest.formats import _base
 
-    monkeypatch.setattr(billing, "MEMO_LIMIT", 50)  # _fast and the compiled path
+    monkeypatch.setattr(billing, "MEMO_LIMIT", 50)  # the compiled path
     monkeypatch.setattr(_base, "MEMO_LIMIT", 50)  # ctx.remember (the templates)
     _compare_block(generated[:4000])
     from ingest.pipeline import LineParser
 
-    def events(lines):
-        p = LineParser("dcache-billing", site="S", year=2024, record_skipped=False)
+    def events(lines, fmt="dcache-billing"):
+        p = LineParser(fmt, site="S", year=2024, record_skipped=False)
         return p.parse_all(lines), p.stats.as_dict()
 
-    assert events(generated) == events(iter(generated))  # list: block path; iterator: line by line
+    templates = dataclasses.replace(billing.FORMAT, block=None)  # the reference, line by line
+    assert events(generated) == events(iter(generated)) == events(generated, templates)
 
 
 DELIMS = ['"', "{", "}", "[", "]", ":", ",", "@", "-", " ", "  ", "\t", "é", "] ", "] [", '"}', ":\"", "<Unknown>",

@@ -10,8 +10,7 @@ from cachescope.events import (
     SCHEMA_PATH,
     U64_MAX,
     AccessEvent,
-    decode_batch,
-    encode_batch,
+    decode_lines,
     encode_lines,
     file_id_of,
     schema,
@@ -63,18 +62,17 @@ def test_json_field_order_and_null_observed():
     assert '"file_id":18446744073709551615' in line
 
 
-def test_decode_batch_array_and_lines_roundtrip():
+def test_decode_lines_roundtrip():
     events = [_event(seq=i, observed_hit_bytes=i) for i in range(3)]
-    assert decode_batch(encode_batch(events)) == events
-    assert decode_batch(encode_lines(events)) == events
+    assert decode_lines(encode_lines(events)) == events
 
 
-def test_decode_batch_rejects_out_of_range_and_bad_op():
+def test_decode_lines_rejects_out_of_range_and_bad_op():
     too_big = encode_lines([_event()]).replace(b"18446744073709551615", b"18446744073709551616")
     with pytest.raises(msgspec.ValidationError, match="file_id"):
-        decode_batch(too_big)
+        decode_lines(too_big)
     with pytest.raises(msgspec.ValidationError):
-        decode_batch(encode_lines([_event()]).replace(b'"read"', b'"stat"'))
+        decode_lines(encode_lines([_event()]).replace(b'"read"', b'"stat"'))
 
 
 def test_file_id_is_xxh3_of_path():
@@ -99,7 +97,7 @@ def test_columns_from_structs_and_from_json_dicts_agree():
     assert cols.ts.dtype == np.int64 and cols.ts.tolist() == [5, -3, 7]
     assert cols.tier.tolist() == ["HITS", "AOD", "HITS"]
     assert cols.observed_hit_bytes.tolist() == [-1, 4, -1]
-    dicts = EventColumns.from_events(json.loads(encode_batch(events)))
+    dicts = EventColumns.from_events([json.loads(line) for line in encode_lines(events).splitlines()])
     for name in FIELD_NAMES:
         assert getattr(dicts, name).tolist() == getattr(cols, name).tolist(), name
     empty = EventColumns.from_events([])

@@ -410,3 +410,42 @@ def test_bounded_job_that_cannot_write_its_rows_exits_1_with_one_line(kafka, fli
         assert "127.0.0.1" in last or "store" in last, last  # the cause: the store's failure
     finally:
         server.stop()
+
+
+def test_the_jobs_decoding_reads_what_the_shipper_sends():
+    """runners.flink.read_message (the job's decoding, through the message's one definition) on
+    the shipper's own records: each message's events, keyed by their cache group; a wrong key or a
+    damaged message is a reject record naming why, never an exception."""
+    import msgspec
+    import orjson
+
+    from ingest.pipeline import LineParser
+    from ingest.shipper import _payload
+    from runners.flink import read_message
+
+    sample = Path("/work/shared/samples/xrootd_gstream_pfc_file_close.jsonl")
+    lines = sample.read_text().splitlines() if sample.exists() else []
+    lines += generate_lines(3_000)
+    events = LineParser("xrootd-gstream", config=load_config(), on_reject=lambda r: None).parse_all(lines)
+    events = [msgspec.structs.replace(e, cache_group=("A", "B", 'we"ird')[i % 3]) for i, e in enumerate(events)]
+    records = list(_payload("events", "dead", "shipper-1", "xrootd-gstream", events, []))
+    assert {key for _, key, _ in records} == {b"A", b"B", b'we"ird'}
+    for group in ("A", "B", 'we"ird'):
+        got = [read_message(key.decode(), value) for _, key, value in records if key == group.encode()]
+        assert all(rejected is None for _, rejected in got)
+        cols = EventColumns.concat([c for c, _ in got])
+        want = EventColumns.from_events([e for e in events if e.cache_group == group])
+        for name, column in want.columns().items():
+            assert getattr(cols, name).tolist() == column.tolist(), name
+    _, key, value = records[0]
+    cols, rejected = read_message("someone-else", value)
+    assert cols is None and "carries the Kafka key 'someone-else'" in orjson.loads(rejected)["reason"]
+    cols, rejected = read_message(key.decode(), value[: len(value) // 2])
+    assert cols is None and orjson.loads(rejected)["reason"].startswith("bad message")
+
+
+def generate_lines(events: int) -> list[str]:
+    from ingest.generate import make_workload, render
+
+    return [line for _, _, _, line in render("xrootd-gstream", make_workload(events, days=1, sites=1, servers=2,
+                                                                                 seed=5))]

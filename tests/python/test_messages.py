@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from cachescope.core.columns import EventColumns
 from cachescope.events import FIELD_NAMES
-from cachescope.core.messages import cache_group_of, decode_batch, encode_batch, encode_columns
+from cachescope.core.messages import cache_group_of, decode_batch, encode_batch, encode_columns, encode_messages
 from cachescope.events import AccessEvent
 
 
@@ -93,28 +93,38 @@ def test_not_json_at_all():
         cache_group_of(b"{}")
 
 
-def test_shipper_splits_a_batch_that_would_exceed_kafkas_message_size():
-    from ingest.shipper import MAX_MESSAGE_BYTES, _messages
+def test_a_batch_that_would_exceed_kafkas_message_size_is_split():
+    from cachescope.core.messages import MAX_MESSAGE_BYTES, MESSAGE_EVENTS, encode_messages
 
     events = [_event(i, path="/atlas/" + "x" * 2000 + str(i)) for i in range(1200)]
-    messages = _messages("MWT2", events)
-    assert len(messages) > 1 and all(len(m) <= MAX_MESSAGE_BYTES for m in messages)
-    back = EventColumns.concat([decode_batch(m)[1] for m in messages])
+    messages = list(encode_messages(events))
+    assert len(messages) > 1 and all(len(m) <= MAX_MESSAGE_BYTES and g == "MWT2" for g, m in messages)
+    back = EventColumns.concat([decode_batch(m)[1] for _, m in messages])
     assert_columns_equal(back, EventColumns.from_events(events))  # every event once, in order
-    assert _messages("MWT2", events[:10]) == [encode_batch("MWT2", events[:10])]
+    assert list(encode_messages(events[:10])) == [("MWT2", encode_batch("MWT2", events[:10]))]
+    many = [_event(i) for i in range(MESSAGE_EVENTS + 1)]
+    assert [len(decode_batch(m)[1]) for _, m in encode_messages(many)] == [MESSAGE_EVENTS, 1]
+
+
+def test_events_of_several_cache_groups_round_trip_by_group_in_order():
+    import msgspec
+
+    events = [msgspec.structs.replace(_event(i), cache_group=g) for i, g in enumerate("abacb")]
+    messages = list(encode_messages(events))
+    assert [g for g, _ in messages] == ["a", "b", "c"]
+    for group, message in messages:
+        named, cols = decode_batch(message)
+        assert named == group == cache_group_of(message)
+        assert_columns_equal(cols, EventColumns.from_events([e for e in events if e.cache_group == group]))
 
 
 # --- the compiled decoder (simcore/src/messages.rs) against msgspec's path ---------------------
 
 def _python_decode(message):
-    """decode_batch with the compiled decoder switched off: the reference."""
-    import cachescope.core.messages as m
+    """decode_batch through msgspec only: the reference."""
+    from cachescope.core.messages import decode_reference
 
-    fast, m._decode_message = m._decode_message, None
-    try:
-        return decode_batch(message)
-    finally:
-        m._decode_message = fast
+    return decode_reference(message)
 
 
 def _outcome(decode, message):
@@ -188,3 +198,22 @@ def test_the_compiled_decoder_agrees_on_damaged_messages(data):
         full[at:at + data.draw(st.integers(0, 3))] = data.draw(st.sampled_from(
             [b"", b",", b"]", b"[", b"}", b"{", b'"', b"0", b"-1", b"null", b" ", b"x", b"1.5", b"99999999999999999999"]))
     _agree(bytes(full))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", 'we"ird\\', "é"]), st.integers(0, 2**64 - 1),
+                          st.none() | st.integers(0, 2**64 - 1)), max_size=40))
+def test_any_events_round_trip_through_the_one_definition(rows):
+    """encode_messages → decode_batch gives each cache group its events, in order, as columns."""
+    import msgspec
+
+    events = [msgspec.structs.replace(_event(i), cache_group=g, file_size=size, observed_hit_bytes=hit)
+              for i, (g, size, hit) in enumerate(rows)]
+    seen = []
+    for group, message in encode_messages(events):
+        named, cols = decode_batch(message)
+        assert named == group == cache_group_of(message)
+        seen.append((group, cols))
+    for group in dict.fromkeys(e.cache_group for e in events):
+        cols = EventColumns.concat([c for g, c in seen if g == group])
+        assert_columns_equal(cols, EventColumns.from_events([e for e in events if e.cache_group == group]))

@@ -138,7 +138,9 @@ def test_the_replay_runs_its_shadow_caches_on_one_core(tmp_path, monkeypatch):
 def test_gstream_compiled_columns_store_what_the_python_path_stores(tmp_path, monkeypatch):
     """The g-stream replay through the compiled parser and enricher (inline and in a child
     process, whose columns cross the pipe packed) stores the rows the Python path stores."""
-    from ingest.formats import xrootd_gstream
+    import dataclasses
+
+    from ingest.formats import FORMATS, xrootd_gstream
 
     w = make_workload(6_000, days=2, sites=2, servers=3, seed=9)
     files = write("xrootd-gstream", w, tmp_path / "gs", single_file=True)
@@ -147,7 +149,7 @@ def test_gstream_compiled_columns_store_what_the_python_path_stores(tmp_path, mo
     runs = {}
     for how in ("python", "compiled", "child"):
         if how == "python":
-            monkeypatch.setattr(xrootd_gstream, "_GstreamColumns", None)
+            monkeypatch.setitem(FORMATS, "xrootd-gstream", dataclasses.replace(xrootd_gstream.FORMAT, columns=None))
         else:
             monkeypatch.undo()
         summary = replay(files, "xrootd-gstream", config=load_config(cfg), store=open_store(store_dir=tmp_path / how),
