@@ -311,16 +311,18 @@ class LineParser:
                     break
                 if builder is None:
                     results = block_parser(block, ctx) if block_parser is not None else None
+                    append = out.append
                     for k, line in enumerate(block):
                         line_no += 1
                         line = line.rstrip("\r\n")
                         if not line or line.isspace():
                             blank += 1
                             continue
-                        take(line_no, line, None if results is None else results[k], out.append, quiet)
+                        take(line_no, line, None if results is None else results[k], append, quiet)
                         if len(out) >= batch_size:
                             yield emitted()
                             out = []
+                            append = out.append
                     continue
                 n = len(block)
                 i = 0
