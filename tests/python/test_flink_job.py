@@ -241,7 +241,7 @@ def test_sigkill_mid_stream_and_restore_from_checkpoint_changes_nothing(kafka, c
 def test_messages_are_keyed_by_their_kafka_key_or_their_head_and_a_wrong_key_is_rejected(
         kafka, clickhouse, database, kafka_topic, tmp_path):
     """One shard per group: the job keys messages in the JVM by their Kafka key (what the shippers
-    write); an unkeyed message is keyed by the cache group at its head; a message whose key is not
+    write); an unkeyed message is keyed by the cache group it names; a message whose key is not
     its cache group goes to the reject topic with the reason, and nothing else changes."""
     import msgspec
     from kafka import KafkaProducer
