@@ -243,34 +243,34 @@ class LineParser:
 
     def _take(self, line_no: int, line: str, result, emit: Callable[[AccessEvent], None], quiet: dict) -> None:
         """One line's parse result (None: parse it here): its events to `emit`, its rejects recorded."""
-        enrich = self.enrich
-        events = []
+        event = None
         try:
             if result is None:
                 result = self.format.raw(line, self.ctx)
             if type(result) is Access:
-                events.append(enrich(result))  # enrich raises BadRecord for values outside the contract
-                result = None
+                event = self.enrich(result)  # raises BadRecord for values outside the contract
         except BadRecord as exc:
             result = Reject(exc.reason, exc.skipped)
         except Exception as exc:  # noqa: BLE001 - a parser bug: keep the line, name the bug
             result = Reject(f"{INTERNAL_ERROR}: {type(exc).__name__}: {exc}")
-        if type(result) is list:
+        if event is not None:
+            emit(event)  # outside the try: a value the columns cannot hold raises, as from_events does
+        elif type(result) is list:
+            events = []
             for item in result:
                 if type(item) is Access:
                     try:
-                        events.append(enrich(item))
+                        events.append(self.enrich(item))
                     except BadRecord as exc:
                         self._reject(line_no, line, Reject(exc.reason, exc.skipped))
                 else:
                     self._reject(line_no, line, item)
-        elif result is not None:
-            if self._record_skipped or not result.skipped:
-                self._reject(line_no, line, result)
-            else:
-                quiet[result.reason] = quiet.get(result.reason, 0) + 1
-        for ev in events:  # outside the try: a value the columns cannot hold raises, as from_events does
-            emit(ev)
+            for event in events:
+                emit(event)
+        elif self._record_skipped or not result.skipped:
+            self._reject(line_no, line, result)
+        else:
+            quiet[result.reason] = quiet.get(result.reason, 0) + 1
 
     def _parse(self, lines: Iterable[str], batch_size: int, builder) -> Iterator:
         """The one parse loop, block by block of lines: lists of events (`builder` None), each line
@@ -318,7 +318,11 @@ class LineParser:
                         if not line or line.isspace():
                             blank += 1
                             continue
-                        take(line_no, line, None if results is None else results[k], append, quiet)
+                        result = None if results is None else results[k]
+                        if type(result) is Reject and result.skipped and not record_skipped:
+                            quiet[result.reason] = quiet.get(result.reason, 0) + 1  # half of a billing log
+                            continue
+                        take(line_no, line, result, append, quiet)
                         if len(out) >= batch_size:
                             yield emitted()
                             out = []
