@@ -156,3 +156,18 @@ def test_edge_lines_agree():
     probes = [_mover(path="Unknown", pnfsid=p, moved="1") for p in ("00AB", "00CD", "00EF")]
     _compare([x for line in lines for x in (line, *probes)])
     _compare([x for line in lines[::-1] for x in (line, *probes)])
+
+
+def test_the_comparison_catches_a_planted_difference(generated, monkeypatch):
+    """A reference that reads one byte more per transfer: the comparison fails (it can fail)."""
+    import msgspec
+
+    real = billing._mover_of
+
+    def planted(fields, date_rx, ctx):
+        r = real(fields, date_rx, ctx)
+        return msgspec.structs.replace(r, bytes_read=r.bytes_read + 1) if type(r) is billing.Access else r
+
+    monkeypatch.setattr(billing, "_mover_of", planted)
+    with pytest.raises(AssertionError):
+        _compare_block(generated[:2000])
