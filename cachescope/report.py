@@ -65,7 +65,7 @@ def _figure(w: float = 7.5, h: float = 4.2):
 
 def belady_points(store, start: dt.datetime, end: dt.datetime, group: str, sizes: list[int]) -> tuple[pd.DataFrame, str]:
     """Belady (offline optimum) at `sizes` over the group's stored accesses of the period."""
-    from cachescope.simulation import CacheSpec, ShadowBank, _simcore
+    from cachescope.simulation import CacheSpec, ShadowBank, next_access_times
 
     df = reads.whatif_accesses(store, start, end, cache_groups=[group])
     note = ""
@@ -77,7 +77,7 @@ def belady_points(store, start: dt.datetime, end: dt.datetime, group: str, sizes
     bank = ShadowBank([CacheSpec("belady", int(s)) for s in sizes], 2)
     fid = df["file_id"].to_numpy(np.uint64)
     bank.feed(fid, df["file_size"].to_numpy(np.uint64), df["bytes_read"].to_numpy(np.uint64),
-              np.zeros(len(df), np.uint8), df["op_code"].to_numpy(np.uint8), _simcore.next_access_times(fid))
+              np.zeros(len(df), np.uint8), df["op_code"].to_numpy(np.uint8), next_access_times(fid))
     t = bank.totals().sum(axis=1)  # caches × fields
     rows = [{"size_bytes": s, "hit_efficiency": t[i, 1] / t[i, 0] if t[i, 0] else np.nan,
              "transfer_efficiency": t[i, 3] / t[i, 2] if t[i, 2] else np.nan} for i, s in enumerate(sizes)]

@@ -14,9 +14,11 @@ import numpy as np
 
 from cachescope import _simcore
 # the numpy-free part, here too so that callers import the engine's face from one place
-from cachescope.specs import (FIELDS, MAX_CAPACITY, OP_DELETE, OP_READ, OP_WRITE, POLICIES,  # noqa: F401
-                              TRACE_FORMATS, CacheSpec, F, TraceError, check_specs, in_engine_thread, ratios,
-                              simulate_file)
+from cachescope.specs import (FIELDS, MAX_CAPACITY, MESSAGE_FIELDS, OP_DELETE, OP_READ, OP_WRITE,  # noqa: F401
+                              POLICIES, SNAPSHOT_VERSION, TRACE_FORMATS, BillingFast, CacheSpec, F,
+                              GstreamColumns, PathTiers, TraceError, check_specs, decode_message, factorize_str,
+                              in_engine_thread, next_access_times, partition_of, ratios, simulate_file,
+                              stacked_columns)
 
 
 def _columns(file_id, file_size, bytes_read, tier, op, next_access=None) -> tuple:

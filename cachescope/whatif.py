@@ -284,7 +284,7 @@ class _PerServer:
 
 def _next_by_server(ids: np.ndarray, server: np.ndarray, n_servers: int) -> np.ndarray:
     """belady's next-access times within each server's own stream (its cache sees only that)."""
-    from cachescope import _simcore
+    from cachescope import simulation as _simcore
 
     out = np.zeros(len(ids), dtype=np.uint64)
     for i in range(n_servers):
@@ -368,7 +368,7 @@ def run_whatif(store: Store, req: WhatIf, *, tier_names: Sequence[str] | None = 
         # belady: next-access times over the whole replay, so the columns are kept for it
         parts = list(chunks())
         all_ids = np.concatenate([p[0]["file_id"][p[0]["admitted"].astype(bool)] for p in parts]) if parts else np.zeros(0, np.uint64)
-        from cachescope import _simcore
+        from cachescope import simulation as _simcore
 
         nxt_all = _simcore.next_access_times(np.ascontiguousarray(all_ids, dtype=np.uint64))
         nxt_bank = nxt_all

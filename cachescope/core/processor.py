@@ -26,7 +26,7 @@ from cachescope.core.columns import NO_OBSERVATION, EventColumns
 from cachescope.core.efficiency_rows import EfficiencyRows
 from cachescope.config.pipeline import PipelineConfig
 from cachescope.core.tier_codes import TierCodes
-from cachescope._simcore import factorize_str
+from cachescope.specs import factorize_str
 from cachescope.simulation import FIELDS, LruCurve, ShadowBank, sum_by_key
 
 STATE_VERSION = 2  # 2: hour and day windows in the state
@@ -407,7 +407,7 @@ class GroupProcessor:
         classifier = TierClassifier.load([])
         files = read_seed(path, lambda p: classifier.path_tier(p)[0])
         if self.config.shards > 1 and files:
-            from cachescope import _simcore
+            from cachescope import specs as _simcore
 
             ids = np.array([f[0] for f in files], dtype=np.uint64)
             mine = _simcore.partition_of(ids, self.config.shards) == self.shard

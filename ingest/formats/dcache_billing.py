@@ -512,7 +512,7 @@ def _fast(line: str, ctx: ParseContext) -> Access | Reject | None:
 # through _parse here, then the scan resumes. tests/python/test_dcache_billing_fast.py compares
 # it with the templates on the same corpora as _fast.
 try:
-    from cachescope._simcore import BillingFast as _BillingFast
+    from cachescope.specs import BillingFast as _BillingFast
 
     _SCANNER = _BillingFast()
 except ImportError:  # an engine built before it: the Python path does everything
