@@ -15,6 +15,7 @@ from cachescope import _simcore
 from cachescope._simcore import (MESSAGE_FIELDS, SNAPSHOT_VERSION, BillingFast, GstreamColumns,  # noqa: F401
                                  PathTiers, decode_message, factorize_str, next_access_times, partition_of,
                                  stacked_columns)
+from cachescope.errors import UserError
 
 POLICIES: tuple[str, ...] = tuple(_simcore.POLICIES)
 FIELDS: tuple[str, ...] = tuple(_simcore.FIELDS)
@@ -68,8 +69,8 @@ def ratios(counters: Sequence[int]) -> dict:
     }
 
 
-class TraceError(ValueError):
-    pass
+class TraceError(UserError, ValueError):
+    """A trace file that cannot be read as its format (exit 1)."""
 
 
 TRACE_FORMATS = ("csv", "oracle-general")

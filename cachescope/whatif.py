@@ -35,6 +35,7 @@ import numpy as np
 
 from cachescope import reads
 from cachescope.admission import sampled_mask
+from cachescope.errors import UsageError
 from cachescope.simulation import FIELDS, POLICIES, CacheSpec, ShadowBank
 from cachescope.store import Store
 
@@ -55,7 +56,7 @@ _T95 = {3: 3.182}
 _SALTS = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9)
 
 
-class WhatIfError(ValueError):
+class WhatIfError(UsageError, ValueError):
     """A request the replay cannot answer; `field` names the request field at fault."""
 
     def __init__(self, field: str, message: str, status: int = 422):

@@ -20,6 +20,7 @@ from importlib import resources
 from dataclasses import dataclass
 from pathlib import Path
 
+from cachescope.errors import UserError
 from cachescope.store.base import Store
 from cachescope.store.tables import SCHEMA_MIGRATIONS
 
@@ -40,8 +41,10 @@ _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.(sql|py)$")
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 
 
-class MigrationError(RuntimeError):
-    pass
+class MigrationError(UserError, RuntimeError):
+    """A migration that cannot be applied, or a store at another version (exit 1)."""
+
+    subject = "migration"
 
 
 def migrations_dir() -> Path:
