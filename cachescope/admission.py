@@ -23,7 +23,9 @@ class AdmissionConfig(BaseModel):
     """`admission: {exclude_tiers: [PILEUP, UNMERGED], max_file_size: 10GB}` of a cache configuration."""
 
     model_config = ConfigDict(extra="forbid")
+    #: data tiers the caches do not insert (their reads are requests and misses)
     exclude_tiers: list[str] = []
+    #: files above this size (10GB, or bytes) are not inserted
     max_file_size: Optional[Union[int, str]] = None
 
     @field_validator("max_file_size")

@@ -267,8 +267,13 @@ def _millis(duration: str) -> int:
     return max(1, parse_duration_us(duration) // 1000)
 
 
-def default_jars() -> list[str]:
-    jar_dir = os.environ.get("CACHESCOPE_FLINK_JARS") or str(REPO / ".cache" / "flink-jars")
+def default_jars(jar_dir: str | Path | None = None) -> list[str]:
+    """The connector jar in `jar_dir` (the settings' flink.jar_dir), else in the checkout's .cache."""
+    if jar_dir is None:  # a caller without the settings: the environment's value of it
+        from cachescope.config.environment import section_environment
+
+        jar_dir = section_environment("flink").get("jar_dir")
+    jar_dir = str(jar_dir or REPO / ".cache" / "flink-jars")
     found = glob.glob(os.path.join(jar_dir, CONNECTOR_JAR))
     if not found:
         raise SystemExit(f"connector jar {CONNECTOR_JAR} not found: run `scripts/services install flink-jars` "
@@ -276,42 +281,47 @@ def default_jars() -> list[str]:
     return found
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description="cachescope shadow-cache job (PyFlink)")
-    ap.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers host:port")
-    ap.add_argument("--topic", default="cachescope.events")
-    ap.add_argument("--late-topic", default="cachescope.events.late", help="late events (side output)")
-    ap.add_argument("--reject-topic", default="cachescope.events.rejects", help="messages that do not decode")
-    ap.add_argument("--consumer-group", default="cachescope-shadow-caches")
-    ap.add_argument("--clickhouse", required=True, help="clickhouse://host:port[/database]")
-    ap.add_argument("--database", default=None)
-    ap.add_argument("--config", default=None, help="pipeline YAML (policies × sizes, windows, curve)")
-    ap.add_argument("--checkpoint-dir", required=True, help="checkpoints (file:// path locally, s3:// in production)")
-    ap.add_argument("--checkpoint-interval", default="30s",
-                    help="also how often late/rejected records become visible (transactional side outputs)")
+def job_options(argv: list[str] | None = None):
+    """(the job's options, the site configuration): the command line over the settings' `flink`
+    section; a missing or refused value exits 2 with one line."""
+    # every option but --config, --restore and --bounded is also the settings' `flink` section
+    # (the YAML's `flink:`, CACHESCOPE_FLINK__<NAME>): an option given here wins
+    ap = argparse.ArgumentParser(description="cachescope shadow-cache job (PyFlink); options default to the "
+                                 "settings' flink section (CACHESCOPE_FLINK__<OPTION>, or `flink:` in --config)",
+                                 argument_default=argparse.SUPPRESS)
+    ap.add_argument("--bootstrap", help="Kafka bootstrap servers host:port (required here or in the settings)")
+    ap.add_argument("--topic", help="default cachescope.events")
+    ap.add_argument("--late-topic", help="late events (side output)")
+    ap.add_argument("--reject-topic", help="messages that do not decode")
+    ap.add_argument("--consumer-group")
+    ap.add_argument("--clickhouse", help="clickhouse://host:port[/database] (required here or in the settings)")
+    ap.add_argument("--database")
+    ap.add_argument("--config", default=None, help="site YAML (pipeline: policies × sizes, windows, curve; flink: "
+                    "these options)")
+    ap.add_argument("--checkpoint-dir", help="checkpoints (file:// path locally, s3:// in production; required here "
+                    "or in the settings)")
+    ap.add_argument("--checkpoint-interval",
+                    help="also how often late/rejected records become visible (transactional side outputs; 30s)")
     ap.add_argument("--restore", default=None, help="checkpoint or savepoint path to resume from")
-    ap.add_argument("--bounded", action="store_true", help="stop at the offsets that are the latest at start")
-    ap.add_argument("--parallelism", type=int, default=1)
-    ap.add_argument("--execution-mode", choices=("process", "thread"), default="process")
-    ap.add_argument("--flush-seconds", type=float, default=2.0, help="how often rows are written")
-    ap.add_argument("--flush-rows", type=int, default=100_000,
-                    help="a cache group writes as soon as this many rows (raw events included) wait")
-    ap.add_argument("--bundle-time", default="5s",
-                    help="PyFlink bundle length: keyed state is serialised once per bundle and at checkpoints")
-    ap.add_argument("--restart-attempts", type=int, default=10,
-                    help="restarts from the last checkpoint before the job fails (0: fail at once)")
-    ap.add_argument("--jar", action="append", default=None, help="connector jar(s)")
-    ap.add_argument("--monitor-every", default="15s",
+    ap.add_argument("--bounded", action="store_true", default=False,
+                    help="stop at the offsets that are the latest at start")
+    ap.add_argument("--parallelism", type=int)
+    ap.add_argument("--execution-mode", choices=("process", "thread"))
+    ap.add_argument("--flush-seconds", type=float, help="how often rows are written (2)")
+    ap.add_argument("--flush-rows", type=int,
+                    help="a cache group writes as soon as this many rows (raw events included) wait (100000)")
+    ap.add_argument("--bundle-time",
+                    help="PyFlink bundle length: keyed state is serialised once per bundle and at checkpoints (5s)")
+    ap.add_argument("--restart-attempts", type=int,
+                    help="restarts from the last checkpoint before the job fails (0: fail at once; 10)")
+    ap.add_argument("--jar", action="append", help="connector jar(s)")
+    ap.add_argument("--monitor-every",
                     help="the pipeline monitor's period (Kafka consumer lag, shippers' parse health → ClickHouse), "
-                         "a thread of this driver; 0 = off (run `cachescope monitor` beside the job instead)")
+                         "a thread of this driver; 0 = off (run `cachescope monitor` beside the job instead; 15s)")
     args = ap.parse_args(argv)
+    from pydantic import ValidationError
 
-    from pyflink.common import Configuration, Types, WatermarkStrategy
-    from pyflink.common.serialization import ByteArraySchema, SimpleStringSchema
-    from pyflink.datastream import OutputTag, StreamExecutionEnvironment
-    from pyflink.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource
-
-    from cachescope.config import load_config
+    from cachescope.config import _describe, load_config
     from cachescope.errors import UserError
 
     try:
@@ -319,9 +329,31 @@ def main(argv: list[str] | None = None) -> None:
     except UserError as e:  # one line, no traceback: the job cannot start with this configuration
         print(f"shadow_caches: {e}", file=sys.stderr)
         raise SystemExit(getattr(e, "exit_code", 2)) from None
+    given = {k: v for k, v in vars(args).items() if k in type(site_config.flink).model_fields}
+    try:
+        options = site_config.flink.model_validate({**site_config.flink.model_dump(), **given})
+    except ValidationError as e:  # an option the settings refuse
+        ap.error(f"flink.{_describe(e)}")
+    missing = [f"--{k.replace('_', '-')}" for k in ("bootstrap", "clickhouse", "checkpoint_dir")
+               if getattr(options, k) is None]
+    if missing:
+        ap.error(f"{', '.join(missing)} required (or the settings' flink.{missing[0][2:].replace('-', '_')}, "
+                 f"CACHESCOPE_FLINK__{missing[0][2:].replace('-', '_').upper()})")
+    return argparse.Namespace(**{**vars(args), **options.model_dump(mode="json"), "jar": getattr(args, "jar", None)}), \
+        site_config
+
+
+def main(argv: list[str] | None = None) -> None:
+    args, site_config = job_options(argv)
+
+    from pyflink.common import Configuration, Types, WatermarkStrategy
+    from pyflink.common.serialization import ByteArraySchema, SimpleStringSchema
+    from pyflink.datastream import OutputTag, StreamExecutionEnvironment
+    from pyflink.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource
+
     config = site_config.pipeline
     webhook_json = site_config.alerts.webhook.model_dump_json() if site_config.alerts.webhook else ""
-    jars = args.jar or default_jars()
+    jars = args.jar or default_jars(args.jar_dir)
     ckpt = args.checkpoint_dir if "://" in args.checkpoint_dir else Path(args.checkpoint_dir).resolve().as_uri()
 
     conf = Configuration()

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import os
 import re
 from importlib import resources
 from dataclasses import dataclass
@@ -48,11 +47,15 @@ class MigrationError(UserError, RuntimeError):
 
 
 def migrations_dir() -> Path:
-    """CACHESCOPE_MIGRATIONS_DIR, else the package's own ddl/ (found through importlib.resources,
+    """The settings' store.migrations_dir (CACHESCOPE_STORE__MIGRATIONS_DIR, or the flat
+    CACHESCOPE_MIGRATIONS_DIR), else the package's own ddl/ (found through importlib.resources,
     so an installed wheel or a container image carries its migrations)."""
-    env = os.environ.get("CACHESCOPE_MIGRATIONS_DIR")
-    if env:
-        return Path(env)
+    from cachescope.config.environment import section_environment
+    from cachescope.config.services import StoreConfig
+
+    configured = StoreConfig.model_validate(section_environment("store")).migrations_dir
+    if configured:
+        return configured
     return Path(str(resources.files("cachescope.store") / "ddl"))
 
 
