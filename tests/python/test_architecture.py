@@ -20,7 +20,12 @@ def test_import_layers_hold():
 
 def test_the_engine_contract_sees_a_direct_import(tmp_path):
     """The `_simcore` contract reads imports itself (grimp cannot see a .so): it must catch both forms."""
-    from scripts.lib.import_contracts import imported_modules
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("import_contracts", REPO / "scripts" / "lib" / "import_contracts.py")
+    contracts = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(contracts)
+    imported_modules = contracts.imported_modules
 
     for text in ("from cachescope import _simcore", "from cachescope._simcore import Bank", "import cachescope._simcore"):
         path = tmp_path / "m.py"
