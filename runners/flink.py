@@ -281,47 +281,40 @@ def default_jars(jar_dir: str | Path | None = None) -> list[str]:
     return found
 
 
+_REQUIRED = ("bootstrap", "clickhouse", "checkpoint_dir")
+
+
 def job_options(argv: list[str] | None = None):
     """(the job's options, the site configuration): the command line over the settings' `flink`
     section; a missing or refused value exits 2 with one line."""
-    # every option but --config, --restore and --bounded is also the settings' `flink` section
-    # (the YAML's `flink:`, CACHESCOPE_FLINK__<NAME>): an option given here wins
-    ap = argparse.ArgumentParser(description="cachescope shadow-cache job (PyFlink); options default to the "
-                                 "settings' flink section (CACHESCOPE_FLINK__<OPTION>, or `flink:` in --config)",
+    import typing
+
+    from cachescope.config.services import FlinkConfig
+
+    # every setting of the `flink` section (the YAML's `flink:`, CACHESCOPE_FLINK__<NAME>) is an
+    # option too, and an option given here wins; --config, --restore and --bounded are the run's
+    ap = argparse.ArgumentParser(description="cachescope shadow-cache job (PyFlink); every option but --config, "
+                                 "--restore and --bounded is also a setting of the flink section "
+                                 "(CACHESCOPE_FLINK__<OPTION>, or `flink:` in --config)",
                                  argument_default=argparse.SUPPRESS)
-    ap.add_argument("--bootstrap", help="Kafka bootstrap servers host:port (required here or in the settings)")
-    ap.add_argument("--topic", help="default cachescope.events")
-    ap.add_argument("--late-topic", help="late events (side output)")
-    ap.add_argument("--reject-topic", help="messages that do not decode")
-    ap.add_argument("--consumer-group")
-    ap.add_argument("--clickhouse", help="clickhouse://host:port[/database] (required here or in the settings)")
-    ap.add_argument("--database")
+    for name, field in FlinkConfig.model_fields.items():
+        kind = field.annotation
+        choices = typing.get_args(kind) if typing.get_origin(kind) is typing.Literal else None
+        shown = ("; required here or in the settings" if name in _REQUIRED
+                 else "" if field.default is None else f"; default {field.default}")
+        ap.add_argument(f"--{name.replace('_', '-')}", type=kind if kind in (int, float) else str, choices=choices,
+                        help=f"{field.description}{shown}")
     ap.add_argument("--config", default=None, help="site YAML (pipeline: policies × sizes, windows, curve; flink: "
                     "these options)")
-    ap.add_argument("--checkpoint-dir", help="checkpoints (file:// path locally, s3:// in production; required here "
-                    "or in the settings)")
-    ap.add_argument("--checkpoint-interval",
-                    help="also how often late/rejected records become visible (transactional side outputs; 30s)")
     ap.add_argument("--restore", default=None, help="checkpoint or savepoint path to resume from")
     ap.add_argument("--bounded", action="store_true", default=False,
                     help="stop at the offsets that are the latest at start")
-    ap.add_argument("--parallelism", type=int)
-    ap.add_argument("--execution-mode", choices=("process", "thread"))
-    ap.add_argument("--flush-seconds", type=float, help="how often rows are written (2)")
-    ap.add_argument("--flush-rows", type=int,
-                    help="a cache group writes as soon as this many rows (raw events included) wait (100000)")
-    ap.add_argument("--bundle-time",
-                    help="PyFlink bundle length: keyed state is serialised once per bundle and at checkpoints (5s)")
-    ap.add_argument("--restart-attempts", type=int,
-                    help="restarts from the last checkpoint before the job fails (0: fail at once; 10)")
-    ap.add_argument("--jar", action="append", help="connector jar(s)")
-    ap.add_argument("--monitor-every",
-                    help="the pipeline monitor's period (Kafka consumer lag, shippers' parse health → ClickHouse), "
-                         "a thread of this driver; 0 = off (run `cachescope monitor` beside the job instead; 15s)")
+    ap.add_argument("--jar", action="append", help="connector jar(s) (default: the one in --jar-dir)")
     args = ap.parse_args(argv)
     from pydantic import ValidationError
 
     from cachescope.config import _describe, load_config
+    from cachescope.config.environment import variable
     from cachescope.errors import UserError
 
     try:
@@ -334,11 +327,10 @@ def job_options(argv: list[str] | None = None):
         options = site_config.flink.model_validate({**site_config.flink.model_dump(), **given})
     except ValidationError as e:  # an option the settings refuse
         ap.error(f"flink.{_describe(e)}")
-    missing = [f"--{k.replace('_', '-')}" for k in ("bootstrap", "clickhouse", "checkpoint_dir")
-               if getattr(options, k) is None]
+    missing = [k for k in _REQUIRED if getattr(options, k) is None]
     if missing:
-        ap.error(f"{', '.join(missing)} required (or the settings' flink.{missing[0][2:].replace('-', '_')}, "
-                 f"CACHESCOPE_FLINK__{missing[0][2:].replace('-', '_').upper()})")
+        ap.error("; ".join(f"--{k.replace('_', '-')} is required (or the setting flink.{k}, "
+                           f"{variable('flink.' + k)})" for k in missing))
     return argparse.Namespace(**{**vars(args), **options.model_dump(mode="json"), "jar": getattr(args, "jar", None)}), \
         site_config
 

@@ -52,10 +52,10 @@ class ApiConfig(_Section):
 class FlinkConfig(_Section):
     """The streaming job's options (flink-jobs/shadow_caches.py): its command-line options override them."""
 
-    bootstrap: Optional[str] = Field(None, description="Kafka bootstrap servers host:port (`--bootstrap`; required)")
-    clickhouse: Optional[str] = Field(None, description="clickhouse://host:port[/database] (`--clickhouse`; required)")
+    bootstrap: Optional[str] = Field(None, description="Kafka bootstrap servers host:port")
+    clickhouse: Optional[str] = Field(None, description="clickhouse://host:port[/database]")
     database: Optional[str] = Field(None, description="database (default: the URL's path, else `default`)")
-    checkpoint_dir: Optional[str] = Field(None, description="checkpoints, file:// or s3:// (`--checkpoint-dir`; required)")
+    checkpoint_dir: Optional[str] = Field(None, description="checkpoints, file:// or s3://")
     topic: str = Field("cachescope.events", description="Kafka topic of the events")
     late_topic: str = Field("cachescope.events.late", description="late events (side output)")
     reject_topic: str = Field("cachescope.events.rejects", description="messages that do not decode")

@@ -175,7 +175,7 @@ def test_the_streaming_job_says_which_option_is_missing():
                           "--clickhouse", "clickhouse://ch:9000"], capture_output=True, text=True, cwd=REPO,
                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)})
     assert out.returncode == 2
-    assert "--checkpoint-dir required" in out.stderr and "CACHESCOPE_FLINK__CHECKPOINT_DIR" in out.stderr
+    assert "--checkpoint-dir is required" in out.stderr and "CACHESCOPE_FLINK__CHECKPOINT_DIR" in out.stderr
     assert "Traceback" not in out.stderr
 
 
