@@ -7,7 +7,7 @@ import threading
 import time
 
 from api.errors import ApiError
-from cachescope.whatif import WhatIf, WhatIfError, WhatIfResult, check, run_whatif, scope
+from cachescope.replay import WhatIf, WhatIfError, WhatIfResult, check, run_whatif, scope
 
 
 class Limits:

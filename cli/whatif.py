@@ -64,7 +64,7 @@ def whatif(
 
     from cachescope import reads
     from cachescope.store import open_store
-    from cachescope.whatif import WhatIf, WhatIfError, run_whatif, scope
+    from cachescope.replay import WhatIf, WhatIfError, run_whatif, scope
     from cli._progress import with_progress
 
     groups = _list(cache_group)

@@ -16,7 +16,7 @@ from api import params as P
 from api.deps import get_store, require
 from api.errors import ApiError
 from api.models import ERRORS, RecommendAnswer
-from cachescope.whatif import WhatIf
+from cachescope.replay import WhatIf
 from cachescope.simulation import POLICIES, log_grid
 
 router = APIRouter(tags=["recommend"])
@@ -60,7 +60,7 @@ def recommend(
     grid = log_grid(lo, hi, points)
     limits = request.app.state.limits
     if sample_rate is None:
-        from cachescope.whatif import scope
+        from cachescope.replay import scope
 
         n = scope(store, WhatIf(["lru"], [1], start, end, cache_groups=groups))[0]
         sample_rate = 1.0 if n <= 5_000_000 else max(0.01, 5_000_000 / n)
