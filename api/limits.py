@@ -26,7 +26,7 @@ class Limits:
         if days > s.whatif_max_days:
             raise ApiError(413, "to", f"a what-if covers at most {s.whatif_max_days:g} days (warm-up included), "
                                       f"this one {days:.1f}: shorten the range", where)
-        n = len(req.policies) * len(req.sizes)
+        n = len(req.specs())
         if n > s.whatif_max_configs:
             raise ApiError(413, "size", f"{n} (policy, size) pairs; at most {s.whatif_max_configs} per request", where)
         if not self._slots.acquire(blocking=False):

@@ -97,10 +97,13 @@ class WhatIf:
     #: > 0: also counters per time bucket of this many seconds from `start`
     step_s: int = 0
     chunk: dt.timedelta = DAY
+    #: (policy, size) pairs replayed instead of every policy × size (a search asks each policy its own sizes)
+    pairs: Sequence[tuple[str, int]] = ()
 
     def specs(self) -> list[CacheSpec]:
+        pairs = self.pairs or [(p, s) for p in self.policies for s in self.sizes]
         return [CacheSpec(p, int(s), dict(self.params.get(p, {})), self.sample_rate, self.partitions)
-                for p in self.policies for s in self.sizes]
+                for p, s in pairs]
 
 
 @dataclass
