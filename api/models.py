@@ -140,10 +140,10 @@ class WhatIfRequest(BaseModel):
 class Counts(BaseModel):
     requests: int
     hits: int
-    hit_ratio: float
+    hit_ratio: Optional[float] = Field(..., description="hit efficiency; null where nothing was read")
     bytes_requested: int
     bytes_hit: int
-    byte_hit_ratio: float
+    byte_hit_ratio: Optional[float] = Field(..., description="transfer efficiency; null where no byte was read")
     bytes_filled: int = 0
     evictions: int = 0
 

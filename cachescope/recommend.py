@@ -118,7 +118,7 @@ def recommend(store, rec: Recommend, *, run: Callable[[WhatIf], WhatIfResult] | 
 
     first = whatif([(p, s) for p in dict.fromkeys(searched + ["belady"]) for s in grid] + [("lru", INFINITE)])
     optimum = _point(first[-1])
-    if not optimum["requests"]:
+    if optimum[key] is None:  # nothing read (or no byte read): no efficiency to reach
         raise WhatIfError("from", "no stored reads in this range (and cache groups): nothing to size a cache for")
     goal = rec.target if rec.target is not None else rec.fraction_of_optimum * optimum[key]
     label = (f"{rec.metric} efficiency ≥ {rec.target:g}" if rec.target is not None else

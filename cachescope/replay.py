@@ -36,6 +36,7 @@ import numpy as np
 from cachescope import reads
 from cachescope.admission import sampled_mask
 from cachescope.simulation import FIELDS, POLICIES, CacheSpec, ShadowBank
+from cachescope.specs import ratios
 from cachescope.store import Store
 
 F = {name: i for i, name in enumerate(FIELDS)}
@@ -163,13 +164,7 @@ class WhatIfResult:
             out.append(row)
         return out
 
-    @staticmethod
-    def _ratios(v: np.ndarray) -> dict:
-        v = [int(x) for x in v]
-        req, hits, breq, bhit = v[F["requests"]], v[F["hits"]], v[F["bytes_requested"]], v[F["bytes_hit"]]
-        return {"requests": req, "hits": hits, "hit_ratio": hits / req if req else 0.0,
-                "bytes_requested": breq, "bytes_hit": bhit, "byte_hit_ratio": bhit / breq if breq else 0.0,
-                "bytes_filled": v[F["bytes_filled"]], "evictions": v[F["evictions"]]}
+    _ratios = staticmethod(ratios)  # the one definition (and empty-window rule) of the efficiencies
 
     def _sampling(self, c: int, spec: CacheSpec, per: np.ndarray) -> dict:
         tot = per.sum(axis=(0, 1, 2))
@@ -190,7 +185,7 @@ class WhatIfResult:
 def _scaled(d: dict, rate: float) -> dict:
     if rate >= 1.0:
         return d
-    for k in ("requests", "hits", "bytes_requested", "bytes_hit", "bytes_filled", "evictions"):
+    for k in ("requests", "hits", "bytes_requested", "bytes_hit", "bytes_filled", "evictions", "bytes_evicted"):
         d[k] = int(round(d[k] / rate))
     return d
 

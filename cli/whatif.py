@@ -151,13 +151,13 @@ def _print_table(answers: list[dict], accesses: int, t0: dt.datetime, t1: dt.dat
     from rich.console import Console
     from rich.table import Table
 
-    from cachescope.units import format_size
+    from cachescope.units import format_efficiency, format_size
 
     t = Table(title=f"{accesses:,} accesses, {t0:%Y-%m-%d %H:%M} – {t1:%Y-%m-%d %H:%M} UTC")
     for col in ("policy", "size", "hit efficiency", "transfer efficiency", "reads", "hits", "bytes hit"):
         t.add_column(col, justify="left" if col in ("policy", "size") else "right")
     for a in answers:
-        t.add_row(a["policy"], format_size(a["size_bytes"]), f"{a['hit_ratio']:.4f}", f"{a['byte_hit_ratio']:.4f}",
+        t.add_row(a["policy"], format_size(a["size_bytes"]), format_efficiency(a["hit_ratio"]), format_efficiency(a["byte_hit_ratio"]),
                   f"{a['requests']:,}", f"{a['hits']:,}", format_size(a["bytes_hit"]))
     Console().print(t)
     by = Table(title="by data tier")
@@ -167,7 +167,7 @@ def _print_table(answers: list[dict], accesses: int, t0: dt.datetime, t1: dt.dat
         for a in answers:
             if name in a["by_tier"]:
                 row = a["by_tier"][name]
-                by.add_row(name, a["policy"], format_size(a["size_bytes"]), f"{row['hit_ratio']:.4f}",
-                           f"{row['byte_hit_ratio']:.4f}", f"{row['requests']:,}")
+                by.add_row(name, a["policy"], format_size(a["size_bytes"]), format_efficiency(row["hit_ratio"]),
+                           format_efficiency(row["byte_hit_ratio"]), f"{row['requests']:,}")
     if by.row_count:
         Console().print(by)

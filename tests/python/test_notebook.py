@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import orjson
 import pytest
 from test_api import FROM, TO, run, write_trace
 
@@ -55,3 +56,35 @@ assert math.isnan(empty["transfer_efficiency"].item())
     check = subprocess.run([sys.executable, "-c", "import sys, cachescope; print('numpy' in sys.modules, "
                             "'pandas' in sys.modules)"], capture_output=True, text=True)
     assert check.stdout.split() == ["False", "False"]  # `import cachescope` stays cheap: the notebook loads on use
+
+
+def test_an_empty_window_has_no_efficiency_on_every_python_path(workdir):
+    # one rule (README, Definitions): nothing read → null in JSON, NaN in DataFrames, blank in
+    # tables; what-if, simulate's counters and the LRU curve said 0.0 (a cache that missed everything)
+    code = """
+import datetime as dt, math
+import numpy as np
+from cachescope.notebook import connect
+from cachescope.replay import WhatIf, run_whatif
+from cachescope.report import belady_points
+from cachescope.simulation import FIELDS, LruCurve
+from cachescope.specs import ratios
+r = ratios(np.zeros(len(FIELDS), np.uint64))
+assert r["hit_ratio"] is None and r["byte_hit_ratio"] is None, r
+p = LruCurve([10**9], 1).points()[0]
+assert p["hit_ratio"] is None and p["byte_hit_ratio"] is None, p
+a, b = dt.datetime(2001, 1, 1, tzinfo=dt.timezone.utc), dt.datetime(2001, 1, 2, tzinfo=dt.timezone.utc)
+w = run_whatif(connect("var/store"), WhatIf(["lru"], [10**12], a, b)).answers()[0]
+assert w["requests"] == 0 and w["hit_ratio"] is None and w["byte_hit_ratio"] is None, w
+assert belady_points(connect("var/store"), a, b, "SITE-A", [10**12])[0].empty
+"""
+    out = subprocess.run([sys.executable, "-c", code], cwd=workdir, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    args = ["whatif", "--store", str(workdir / "var" / "store"), "--policy", "lru", "--size", "1TB",
+            "--from", "2001-01-01", "--to", "2001-01-02"]
+    js = run(*args, "--json")
+    assert js.returncode == 0, js.stderr
+    row = orjson.loads(js.stdout)
+    assert row["requests"] == 0 and row["hit_ratio"] is None and row["byte_hit_ratio"] is None
+    table = run(*args)
+    assert table.returncode == 0 and "0.0000" not in table.stdout, table.stdout + table.stderr
