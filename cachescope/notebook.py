@@ -23,9 +23,10 @@ from cachescope.replay import Admission, WhatIf, run_whatif
 from cachescope.store import Store, open_store
 from cachescope.units import parse_size
 
-__all__ = ["connect", "whatif", "recommend", "efficiency_totals", "efficiency_series", "mrc", "best_policy",
-           "cache_groups", "live_configs", "time_span", "residence_series", "observed_series", "observed_servers",
-           "cache_split", "alerts", "pipeline_health"]
+#: the read layer's answers offered here (cachescope.reads), each taking a store path or URL and ISO times too
+READS = ("efficiency_totals", "efficiency_series", "mrc", "best_policy", "cache_groups", "live_configs", "time_span",
+         "residence_series", "observed_series", "observed_servers", "cache_split", "alerts", "pipeline_health")
+__all__ = ["connect", "whatif", "recommend", *READS]
 
 _open: dict[str, Store] = {}
 COUNTS = ("requests", "hits", "bytes_requested", "bytes_hit", "bytes_filled", "evictions")
@@ -120,16 +121,7 @@ def _read(fn):
     return call
 
 
-efficiency_totals = _read(reads.efficiency_totals)
-efficiency_series = _read(reads.efficiency_series)
-mrc = _read(reads.mrc)
-best_policy = _read(reads.best_policy)
-cache_groups = _read(reads.cache_groups)
-live_configs = _read(reads.live_configs)
-time_span = _read(reads.time_span)
-residence_series = _read(reads.residence_series)
-observed_series = _read(reads.observed_series)
-observed_servers = _read(reads.observed_servers)
-cache_split = _read(reads.cache_split)
-alerts = _read(reads.alerts)
-pipeline_health = _read(reads.pipeline_health)
+def __getattr__(name: str):
+    if name in READS:
+        return _read(getattr(reads, name))
+    raise AttributeError(f"module 'cachescope.notebook' has no attribute {name!r}")
