@@ -64,6 +64,8 @@ def whatif(
     if recommend is not None:
         if not 0 < recommend <= 1 or metric not in ("hit", "transfer"):
             raise UsageError(f"--recommend {recommend:g} --metric {metric}: a target in (0, 1], metric hit or transfer")
+        if warmup:
+            raise UsageError("--warmup does not apply to --recommend (its replays start cold at --from)")
         if len(sizes) not in (0, 2) or (sizes and sizes[0] >= sizes[1]):
             raise UsageError("with --recommend, --size is the smallest and largest size to consider: MIN,MAX")
     if not policies or not (sizes or recommend is not None):

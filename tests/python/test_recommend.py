@@ -115,3 +115,5 @@ def test_the_command_answers_as_the_route_and_one_line_when_unreachable(data):
     assert bad.returncode == 1 and len(bad.stderr.splitlines()) == 1 and "--recommend" in bad.stderr, bad.stderr
     usage = run(*args[:-4], "--size", "1TB", "--recommend", "0.6")
     assert usage.returncode == 2 and "MIN,MAX" in usage.stderr
+    warm = run(*args, "--warmup", "1d")  # the search's replays start cold: refused, not ignored
+    assert warm.returncode == 2 and "--warmup" in warm.stderr
