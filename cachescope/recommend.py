@@ -19,10 +19,11 @@ Efficiency is hit efficiency (hits / reads) or transfer efficiency (bytes hit / 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Literal, Sequence
+from typing import Callable, ContextManager, Literal, Sequence
 
 import numpy as np
 
@@ -99,9 +100,11 @@ def _between(lower: int, upper: int, n: int) -> list[int]:
     return sorted(s for s in inner if lower < s < upper)
 
 
-def recommend(store, rec: Recommend, *, run: Callable[[WhatIf], WhatIfResult] | None = None) -> dict:
+def recommend(store, rec: Recommend, *, run: Callable[[WhatIf], WhatIfResult] | None = None,
+              slot: Callable[[], ContextManager] = contextlib.nullcontext) -> dict:
     """The answer of `GET /v1/recommend` and `cachescope whatif --recommend`. `run` replays one
-    what-if (the API passes its bounded runner); raises Unreachable when no policy reaches the goal."""
+    what-if and `slot` holds the LRU curve's pass (the API passes its bounded runner and its
+    concurrency slot); raises Unreachable when no policy reaches the goal."""
     run = run or (lambda req: run_whatif(store, req))
     if rec.max_size <= rec.min_size:
         raise WhatIfError("max_size", "max_size must be above min_size")
@@ -144,7 +147,8 @@ def recommend(store, rec: Recommend, *, run: Callable[[WhatIf], WhatIfResult] | 
         for s in todo.values():
             s.passes += 1
     if "lru" in rec.policies:
-        searches["lru"] = lru_exact(store, rec, grid)
+        with slot():
+            searches["lru"] = lru_exact(store, rec, grid)
 
     recs = []
     for p in dict.fromkeys(rec.policies):

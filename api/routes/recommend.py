@@ -59,7 +59,8 @@ def recommend(
                     fraction_of_optimum=fraction_of_optimum, min_size=lo, max_size=hi, points=points,
                     sample_rate=sample_rate)
     try:
-        answer = run_recommend(store, rec, run=lambda req: limits.run(store, req, where="query"))
+        answer = run_recommend(store, rec, run=lambda req: limits.run(store, req, where="query"),
+                               slot=lambda: limits.slot("query"))
     except WhatIfError as e:
         raise ApiError(e.status, e.field, str(e), "query") from None
     return P.json_response({"cache_group": groups, "from": start.isoformat(), "to": end.isoformat(), **answer})

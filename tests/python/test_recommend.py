@@ -117,3 +117,27 @@ def test_the_command_answers_as_the_route_and_one_line_when_unreachable(data):
     assert usage.returncode == 2 and "MIN,MAX" in usage.stderr
     warm = run(*args, "--warmup", "1d")  # the search's replays start cold: refused, not ignored
     assert warm.returncode == 2 and "--warmup" in warm.stderr
+
+
+def test_the_route_holds_a_replay_slot_for_the_lru_curve_pass(data, monkeypatch):
+    # the LRU curve reads the whole range like a what-if: it counts against the concurrent replays
+    from fastapi.testclient import TestClient
+
+    from api.core.config import Settings
+    from api.main import create_app
+    from cachescope import recommend
+
+    app = create_app(Settings(store_dir=data / "store", whatif_concurrency=1))
+    free_during: list[bool] = []
+    real = recommend.lru_exact
+
+    def lru_exact(*args):
+        free_during.append(app.state.limits._slots.acquire(blocking=False))
+        return real(*args)
+
+    monkeypatch.setattr(recommend, "lru_exact", lru_exact)
+    with TestClient(app) as c:
+        r = c.get("/v1/recommend", params={"cache_group": "SITE-A", "from": FROM, "to": TO, "min_size": "50GB",
+                                           "max_size": "20TB", "points": 4, "policy": "lru", "target": 0.3})
+    assert r.status_code == 200, r.text
+    assert free_during == [False]
