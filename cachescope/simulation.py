@@ -258,17 +258,17 @@ class LruCurve:
                 "capacity_bytes": int(cap),
                 "requests": float(req[0]),
                 "hits": float(hits[0]),
-                "hit_ratio": float(hits[0] / req[0]) if req[0] else 0.0,
+                "hit_ratio": float(hits[0] / req[0]) if req[0] else None,
                 "bytes_requested": float(req[1]),
                 "bytes_hit": float(hits[1]),
-                "byte_hit_ratio": float(hits[1] / req[1]) if req[1] else 0.0,
+                "byte_hit_ratio": float(hits[1] / req[1]) if req[1] else None,
                 "sample_rate": c["sample_rate"],
             }
             if tier_names:
                 point["by_tier"] = {
                     name: {
-                        "hit_ratio": float(c["hits"][j, t, 0] / c["requested"][t, 0]) if c["requested"][t, 0] else 0.0,
-                        "byte_hit_ratio": float(c["hits"][j, t, 1] / c["requested"][t, 1]) if c["requested"][t, 1] else 0.0,
+                        "hit_ratio": float(c["hits"][j, t, 0] / c["requested"][t, 0]) if c["requested"][t, 0] else None,
+                        "byte_hit_ratio": float(c["hits"][j, t, 1] / c["requested"][t, 1]) if c["requested"][t, 1] else None,
                     }
                     for t, name in enumerate(tier_names)
                     if c["requested"][t, 0]

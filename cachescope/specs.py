@@ -53,16 +53,16 @@ class CacheSpec:
 
 def ratios(counters: Sequence[int]) -> dict:
     """The field's definitions over one counter vector (fields, in FIELDS order): hit and transfer
-    efficiency."""
+    efficiency, None (JSON null) where nothing was read: an empty window has no efficiency."""
     c = [int(x) for x in counters]
     req, hits, breq, bhit = c[F["requests"]], c[F["hits"]], c[F["bytes_requested"]], c[F["bytes_hit"]]
     return {
         "requests": req,
         "hits": hits,
-        "hit_ratio": hits / req if req else 0.0,
+        "hit_ratio": hits / req if req else None,
         "bytes_requested": breq,
         "bytes_hit": bhit,
-        "byte_hit_ratio": bhit / breq if breq else 0.0,
+        "byte_hit_ratio": bhit / breq if breq else None,
         "bytes_filled": c[F["bytes_filled"]],
         "evictions": c[F["evictions"]],
         "bytes_evicted": c[F["bytes_evicted"]],

@@ -62,6 +62,11 @@ def parse_size_spec(text: str, working_set: int | None = None) -> int:
     return parse_size(t)
 
 
+def format_efficiency(v: float | None) -> str:
+    """An efficiency for a table: blank when there is none (nothing read), never 0."""
+    return "" if v is None or v != v else f"{v:.4f}"
+
+
 def format_size(n: float, binary: bool = False) -> str:
     """Human-readable size: 10TB style (decimal) or 10TiB style."""
     base, units = (1024, ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]) if binary else (

@@ -37,6 +37,7 @@ from cachescope import reads
 from cachescope.admission import sampled_mask
 from cachescope.errors import UsageError
 from cachescope.simulation import FIELDS, POLICIES, CacheSpec, ShadowBank
+from cachescope.specs import ratios
 from cachescope.store import Store
 
 F = {name: i for i, name in enumerate(FIELDS)}
@@ -98,10 +99,13 @@ class WhatIf:
     #: > 0: also counters per time bucket of this many seconds from `start`
     step_s: int = 0
     chunk: dt.timedelta = DAY
+    #: (policy, size) pairs replayed instead of every policy × size (a search asks each policy its own sizes)
+    pairs: Sequence[tuple[str, int]] = ()
 
     def specs(self) -> list[CacheSpec]:
+        pairs = self.pairs or [(p, s) for p in self.policies for s in self.sizes]
         return [CacheSpec(p, int(s), dict(self.params.get(p, {})), self.sample_rate, self.partitions)
-                for p in self.policies for s in self.sizes]
+                for p, s in pairs]
 
 
 @dataclass
@@ -161,13 +165,7 @@ class WhatIfResult:
             out.append(row)
         return out
 
-    @staticmethod
-    def _ratios(v: np.ndarray) -> dict:
-        v = [int(x) for x in v]
-        req, hits, breq, bhit = v[F["requests"]], v[F["hits"]], v[F["bytes_requested"]], v[F["bytes_hit"]]
-        return {"requests": req, "hits": hits, "hit_ratio": hits / req if req else 0.0,
-                "bytes_requested": breq, "bytes_hit": bhit, "byte_hit_ratio": bhit / breq if breq else 0.0,
-                "bytes_filled": v[F["bytes_filled"]], "evictions": v[F["evictions"]]}
+    _ratios = staticmethod(ratios)  # the one definition (and empty-window rule) of the efficiencies
 
     def _sampling(self, c: int, spec: CacheSpec, per: np.ndarray) -> dict:
         tot = per.sum(axis=(0, 1, 2))
@@ -188,7 +186,7 @@ class WhatIfResult:
 def _scaled(d: dict, rate: float) -> dict:
     if rate >= 1.0:
         return d
-    for k in ("requests", "hits", "bytes_requested", "bytes_hit", "bytes_filled", "evictions"):
+    for k in ("requests", "hits", "bytes_requested", "bytes_hit", "bytes_filled", "evictions", "bytes_evicted"):
         d[k] = int(round(d[k] / rate))
     return d
 
