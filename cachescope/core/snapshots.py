@@ -4,8 +4,6 @@ contents (`pipeline.shadow.xcache_seeds`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import msgspec
 import numpy as np
 
@@ -16,8 +14,8 @@ from cachescope.core.rollups import ROLLUPS
 from cachescope.core.tier_codes import TierCodes
 from cachescope.simulation import FIELDS, LruCurve, ShadowBank
 
-if TYPE_CHECKING:
-    from cachescope.core.processor import GroupProcessor
+# "GroupProcessor" below names cachescope.core.processor's class, not imported: the processor
+# imports this module, and the import graph stays acyclic
 
 STATE_VERSION = 2  # 2: hour and day windows in the state
 
