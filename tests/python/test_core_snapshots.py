@@ -82,3 +82,36 @@ def test_a_state_of_other_caches_or_another_shard_is_refused():
         GroupProcessor.restore("site-A", other, data, made.SHARD)
     with pytest.raises(ValueError, match="other shadow caches"):
         GroupProcessor.restore("site-A", made.config(), data, 1)
+
+
+def test_the_seed_warms_each_shard_with_its_own_files_only(shared_dir):
+    """`xcache_seeds`: a shard's xcache shadows start with the seeded files of its hash partition, so
+    the shards of a group together start as the one cache the group's seed describes."""
+    from cachescope.core.shards import shard_of
+    from cachescope.tiers import TierClassifier
+    from cachescope.xrdpfc import read_seed
+    from synthetic import event_stream
+
+    seed = shared_dir / "xcache-lab/captures/run1-default/cinfo-print.json"
+    classifier = TierClassifier.load([])
+    files = read_seed(seed, lambda path: classifier.path_tier(path)[0])
+    ev = event_stream(len(files), jitter_us=0, deletes=0, observed=False)
+    ev.file_id = np.array([f[0] for f in files], dtype=np.uint64)
+    ev.file_size = ev.bytes_read = np.array([f[1] for f in files], dtype=np.uint64)
+    ev.ts = (max(f[2] for f in files) + 60 + np.arange(len(files))) * 1_000_000
+
+    def hits(shards: int, shard: int, seeds: bool) -> int:
+        from cachescope.config.pipeline import PipelineConfig
+
+        config = PipelineConfig.model_validate({
+            "shards": shards, "curve": {"enabled": False},
+            "shadow": {"policies": ["xcache"], "sizes": ["10GB"], "xcache_seeds": {"g": str(seed)} if seeds else {}}})
+        p = GroupProcessor("g", config, shard)
+        p.process(ev)  # every seeded file read once, whichever shard it belongs to
+        return int(p.flush().efficiency.columns()["hits"].sum())
+
+    whole = hits(1, 0, True)
+    parts = [hits(2, k, True) for k in range(2)]
+    mine = shard_of(ev.file_id, 2)
+    assert whole > 0 and hits(1, 0, False) == 0
+    assert sum(parts) == whole and all(0 < n < whole for n in parts), (parts, whole, np.bincount(mine))
