@@ -68,9 +68,9 @@ class Enricher:
         resolve = self._resolve_in_python
         if spec is not None:
             try:
-                from cachescope.engine import _simcore
+                from cachescope.specs import PathTiers
 
-                resolve = _simcore.PathTiers(spec, self._resolve_in_python).resolve
+                resolve = PathTiers(spec, self._resolve_in_python).resolve
             except ValueError:  # a regex Rust's engine refuses: every path stays Python's
                 pass
         #: (path, VO hint=None) -> (normalised path, file_id, tier, VO): `path_tier` and the file

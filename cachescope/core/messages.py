@@ -27,8 +27,9 @@ import numpy as np
 import orjson
 
 from cachescope.core.columns import DTYPES, NO_OBSERVATION, OP_NAME_ARRAY, EventColumns
-from cachescope.engine import EngineError, _simcore
+from cachescope.engine import EngineError
 from cachescope.events import FIELD_KINDS, FIELD_NAMES, FLAG_FIELDS, OBSERVED_FIELDS, OP_CODES, AccessEvent
+from cachescope.specs import MESSAGE_FIELDS, decode_message as _decode_message
 
 #: the member naming the message's cache group (first, and the record's key)
 GROUP_FIELD = "cache_group"
@@ -53,8 +54,7 @@ class _Message(msgspec.Struct):
 _decoder = msgspec.json.Decoder(_Message)
 
 # simcore/src/messages.rs: the same decoding straight into columns, 1.3 → 0.3 µs per event
-_decode_message = _simcore.decode_message
-if tuple(_simcore.MESSAGE_FIELDS) != FIELD_NAMES:
+if tuple(MESSAGE_FIELDS) != FIELD_NAMES:
     raise EngineError("simcore/src/messages.rs decodes other fields than the AccessEvent contract "
                       "(cachescope/events.py): make its FIELDS the contract's, then rebuild with scripts/setup")
 _encoder = msgspec.json.Encoder()

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Callable
 
-from cachescope.engine import _simcore
+from cachescope.errors import UsageError
+from cachescope.specs import BillingFast
 from ingest.formats._base import MEMO_LIMIT, Access, BadRecord, Format, ParseContext, Reject, skip
 
 NAME = "dcache-billing"
@@ -111,8 +112,8 @@ _DATE_LETTERS = {
 _DATE_TOKEN = re.compile(r"yyyy|yy|MM|dd|HH|mm|ss|SSS|'[^']*'|[A-Za-z]+|[^A-Za-z']+")
 
 
-class FormatError(ValueError):
-    pass
+class FormatError(UsageError, ValueError):
+    """A billing format or date pattern (configuration) that cannot be used (exit 2)."""
 
 
 def _date_regex(pattern: str) -> str:
@@ -427,7 +428,7 @@ def _learn(m: re.Match[str], ctx: ParseContext) -> None:
 # line goes through the templates here, then the scan resumes. The templates are the reference:
 # tests/python/test_dcache_billing_fast.py compares both on samples, generated, mutated and
 # hypothesis lines. Custom templates (ingest.dcache_billing.formats) use the templates only.
-_SCANNER = _simcore.BillingFast()
+_SCANNER = BillingFast()
 _MOVER_DATE = next(f.date for f in _DEFAULT_COMPILED if f.kind == "mover-info-message")
 _DOOR_DATE = next(f.date for f in _DEFAULT_COMPILED if f.kind == "door-request-info-message")
 _ZERO_READ = skip("zero-byte read (open without data)")

@@ -39,7 +39,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from cachescope.engine import _simcore
+from cachescope.specs import GstreamColumns
 from ingest.formats._base import (
     U64_MAX,
     Access,
@@ -306,7 +306,7 @@ def _columns(ctx: ParseContext, enrich: Any) -> Any:
     """A compiled column builder for this stream (None: the Python path)."""
     if enrich.source != NAME:
         return None
-    return _simcore.GstreamColumns(enrich.source, enrich.origin, enrich.site, enrich.site_override, ctx.server,
+    return GstreamColumns(enrich.source, enrich.origin, enrich.site, enrich.site_override, ctx.server,
                            enrich.site_vo, enrich.resolve_path, enrich.group_for)
 
 

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cachescope import _simcore
-from cachescope.engine import SOURCE, EngineError, check, source_digest
+from cachescope.engine import SOURCE, EngineError, _simcore, check, source_digest
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = str(Path(sys.executable).parent / "cachescope")

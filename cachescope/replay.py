@@ -35,7 +35,9 @@ import numpy as np
 
 from cachescope import reads
 from cachescope.admission import sampled_mask
+from cachescope.errors import UsageError
 from cachescope.simulation import FIELDS, POLICIES, CacheSpec, ShadowBank
+from cachescope.specs import ratios
 from cachescope.store import Store
 
 F = {name: i for i, name in enumerate(FIELDS)}
@@ -55,7 +57,7 @@ _T95 = {3: 3.182}
 _SALTS = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9)
 
 
-class WhatIfError(ValueError):
+class WhatIfError(UsageError, ValueError):
     """A request the replay cannot answer; `field` names the request field at fault."""
 
     def __init__(self, field: str, message: str, status: int = 422):
@@ -97,10 +99,13 @@ class WhatIf:
     #: > 0: also counters per time bucket of this many seconds from `start`
     step_s: int = 0
     chunk: dt.timedelta = DAY
+    #: (policy, size) pairs replayed instead of every policy × size (a search asks each policy its own sizes)
+    pairs: Sequence[tuple[str, int]] = ()
 
     def specs(self) -> list[CacheSpec]:
+        pairs = self.pairs or [(p, s) for p in self.policies for s in self.sizes]
         return [CacheSpec(p, int(s), dict(self.params.get(p, {})), self.sample_rate, self.partitions)
-                for p in self.policies for s in self.sizes]
+                for p, s in pairs]
 
 
 @dataclass
@@ -160,13 +165,7 @@ class WhatIfResult:
             out.append(row)
         return out
 
-    @staticmethod
-    def _ratios(v: np.ndarray) -> dict:
-        v = [int(x) for x in v]
-        req, hits, breq, bhit = v[F["requests"]], v[F["hits"]], v[F["bytes_requested"]], v[F["bytes_hit"]]
-        return {"requests": req, "hits": hits, "hit_ratio": hits / req if req else 0.0,
-                "bytes_requested": breq, "bytes_hit": bhit, "byte_hit_ratio": bhit / breq if breq else 0.0,
-                "bytes_filled": v[F["bytes_filled"]], "evictions": v[F["evictions"]]}
+    _ratios = staticmethod(ratios)  # the one definition (and empty-window rule) of the efficiencies
 
     def _sampling(self, c: int, spec: CacheSpec, per: np.ndarray) -> dict:
         tot = per.sum(axis=(0, 1, 2))
@@ -187,7 +186,7 @@ class WhatIfResult:
 def _scaled(d: dict, rate: float) -> dict:
     if rate >= 1.0:
         return d
-    for k in ("requests", "hits", "bytes_requested", "bytes_hit", "bytes_filled", "evictions"):
+    for k in ("requests", "hits", "bytes_requested", "bytes_hit", "bytes_filled", "evictions", "bytes_evicted"):
         d[k] = int(round(d[k] / rate))
     return d
 
@@ -284,7 +283,7 @@ class _PerServer:
 
 def _next_by_server(ids: np.ndarray, server: np.ndarray, n_servers: int) -> np.ndarray:
     """belady's next-access times within each server's own stream (its cache sees only that)."""
-    from cachescope import _simcore
+    from cachescope import simulation as _simcore
 
     out = np.zeros(len(ids), dtype=np.uint64)
     for i in range(n_servers):
@@ -368,7 +367,7 @@ def run_whatif(store: Store, req: WhatIf, *, tier_names: Sequence[str] | None = 
         # belady: next-access times over the whole replay, so the columns are kept for it
         parts = list(chunks())
         all_ids = np.concatenate([p[0]["file_id"][p[0]["admitted"].astype(bool)] for p in parts]) if parts else np.zeros(0, np.uint64)
-        from cachescope import _simcore
+        from cachescope import simulation as _simcore
 
         nxt_all = _simcore.next_access_times(np.ascontiguousarray(all_ids, dtype=np.uint64))
         nxt_bank = nxt_all
