@@ -241,46 +241,54 @@ class LineParser:
         else:
             yield from self._parse(lines, batch_size, builder)
 
-    def _take(self, line_no: int, line: str, result, emit: Callable[[AccessEvent], None], quiet: dict) -> None:
-        """One line's parse result (None: parse it here): its events to `emit`, its rejects recorded."""
-        event = None
-        try:
-            if result is None:
-                result = self.format.raw(line, self.ctx)
-            if type(result) is Access:
-                event = self.enrich(result)  # raises BadRecord for values outside the contract
-        except BadRecord as exc:
-            result = Reject(exc.reason, exc.skipped)
-        except Exception as exc:  # noqa: BLE001 - a parser bug: keep the line, name the bug
-            result = Reject(f"{INTERNAL_ERROR}: {type(exc).__name__}: {exc}")
-        if event is not None:
-            emit(event)  # outside the try: a value the columns cannot hold raises, as from_events does
-        elif type(result) is list:
-            events = []
-            for item in result:
-                if type(item) is Access:
-                    try:
-                        events.append(self.enrich(item))
-                    except BadRecord as exc:
-                        self._reject(line_no, line, Reject(exc.reason, exc.skipped))
-                else:
-                    self._reject(line_no, line, item)
-            for event in events:
-                emit(event)
-        elif self._record_skipped or not result.skipped:
-            self._reject(line_no, line, result)
-        else:
-            quiet[result.reason] = quiet.get(result.reason, 0) + 1
+    def _taker(self, quiet: dict) -> Callable:
+        """The one handler of a line's parse result: take(line_no, line, result or None (parse it
+        here), emit) sends its events to `emit` and records its rejects (skipped ones counted in
+        `quiet` when they are not recorded)."""
+        raw, ctx, enrich, reject = self.format.raw, self.ctx, self.enrich, self._reject
+        record_skipped = self._record_skipped
+
+        def take(line_no: int, line: str, result, emit: Callable[[AccessEvent], None]) -> None:
+            event = None
+            try:
+                if result is None:
+                    result = raw(line, ctx)
+                if type(result) is Access:
+                    event = enrich(result)  # raises BadRecord for values outside the contract
+            except BadRecord as exc:
+                result = Reject(exc.reason, exc.skipped)
+            except Exception as exc:  # noqa: BLE001 - a parser bug: keep the line, name the bug
+                result = Reject(f"{INTERNAL_ERROR}: {type(exc).__name__}: {exc}")
+            if event is not None:
+                emit(event)  # outside the try: a value the columns cannot hold raises, as from_events does
+            elif type(result) is list:
+                events = []
+                for item in result:
+                    if type(item) is Access:
+                        try:
+                            events.append(enrich(item))
+                        except BadRecord as exc:
+                            reject(line_no, line, Reject(exc.reason, exc.skipped))
+                    else:
+                        reject(line_no, line, item)
+                for event in events:
+                    emit(event)
+            elif record_skipped or not result.skipped:
+                reject(line_no, line, result)
+            else:
+                quiet[result.reason] = quiet.get(result.reason, 0) + 1
+
+        return take
 
     def _parse(self, lines: Iterable[str], batch_size: int, builder) -> Iterator:
         """The one parse loop, block by block of lines: lists of events (`builder` None), each line
         through the format's compiled block parser when it has one, else its Python parser; or the
         columns a compiled `builder` makes, the lines it declines through the Python parser."""
         ctx, enrich, stats = self.ctx, self.enrich, self.stats
-        take = self._take
         block_parser = self.format.block if builder is None else None
         record_skipped = self._record_skipped
         quiet: dict[str, int] = {}  # skipped lines by reason, when they are not recorded
+        take = self._taker(quiet)
         damaged: list[InputError] = []
         # a list cannot fail mid-way; a reader can (damaged compressed input): the events read
         # before the damage are kept, then it is raised
@@ -322,7 +330,7 @@ class LineParser:
                         if type(result) is Reject and result.skipped and not record_skipped:
                             quiet[result.reason] = quiet.get(result.reason, 0) + 1  # half of a billing log
                             continue
-                        take(line_no, line, result, append, quiet)
+                        take(line_no, line, result, append)
                         if len(out) >= batch_size:
                             yield emitted()
                             out = []
@@ -344,7 +352,7 @@ class LineParser:
                             blank += 1
                         else:
                             enrich.seq = builder.seq
-                            take(line_no + i + 1, line, None, builder.push, quiet)
+                            take(line_no + i + 1, line, None, builder.push)
                             builder.seq = enrich.seq
                         i += 1
                 line_no += n
