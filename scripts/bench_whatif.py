@@ -61,6 +61,7 @@ def load_before(rev: str):
     path.write_text(src)
     spec = importlib.util.spec_from_file_location("whatif_before", path)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules["whatif_before"] = mod  # dataclasses look their module up
     spec.loader.exec_module(mod)
     return mod
 

@@ -120,6 +120,36 @@ def test_the_cases_bypass_partition_and_sample(store):
     assert all(r["sampling"]["hit_ratio_error_bound"] > 0 for r in golden["file_hash_sampled"]["results"])
 
 
+def test_a_routed_bank_with_bypasses_is_one_bank_per_partition():
+    """The Python face: `ShadowBank(partitions=3)` fed a partition column and bypassed reads
+    counts as three banks of `capacity_share` each, fed their own rows (belady on each
+    partition's own future); `capacity_share` is the split the shards of a group use."""
+    from dataclasses import replace
+
+    from cachescope.simulation import OP_BYPASS, CacheSpec, ShadowBank, capacity_share, next_access_times
+
+    rng = np.random.default_rng(5)
+    n = 20_000
+    fid = rng.integers(0, 500, n).astype(np.uint64)
+    size = (1 + fid % 37) * 1000
+    tier = (fid % 3).astype(np.uint8)
+    op = np.where(rng.random(n) < 0.1, OP_BYPASS, 0).astype(np.uint8)
+    part = rng.integers(0, 3, n)
+    specs = [CacheSpec("lru", 200_001), CacheSpec("belady", 150_000, sample_rate=0.5)]
+    routed = ShadowBank(specs, 3, partitions=3)
+    total, per = routed.feed_by_partition(fid, size, size, tier, op, part,
+                                          next_access=next_access_times(fid, op=op, partition=part))
+    assert per.shape == (3, 2, 3, len(total[0, 0, 0]))
+    for p in range(3):
+        m = part == p
+        own = ShadowBank([replace(s, capacity=capacity_share(s.capacity, 3, p)) for s in specs], 3)
+        out = own.feed(fid[m], size[m], size[m], tier[m], op[m], next_access=next_access_times(fid[m], op=op[m]))
+        assert (per[p] == out.sum(axis=0)).all(), p
+    assert (total.sum(axis=0) == per.sum(axis=0)).all()
+    assert per[:, :, :, 1].sum() > 0  # hits
+    assert [capacity_share(10, 3, i) for i in range(3)] == [4, 3, 3]
+
+
 def main() -> None:
     import tempfile
 
