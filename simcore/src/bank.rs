@@ -142,7 +142,6 @@ pub struct Bank {
 }
 
 /// One partition's rows of a batch, gathered (a routed bank's caches each see only theirs).
-#[derive(Default)]
 struct Gathered {
     id: Vec<u64>,
     size: Vec<u64>,
