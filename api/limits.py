@@ -3,11 +3,12 @@ once (429 rather than a queue: a replay holds a core for seconds), with their me
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
 from api.errors import ApiError
-from cachescope.whatif import WhatIf, WhatIfError, WhatIfResult, check, run_whatif, scope
+from cachescope.replay import WhatIf, WhatIfError, WhatIfResult, check, run_whatif, scope
 
 
 class Limits:
@@ -26,23 +27,34 @@ class Limits:
         if days > s.whatif_max_days:
             raise ApiError(413, "to", f"a what-if covers at most {s.whatif_max_days:g} days (warm-up included), "
                                       f"this one {days:.1f}: shorten the range", where)
-        n = len(req.policies) * len(req.sizes)
+        n = len(req.specs())
         if n > s.whatif_max_configs:
             raise ApiError(413, "size", f"{n} (policy, size) pairs; at most {s.whatif_max_configs} per request", where)
+        with self.slot(where):
+            return self._run(store, req, where)
+
+    @contextlib.contextmanager
+    def slot(self, where: str = "body"):
+        """One of the replays allowed at once (any pass over the stored accesses), else a 429."""
         if not self._slots.acquire(blocking=False):
             self.metrics.whatif_refused.inc()
-            raise ApiError(429, "", f"{s.whatif_concurrency} what-if replays are running: retry in a few seconds",
-                           where, headers={"Retry-After": "5"})
+            raise ApiError(429, "", f"{self.settings.whatif_concurrency} what-if replays are running: retry in a few "
+                                    "seconds", where, headers={"Retry-After": "5"})
         try:
-            t0 = time.perf_counter()
-            accesses, tiers = scope(store, req)
-            if accesses > s.whatif_max_accesses:
-                raise ApiError(413, "to", f"the range holds {accesses:,} accesses; at most {s.whatif_max_accesses:,} "
-                                          "per what-if: shorten it or sample (sample_rate)", where)
-            result = run_whatif(store, req, tier_names=tiers, on_chunk=self.metrics.whatif_rows.inc)
-            self.metrics.whatif_seconds.observe(time.perf_counter() - t0)
-            return result
-        except WhatIfError as e:
-            raise ApiError(e.status, e.field, str(e), where) from None
+            yield
         finally:
             self._slots.release()
+
+    def _run(self, store, req: WhatIf, where: str) -> WhatIfResult:
+        t0 = time.perf_counter()
+        try:
+            accesses, tiers = scope(store, req)
+            if accesses > self.settings.whatif_max_accesses:
+                raise ApiError(413, "to", f"the range holds {accesses:,} accesses; at most "
+                                          f"{self.settings.whatif_max_accesses:,} per what-if: shorten it or sample "
+                                          "(sample_rate)", where)
+            result = run_whatif(store, req, tier_names=tiers, on_chunk=self.metrics.whatif_rows.inc)
+        except WhatIfError as e:
+            raise ApiError(e.status, e.field, str(e), where) from None
+        self.metrics.whatif_seconds.observe(time.perf_counter() - t0)
+        return result

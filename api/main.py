@@ -51,7 +51,7 @@ def create_app(settings: Settings | None = None, stores: StorePool | None = None
 
     app = FastAPI(title="cachescope", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
     app.state.settings = settings
-    app.state.auth = Auth(settings.tokens())
+    app.state.auth = Auth(settings.token_scopes())
     app.state.metrics = metrics
     app.state.limits = Limits(settings, metrics)
     app.state.answers = AnswerCache(settings.answer_cache_seconds, counter=metrics.answers)

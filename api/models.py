@@ -140,10 +140,10 @@ class WhatIfRequest(BaseModel):
 class Counts(BaseModel):
     requests: int
     hits: int
-    hit_ratio: float
+    hit_ratio: Optional[float] = Field(..., description="hit efficiency; null where nothing was read")
     bytes_requested: int
     bytes_hit: int
-    byte_hit_ratio: float
+    byte_hit_ratio: Optional[float] = Field(..., description="transfer efficiency; null where no byte was read")
     bytes_filled: int = 0
     evictions: int = 0
 
@@ -283,6 +283,17 @@ class CompareAnswer(BaseModel):
     note: str = ""
 
 
+class Bracket(BaseModel):
+    """The answer's proof: `lower_size_bytes` misses the target (None: min_size reaches it),
+    `upper_size_bytes` (the answer) reaches it, upper ≤ (1 + tolerance) × lower."""
+    lower_size_bytes: Optional[int]
+    lower_value: Optional[float]
+    upper_size_bytes: Optional[int]
+    upper_value: Optional[float]
+    passes: int
+    tolerance: float
+
+
 class Recommendation(BaseModel):
     policy: str
     target: str
@@ -291,18 +302,22 @@ class Recommendation(BaseModel):
     value_at_size: Optional[float]
     wan_bytes_saved_per_extra_tb: Optional[float]
     curve: list[dict[str, Any]]
+    method: str = ""
+    bracket: Optional[Bracket] = None
 
 
 class RecommendAnswer(BaseModel):
     model_config = ConfigDict(json_schema_extra={"examples": [{
         "cache_group": ["PIC-CMS-XCACHE"], "from": "2026-01-05T00:00:00+00:00", "to": "2026-01-12T00:00:00+00:00",
-        "method": "what-if passes over a log grid of sizes; the smallest grid size reaching the target", "optimum": {},
+        "method": "LRU from its exact curve, the others by a bracketing search over what-if passes: the smallest "
+                  "size reaching the target within 1 %", "optimum": {}, "goal": 0.6,
         "recommendations": []}]})
     cache_group: list[str]
     from_: str = Field(..., alias="from")
     to: str
     method: str
     optimum: dict[str, Any]
+    goal: Optional[float] = None
     recommendations: list[Recommendation]
 
 

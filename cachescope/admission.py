@@ -4,7 +4,7 @@ The engine's bank has no "do not insert" flag, so an excluded read is not fed to
 counted here instead as a request and a miss of its tier, for each cache that samples its file
 (SHARDS), which is what a cache that bypasses it would count. Writes and deletes always reach
 the bank (they invalidate a cached copy whatever the filter). Used by the live pipeline
-(processor, `pipeline.shadow.admission`) and by what-if replays (cachescope/whatif.py).
+(processor, `pipeline.shadow.admission`) and by what-if replays (cachescope/replay.py).
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ class AdmissionConfig(BaseModel):
     """`admission: {exclude_tiers: [PILEUP, UNMERGED], max_file_size: 10GB}` of a cache configuration."""
 
     model_config = ConfigDict(extra="forbid")
+    #: data tiers the caches do not insert (their reads are requests and misses)
     exclude_tiers: list[str] = []
+    #: files above this size (10GB, or bytes) are not inserted
     max_file_size: Optional[Union[int, str]] = None
 
     @field_validator("max_file_size")

@@ -14,7 +14,13 @@ EXIT_SIGTERM = 143
 
 
 class UserError(Exception):
-    """A problem with the user's input, files, options or servers; `str()` is the whole message."""
+    """A problem with the user's input, files, options or servers; `str()` is the whole message.
+
+    Every error a user can act on is one of these (tests/python/test_errors.py enumerates them):
+    the command line maps it to its exit code by type, never by name. `subject` ("store",
+    "migration") is what the command line says before the message."""
+
+    subject = ""
 
     def __init__(self, message: str, exit_code: int = EXIT_DATA):
         super().__init__(message)

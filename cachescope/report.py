@@ -64,24 +64,26 @@ def _figure(w: float = 7.5, h: float = 4.2):
 
 
 def belady_points(store, start: dt.datetime, end: dt.datetime, group: str, sizes: list[int]) -> tuple[pd.DataFrame, str]:
-    """Belady (offline optimum) at `sizes` over the group's stored accesses of the period."""
-    from cachescope.simulation import CacheSpec, ShadowBank, _simcore
+    """Belady (offline optimum) at `sizes` over the group's stored accesses of the period: one
+    what-if pass (cachescope.replay), SHARDS-sampled above BELADY_MAX_ACCESSES accesses."""
+    from cachescope.replay import WhatIf, run_whatif, scope
 
-    df = reads.whatif_accesses(store, start, end, cache_groups=[group])
+    req = WhatIf(["belady"], [int(s) for s in sizes], start, end, cache_groups=[group])
+    n, tiers = scope(store, req) if sizes else (0, [])
+    if not n:
+        return pd.DataFrame(columns=["size_bytes", "hit_efficiency", "transfer_efficiency"]), ""
     note = ""
-    if len(df) > BELADY_MAX_ACCESSES:
-        note = f"Belady over the first {BELADY_MAX_ACCESSES:,} of {len(df):,} accesses"
-        df = df.iloc[:BELADY_MAX_ACCESSES]
-    if not len(df) or not sizes:
-        return pd.DataFrame(columns=["size_bytes", "hit_efficiency", "transfer_efficiency"]), note
-    bank = ShadowBank([CacheSpec("belady", int(s)) for s in sizes], 2)
-    fid = df["file_id"].to_numpy(np.uint64)
-    bank.feed(fid, df["file_size"].to_numpy(np.uint64), df["bytes_read"].to_numpy(np.uint64),
-              np.zeros(len(df), np.uint8), df["op_code"].to_numpy(np.uint8), _simcore.next_access_times(fid))
-    t = bank.totals().sum(axis=1)  # caches × fields
-    rows = [{"size_bytes": s, "hit_efficiency": t[i, 1] / t[i, 0] if t[i, 0] else np.nan,
-             "transfer_efficiency": t[i, 3] / t[i, 2] if t[i, 2] else np.nan} for i, s in enumerate(sizes)]
+    if n > BELADY_MAX_ACCESSES:
+        req.sample_rate = BELADY_MAX_ACCESSES / n
+        note = f"Belady SHARDS-sampled at rate {req.sample_rate:.3g} of {n:,} accesses"
+    rows = [{"size_bytes": a["size_bytes"], "hit_efficiency": _efficiency(a["hit_ratio"]),
+             "transfer_efficiency": _efficiency(a["byte_hit_ratio"])}
+            for a in run_whatif(store, req, tier_names=tiers).answers()]
     return pd.DataFrame(rows), note
+
+
+def _efficiency(v: float | None) -> float:
+    return np.nan if v is None else float(v)
 
 
 def curves_section(store, start, end) -> Section:

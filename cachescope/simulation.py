@@ -14,9 +14,10 @@ import numpy as np
 
 from cachescope import _simcore
 # the numpy-free part, here too so that callers import the engine's face from one place
-from cachescope.specs import (FIELDS, MAX_CAPACITY, OP_BYPASS, OP_DELETE, OP_READ, OP_WRITE, POLICIES,  # noqa: F401
-                              TRACE_FORMATS, CacheSpec, F, TraceError, check_specs, in_engine_thread, ratios,
-                              simulate_file)
+from cachescope.specs import (FIELDS, MAX_CAPACITY, MESSAGE_FIELDS, OP_BYPASS, OP_DELETE, OP_READ,  # noqa: F401
+                              OP_WRITE, POLICIES, SNAPSHOT_VERSION, TRACE_FORMATS, BillingFast, CacheSpec, F,
+                              GstreamColumns, PathTiers, TraceError, check_specs, decode_message, factorize_str,
+                              in_engine_thread, partition_of, ratios, simulate_file, stacked_columns)
 
 
 def _columns(file_id, file_size, bytes_read, tier, op) -> tuple:
@@ -286,17 +287,17 @@ class LruCurve:
                 "capacity_bytes": int(cap),
                 "requests": float(req[0]),
                 "hits": float(hits[0]),
-                "hit_ratio": float(hits[0] / req[0]) if req[0] else 0.0,
+                "hit_ratio": float(hits[0] / req[0]) if req[0] else None,
                 "bytes_requested": float(req[1]),
                 "bytes_hit": float(hits[1]),
-                "byte_hit_ratio": float(hits[1] / req[1]) if req[1] else 0.0,
+                "byte_hit_ratio": float(hits[1] / req[1]) if req[1] else None,
                 "sample_rate": c["sample_rate"],
             }
             if tier_names:
                 point["by_tier"] = {
                     name: {
-                        "hit_ratio": float(c["hits"][j, t, 0] / c["requested"][t, 0]) if c["requested"][t, 0] else 0.0,
-                        "byte_hit_ratio": float(c["hits"][j, t, 1] / c["requested"][t, 1]) if c["requested"][t, 1] else 0.0,
+                        "hit_ratio": float(c["hits"][j, t, 0] / c["requested"][t, 0]) if c["requested"][t, 0] else None,
+                        "byte_hit_ratio": float(c["hits"][j, t, 1] / c["requested"][t, 1]) if c["requested"][t, 1] else None,
                     }
                     for t, name in enumerate(tier_names)
                     if c["requested"][t, 0]

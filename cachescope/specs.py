@@ -10,6 +10,12 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from cachescope import _simcore
+# the engine's other entry points: only this module and simulation.py import `_simcore` (an
+# import-linter contract), so everything else takes them from here, numpy-free like this module
+from cachescope._simcore import (MESSAGE_FIELDS, SNAPSHOT_VERSION, BillingFast, GstreamColumns,  # noqa: F401
+                                 PathTiers, decode_message, factorize_str, next_access_times, partition_of,
+                                 stacked_columns)
+from cachescope.errors import UserError
 
 POLICIES: tuple[str, ...] = tuple(_simcore.POLICIES)
 FIELDS: tuple[str, ...] = tuple(_simcore.FIELDS)
@@ -49,24 +55,24 @@ class CacheSpec:
 
 def ratios(counters: Sequence[int]) -> dict:
     """The field's definitions over one counter vector (fields, in FIELDS order): hit and transfer
-    efficiency."""
+    efficiency, None (JSON null) where nothing was read: an empty window has no efficiency."""
     c = [int(x) for x in counters]
     req, hits, breq, bhit = c[F["requests"]], c[F["hits"]], c[F["bytes_requested"]], c[F["bytes_hit"]]
     return {
         "requests": req,
         "hits": hits,
-        "hit_ratio": hits / req if req else 0.0,
+        "hit_ratio": hits / req if req else None,
         "bytes_requested": breq,
         "bytes_hit": bhit,
-        "byte_hit_ratio": bhit / breq if breq else 0.0,
+        "byte_hit_ratio": bhit / breq if breq else None,
         "bytes_filled": c[F["bytes_filled"]],
         "evictions": c[F["evictions"]],
         "bytes_evicted": c[F["bytes_evicted"]],
     }
 
 
-class TraceError(ValueError):
-    pass
+class TraceError(UserError, ValueError):
+    """A trace file that cannot be read as its format (exit 1)."""
 
 
 TRACE_FORMATS = ("csv", "oracle-general")

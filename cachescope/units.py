@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from cachescope.errors import UsageError
+
 _UNITS = {
     "B": 1,
     "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "PB": 10**15, "EB": 10**18,
@@ -13,8 +15,8 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)\s*$")
 U64_MAX = 2**64 - 1  # the one definition: every u64 bound of the contract and the CLI
 
 
-class SizeError(ValueError):
-    pass
+class SizeError(UsageError, ValueError):
+    """A size that is not one (exit 2); still a ValueError, so pydantic reports it as a field's."""
 
 
 def parse_size(text: str | int) -> int:
@@ -58,6 +60,11 @@ def parse_size_spec(text: str, working_set: int | None = None) -> int:
             raise SizeError(f"size {text!r}: percentage must be positive")
         return max(1, int(working_set * pct / 100))
     return parse_size(t)
+
+
+def format_efficiency(v: float | None) -> str:
+    """An efficiency for a table: blank when there is none (nothing read), never 0."""
+    return "" if v is None or v != v else f"{v:.4f}"
 
 
 def format_size(n: float, binary: bool = False) -> str:

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Callable, Mapping
 
+from cachescope.errors import UserError
 from cachescope.units import SizeError, parse_size
 
 #: the model's parameters and how each is written: `level` a fraction of the size (≤ 1) or a size
@@ -35,7 +36,7 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h|d|w)?\s*$", re.I)
 _SECONDS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
-class XrdPfcError(ValueError):
+class XrdPfcError(UserError, ValueError):
     """A value, file or line XrdPfc's files cannot be read from: the message names it."""
 
 

@@ -17,30 +17,28 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
-#: (module, exception class, message): errors of a store, a migration or a server a user can act on
-_SERVICE_ERRORS = (
-    ("cachescope.store.base", "StoreError", "store: {exc}"),
-    ("cachescope.store.migrations", "MigrationError", "migration: {exc}"),
+#: (module, exception class, message): errors of the servers' client libraries, which cannot
+#: subclass UserError (ours all do); looked up only in modules already imported, so `--help`
+#: stays light
+_CLIENT_ERRORS = (
     ("kafka.errors", "KafkaError", "Kafka: {kind}: {exc} (is the broker running and reachable?)"),
     ("clickhouse_driver.errors", "Error", "ClickHouse: {exc} (is the server running and reachable?)"),
 )
 
 
-def _library_error(exc: BaseException) -> tuple[str, int] | None:
-    """Message and exit code of errors the libraries raise that a user can act on (looked up only
-    in modules already imported, so `--help` stays light)."""
-    for module, cls, message in _SERVICE_ERRORS:
+def _client_error(exc: BaseException) -> str | None:
+    """The message of a server client library's error (an unreachable server: exit 1)."""
+    for module, cls, message in _CLIENT_ERRORS:
         mod = sys.modules.get(module)
         err = getattr(mod, cls, None) if mod is not None else None
         if err is not None and isinstance(exc, err):
-            return message.format(exc=exc, kind=type(exc).__name__), EXIT_DATA
-    for name in ("cachescope.tiers.classifier", "cachescope.units", "cachescope.simulation"):
-        mod = sys.modules.get(name)
-        for cls in ("RulesError", "SizeError", "TraceError"):
-            err = getattr(mod, cls, None) if mod is not None else None
-            if err is not None and isinstance(exc, err):
-                return str(exc), EXIT_USAGE if cls != "TraceError" else EXIT_DATA
+            return message.format(exc=exc, kind=type(exc).__name__)
     return None
+
+
+def user_message(exc: UserError) -> str:
+    """What the command line says of a UserError, after `cachescope CMD: `."""
+    return _one_line(f"{exc.subject}: {exc.message}" if exc.subject else exc.message)
 
 
 class CachescopeGroup(TyperGroup):
@@ -79,8 +77,8 @@ class CachescopeGroup(TyperGroup):
             else:
                 typer.echo(f"{prefix}: interrupted", err=True)
                 code = EXIT_SIGINT
-        except UserError as exc:
-            typer.echo(f"{prefix}: {_one_line(exc.message)}", err=True)
+        except UserError as exc:  # every error of ours a user can act on: its type gives the code
+            typer.echo(f"{prefix}: {user_message(exc)}", err=True)
             code = exc.exit_code
         except KeyboardInterrupt:
             typer.echo(f"{prefix}: interrupted", err=True)
@@ -99,10 +97,10 @@ class CachescopeGroup(TyperGroup):
                 typer.echo(f"{prefix}: {what}{exc.strerror or _one_line(str(exc))}", err=True)
                 code = EXIT_DATA
         except Exception as exc:  # noqa: BLE001 - the last guard: still one line, never a traceback
-            known = _library_error(exc)
+            known = _client_error(exc)
             if known is not None:
-                typer.echo(f"{prefix}: {_one_line(known[0])}", err=True)
-                code = known[1]
+                typer.echo(f"{prefix}: {_one_line(known)}", err=True)
+                code = EXIT_DATA
             else:
                 typer.echo(f"{prefix}: internal error: {type(exc).__name__}: {_one_line(str(exc))} "
                            "(a bug: please report it with the command line)", err=True)

@@ -23,7 +23,7 @@ import typer
 
 from cli.app import app
 from cachescope.errors import EXIT_SIGINT, EXIT_SIGTERM, UsageError, UserError
-from cachescope.units import format_size
+from cachescope.units import format_efficiency, format_size
 
 
 @app.command()
@@ -211,5 +211,5 @@ def _print_results(summary, as_json: bool) -> None:
         table.add_column(col, justify="left" if col in ("cache group", "policy") else "right")
     for r in df.sort_values(["cache_group", "policy", "size_bytes"]).itertuples():
         table.add_row(r.cache_group, r.policy, format_size(int(r.size_bytes)), f"{r.requests:,}",
-                      f"{r.hit_ratio:.4f}", f"{r.byte_hit_ratio:.4f}")
+                      format_efficiency(r.hit_ratio), format_efficiency(r.byte_hit_ratio))
     Console().print(table)

@@ -10,7 +10,7 @@ import typer
 
 from cli.app import app
 from cachescope.errors import UsageError, UserError
-from cachescope.units import SizeError, format_size, parse_size_spec
+from cachescope.units import SizeError, format_efficiency, format_size, parse_size_spec
 
 
 def fail(message: str, code: int = 2) -> UserError:
@@ -226,7 +226,7 @@ def _print_tables(results: list[dict], curve: list[dict], n: int, working_set: i
         for col in ("policy", "size", "hit ratio", "byte hit ratio", "hits", "bytes hit", "evictions"):
             t.add_column(col, justify="left" if col in ("policy", "size") else "right")
         for r in results:
-            t.add_row(r["policy"], format_size(r["size_bytes"]), f"{r['hit_ratio']:.4f}", f"{r['byte_hit_ratio']:.4f}",
+            t.add_row(r["policy"], format_size(r["size_bytes"]), format_efficiency(r["hit_ratio"]), format_efficiency(r["byte_hit_ratio"]),
                       f"{r['hits']:,}", format_size(r["bytes_hit"]), f"{r['evictions']:,}")
         console.print(t)
     if curve:
@@ -234,5 +234,5 @@ def _print_tables(results: list[dict], curve: list[dict], n: int, working_set: i
         for col in ("capacity", "hit ratio", "byte hit ratio"):
             t.add_column(col, justify="right")
         for p in curve:
-            t.add_row(format_size(p["capacity_bytes"]), f"{p['hit_ratio']:.4f}", f"{p['byte_hit_ratio']:.4f}")
+            t.add_row(format_size(p["capacity_bytes"]), format_efficiency(p["hit_ratio"]), format_efficiency(p["byte_hit_ratio"]))
         console.print(t)

@@ -28,9 +28,10 @@ def _list(value: str | None) -> list[str]:
 @app.command()
 def whatif(
     policy: Annotated[str, typer.Option("--policy", help="policies, comma-separated (lru,arc,…)")],
-    size: Annotated[str, typer.Option("--size", help="cache sizes, comma-separated: 10TB, 50TiB or bytes")],
     start: Annotated[str, typer.Option("--from", help="start of the range, ISO 8601 (UTC unless it says)")],
     end: Annotated[str, typer.Option("--to", help="end of the range (exclusive), ISO 8601")],
+    size: Annotated[Optional[str], typer.Option("--size", help="cache sizes, comma-separated: 10TB, 50TiB or bytes; "
+                                                "with --recommend the smallest and largest to consider (default 1TB,1PB)")] = None,
     store: Annotated[Optional[Path], typer.Option("--store", help="embedded store directory (chDB)")] = None,
     clickhouse: Annotated[Optional[str], typer.Option("--clickhouse", help="server URL, clickhouse://host:port[/db]")] = None,
     database: Annotated[Optional[str], typer.Option("--database", help="database (default: cachescope)")] = None,
@@ -39,9 +40,14 @@ def whatif(
     warmup: Annotated[Optional[str], typer.Option("--warmup", help="accesses before --from that fill the cache uncounted: 1d, 12h, P7D")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object per (policy, size), as POST /v1/whatif answers")] = False,
     progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="progress bar (default: on a terminal)")] = None,
+    recommend: Annotated[Optional[float], typer.Option("--recommend", metavar="TARGET", help="per policy, the smallest size "
+                                                       "reaching this efficiency (0–1), within 1 %, as GET /v1/recommend")] = None,
+    of_optimum: Annotated[bool, typer.Option("--of-optimum", help="--recommend's TARGET is a fraction of the optimum (an infinite cache)")] = False,
+    metric: Annotated[str, typer.Option("--metric", help="--recommend sizes for transfer or hit efficiency")] = "transfer",
 ) -> None:
     """Replay the stored read accesses of [--from, --to) through each (policy, size): hit and
-    transfer efficiency, by data tier (and by cache group when several are merged)."""
+    transfer efficiency, by data tier (and by cache group when several are merged). With
+    --recommend TARGET: per policy the smallest size reaching TARGET, and the bracket that shows it."""
     import sys
 
     from cachescope.config.durations import parse_duration_us
@@ -55,7 +61,14 @@ def whatif(
     if t1 <= t0:
         raise UsageError(f"--to {end} must be after --from {start}")
     policies, sizes = _list(policy), [parse_size(s) for s in _list(size)]
-    if not policies or not sizes:
+    if recommend is not None:
+        if not 0 < recommend <= 1 or metric not in ("hit", "transfer"):
+            raise UsageError(f"--recommend {recommend:g} --metric {metric}: a target in (0, 1], metric hit or transfer")
+        if warmup:
+            raise UsageError("--warmup does not apply to --recommend (its replays start cold at --from)")
+        if len(sizes) not in (0, 2) or (sizes and sizes[0] >= sizes[1]):
+            raise UsageError("with --recommend, --size is the smallest and largest size to consider: MIN,MAX")
+    if not policies or not (sizes or recommend is not None):
         raise UsageError("give at least one --policy and one --size")
     try:
         warm = dt.timedelta(microseconds=parse_duration_us(warmup)) if warmup else dt.timedelta(0)
@@ -64,7 +77,7 @@ def whatif(
 
     from cachescope import reads
     from cachescope.store import open_store
-    from cachescope.whatif import WhatIf, WhatIfError, run_whatif, scope
+    from cachescope.replay import WhatIf, WhatIfError, run_whatif, scope
     from cli._progress import with_progress
 
     groups = _list(cache_group)
@@ -76,6 +89,8 @@ def whatif(
                             f"{', '.join(known['cache_group'].astype(str)) or 'none (replay some logs first)'}")
         if site and site not in set(known["site"].astype(str)):
             raise UserError(f"--site {site}: not in the store; known: {', '.join(sorted(set(known['site'].astype(str))))}")
+        if recommend is not None:
+            return _recommend(st, policies, sizes, t0, t1, groups, site, recommend, of_optimum, metric, as_json)
         req = WhatIf(policies=policies, sizes=sizes, start=t0, end=t1, cache_groups=groups,
                      sites=[site] if site else [], warmup=warm)
         try:
@@ -96,17 +111,55 @@ def whatif(
     _print_table(answers, result.accesses, t0, t1)
 
 
+def _recommend(st, policies, sizes, t0, t1, groups, site, target, of_optimum, metric, as_json) -> None:
+    import sys
+
+    import orjson
+
+    from cachescope.recommend import Recommend, recommend
+    from cachescope.replay import WhatIfError
+    from cachescope.units import format_size
+
+    rec = Recommend(policies, t0, t1, cache_groups=groups, sites=[site] if site else [], metric=metric,
+                    target=None if of_optimum else target, fraction_of_optimum=target if of_optimum else None,
+                    **({"min_size": sizes[0], "max_size": sizes[1]} if sizes else {}))
+    try:
+        answer = recommend(st, rec)
+    except WhatIfError as e:
+        option = {"target": "--recommend", "max_size": "--size", "policy": "--policy"}.get(e.field, f"--{e.field}")
+        raise UserError(f"{option}: {e}") from None
+    if as_json:
+        sys.stdout.buffer.write(orjson.dumps({"cache_group": groups, "from": t0.isoformat(), "to": t1.isoformat(),
+                                              **answer}, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"smallest size reaching {answer['recommendations'][0]['target']}")
+    for col in ("policy", "size", "efficiency there", "lower size (misses)", "its efficiency", "passes", "method"):
+        t.add_column(col, justify="left" if col in ("policy", "size", "method") else "right")
+    for r in answer["recommendations"]:
+        b = r["bracket"]
+        t.add_row(r["policy"], format_size(r["smallest_size_bytes"]) if r["reached"] else "not reached",
+                  f"{r['value_at_size']:.4f}" if r["reached"] else "",
+                  format_size(b["lower_size_bytes"]) if b["lower_size_bytes"] is not None else "(min reaches)",
+                  f"{b['lower_value']:.4f}" if b["lower_value"] is not None else "", str(b["passes"]),
+                  "exact curve" if r["policy"] == "lru" else "search")
+    Console().print(t)
+    print(answer["method"])
+
+
 def _print_table(answers: list[dict], accesses: int, t0: dt.datetime, t1: dt.datetime) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from cachescope.units import format_size
+    from cachescope.units import format_efficiency, format_size
 
     t = Table(title=f"{accesses:,} accesses, {t0:%Y-%m-%d %H:%M} – {t1:%Y-%m-%d %H:%M} UTC")
     for col in ("policy", "size", "hit efficiency", "transfer efficiency", "reads", "hits", "bytes hit"):
         t.add_column(col, justify="left" if col in ("policy", "size") else "right")
     for a in answers:
-        t.add_row(a["policy"], format_size(a["size_bytes"]), f"{a['hit_ratio']:.4f}", f"{a['byte_hit_ratio']:.4f}",
+        t.add_row(a["policy"], format_size(a["size_bytes"]), format_efficiency(a["hit_ratio"]), format_efficiency(a["byte_hit_ratio"]),
                   f"{a['requests']:,}", f"{a['hits']:,}", format_size(a["bytes_hit"]))
     Console().print(t)
     by = Table(title="by data tier")
@@ -116,7 +169,7 @@ def _print_table(answers: list[dict], accesses: int, t0: dt.datetime, t1: dt.dat
         for a in answers:
             if name in a["by_tier"]:
                 row = a["by_tier"][name]
-                by.add_row(name, a["policy"], format_size(a["size_bytes"]), f"{row['hit_ratio']:.4f}",
-                           f"{row['byte_hit_ratio']:.4f}", f"{row['requests']:,}")
+                by.add_row(name, a["policy"], format_size(a["size_bytes"]), format_efficiency(row["hit_ratio"]),
+                           format_efficiency(row["byte_hit_ratio"]), f"{row['requests']:,}")
     if by.row_count:
         Console().print(by)

@@ -68,7 +68,7 @@ class Enricher:
         resolve = self._resolve_in_python
         if spec is not None:
             try:
-                from cachescope._simcore import PathTiers
+                from cachescope.specs import PathTiers
 
                 resolve = PathTiers(spec, self._resolve_in_python).resolve
             except ValueError:  # a regex Rust's engine refuses: every path stays Python's

@@ -267,8 +267,13 @@ def _millis(duration: str) -> int:
     return max(1, parse_duration_us(duration) // 1000)
 
 
-def default_jars() -> list[str]:
-    jar_dir = os.environ.get("CACHESCOPE_FLINK_JARS") or str(REPO / ".cache" / "flink-jars")
+def default_jars(jar_dir: str | Path | None = None) -> list[str]:
+    """The connector jar in `jar_dir` (the settings' flink.jar_dir), else in the checkout's .cache."""
+    if jar_dir is None:  # a caller without the settings: the environment's value of it
+        from cachescope.config.environment import section_environment
+
+        jar_dir = section_environment("flink").get("jar_dir")
+    jar_dir = str(jar_dir or REPO / ".cache" / "flink-jars")
     found = glob.glob(os.path.join(jar_dir, CONNECTOR_JAR))
     if not found:
         raise SystemExit(f"connector jar {CONNECTOR_JAR} not found: run `scripts/services install flink-jars` "
@@ -276,42 +281,40 @@ def default_jars() -> list[str]:
     return found
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description="cachescope shadow-cache job (PyFlink)")
-    ap.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers host:port")
-    ap.add_argument("--topic", default="cachescope.events")
-    ap.add_argument("--late-topic", default="cachescope.events.late", help="late events (side output)")
-    ap.add_argument("--reject-topic", default="cachescope.events.rejects", help="messages that do not decode")
-    ap.add_argument("--consumer-group", default="cachescope-shadow-caches")
-    ap.add_argument("--clickhouse", required=True, help="clickhouse://host:port[/database]")
-    ap.add_argument("--database", default=None)
-    ap.add_argument("--config", default=None, help="pipeline YAML (policies × sizes, windows, curve)")
-    ap.add_argument("--checkpoint-dir", required=True, help="checkpoints (file:// path locally, s3:// in production)")
-    ap.add_argument("--checkpoint-interval", default="30s",
-                    help="also how often late/rejected records become visible (transactional side outputs)")
+_REQUIRED = ("bootstrap", "clickhouse", "checkpoint_dir")
+
+
+def job_options(argv: list[str] | None = None):
+    """(the job's options, the site configuration): the command line over the settings' `flink`
+    section; a missing or refused value exits 2 with one line."""
+    import typing
+
+    from cachescope.config.services import FlinkConfig
+
+    # every setting of the `flink` section (the YAML's `flink:`, CACHESCOPE_FLINK__<NAME>) is an
+    # option too, and an option given here wins; --config, --restore and --bounded are the run's
+    ap = argparse.ArgumentParser(description="cachescope shadow-cache job (PyFlink); every option but --config, "
+                                 "--restore and --bounded is also a setting of the flink section "
+                                 "(CACHESCOPE_FLINK__<OPTION>, or `flink:` in --config)",
+                                 argument_default=argparse.SUPPRESS)
+    for name, field in FlinkConfig.model_fields.items():
+        kind = field.annotation
+        choices = typing.get_args(kind) if typing.get_origin(kind) is typing.Literal else None
+        shown = ("; required here or in the settings" if name in _REQUIRED
+                 else "" if field.default is None else f"; default {field.default}")
+        ap.add_argument(f"--{name.replace('_', '-')}", type=kind if kind in (int, float) else str, choices=choices,
+                        help=f"{field.description}{shown}")
+    ap.add_argument("--config", default=None, help="site YAML (pipeline: policies × sizes, windows, curve; flink: "
+                    "these options)")
     ap.add_argument("--restore", default=None, help="checkpoint or savepoint path to resume from")
-    ap.add_argument("--bounded", action="store_true", help="stop at the offsets that are the latest at start")
-    ap.add_argument("--parallelism", type=int, default=1)
-    ap.add_argument("--execution-mode", choices=("process", "thread"), default="process")
-    ap.add_argument("--flush-seconds", type=float, default=2.0, help="how often rows are written")
-    ap.add_argument("--flush-rows", type=int, default=100_000,
-                    help="a cache group writes as soon as this many rows (raw events included) wait")
-    ap.add_argument("--bundle-time", default="5s",
-                    help="PyFlink bundle length: keyed state is serialised once per bundle and at checkpoints")
-    ap.add_argument("--restart-attempts", type=int, default=10,
-                    help="restarts from the last checkpoint before the job fails (0: fail at once)")
-    ap.add_argument("--jar", action="append", default=None, help="connector jar(s)")
-    ap.add_argument("--monitor-every", default="15s",
-                    help="the pipeline monitor's period (Kafka consumer lag, shippers' parse health → ClickHouse), "
-                         "a thread of this driver; 0 = off (run `cachescope monitor` beside the job instead)")
+    ap.add_argument("--bounded", action="store_true", default=False,
+                    help="stop at the offsets that are the latest at start")
+    ap.add_argument("--jar", action="append", help="connector jar(s) (default: the one in --jar-dir)")
     args = ap.parse_args(argv)
+    from pydantic import ValidationError
 
-    from pyflink.common import Configuration, Types, WatermarkStrategy
-    from pyflink.common.serialization import ByteArraySchema, SimpleStringSchema
-    from pyflink.datastream import OutputTag, StreamExecutionEnvironment
-    from pyflink.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource
-
-    from cachescope.config import load_config
+    from cachescope.config import _describe, load_config
+    from cachescope.config.environment import variable
     from cachescope.errors import UserError
 
     try:
@@ -319,9 +322,30 @@ def main(argv: list[str] | None = None) -> None:
     except UserError as e:  # one line, no traceback: the job cannot start with this configuration
         print(f"shadow_caches: {e}", file=sys.stderr)
         raise SystemExit(getattr(e, "exit_code", 2)) from None
+    given = {k: v for k, v in vars(args).items() if k in type(site_config.flink).model_fields}
+    try:
+        options = site_config.flink.model_validate({**site_config.flink.model_dump(), **given})
+    except ValidationError as e:  # an option the settings refuse
+        ap.error(f"flink.{_describe(e)}")
+    missing = [k for k in _REQUIRED if getattr(options, k) is None]
+    if missing:
+        ap.error("; ".join(f"--{k.replace('_', '-')} is required (or the setting flink.{k}, "
+                           f"{variable('flink.' + k)})" for k in missing))
+    return argparse.Namespace(**{**vars(args), **options.model_dump(mode="json"), "jar": getattr(args, "jar", None)}), \
+        site_config
+
+
+def main(argv: list[str] | None = None) -> None:
+    args, site_config = job_options(argv)
+
+    from pyflink.common import Configuration, Types, WatermarkStrategy
+    from pyflink.common.serialization import ByteArraySchema, SimpleStringSchema
+    from pyflink.datastream import OutputTag, StreamExecutionEnvironment
+    from pyflink.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource
+
     config = site_config.pipeline
     webhook_json = site_config.alerts.webhook.model_dump_json() if site_config.alerts.webhook else ""
-    jars = args.jar or default_jars()
+    jars = args.jar or default_jars(args.jar_dir)
     ckpt = args.checkpoint_dir if "://" in args.checkpoint_dir else Path(args.checkpoint_dir).resolve().as_uri()
 
     conf = Configuration()

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cachescope._simcore import factorize_str as _factorize_str
+from cachescope.specs import factorize_str as _factorize_str
 from cachescope.config import CachescopeConfig
 from cachescope.core.columns import EventColumns
 from cachescope.errors import InputError, UserError

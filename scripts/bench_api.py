@@ -119,7 +119,7 @@ def fill_efficiency(store, days: int = 30) -> int:
 
 
 def bench_whatif(store, days: int, weeks_label: str, configs: list[int]) -> None:
-    from cachescope.whatif import WhatIf, run_whatif, scope
+    from cachescope.replay import WhatIf, run_whatif, scope
 
     end = START + dt.timedelta(days=days)
     cases = {1: ("1 configuration (arc 10TB)", ["arc"], [10**13]),

@@ -3,7 +3,7 @@
     .venv/bin/python scripts/bench_whatif.py --before 62ba1e6 [--rows 2000000] [--store var/bench-whatif]
 
 Fills an embedded store once (N synthetic accesses over 7 days: zipf reuse, three servers, four
-tiers, 2 % writes), then runs each case with `cachescope/whatif.py` of `--before` (read from git,
+tiers, 2 % writes), then runs each case with `cachescope/replay.py` (once `whatif.py`) of `--before` (read from git,
 run on this checkout's engine and read layer) and with this checkout's, alternately, `--repeat`
 times each; prints the best end-to-end and engine seconds of each, and checks the answers are equal.
 """
@@ -55,8 +55,13 @@ def fill(store, rows: int) -> None:
 
 
 def load_before(rev: str):
-    src = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:cachescope/whatif.py"], check=True,
-                         capture_output=True, text=True).stdout
+    for name in ("replay", "whatif"):  # cachescope/whatif.py became replay.py in session 15
+        got = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:cachescope/{name}.py"], capture_output=True, text=True)
+        if got.returncode == 0:
+            src = got.stdout
+            break
+    else:
+        sys.exit(f"{rev} has neither cachescope/replay.py nor cachescope/whatif.py")
     path = Path(tempfile.mkdtemp()) / "whatif_before.py"
     path.write_text(src)
     spec = importlib.util.spec_from_file_location("whatif_before", path)
@@ -88,12 +93,12 @@ def run(mod, store, kw: dict) -> tuple[float, float, list]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--before", required=True, help="git revision whose cachescope/whatif.py is the reference")
+    ap.add_argument("--before", required=True, help="git revision whose what-if (cachescope/replay.py or whatif.py) is the reference")
     ap.add_argument("--rows", type=int, default=2_000_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--store", type=Path, default=REPO / "var" / "bench-whatif")
     args = ap.parse_args()
-    from cachescope import whatif as after
+    from cachescope import replay as after
     from cachescope.store import EmbeddedStore
 
     before = load_before(args.before)

@@ -1,78 +1,53 @@
-"""Settings of `cachescope serve` (pydantic-settings): the store, tokens, limits, CORS, timeouts.
+"""Settings of `cachescope serve`: the `api` section of the settings tree (cachescope.config;
+the fields are in cachescope/config/services.py) with what checks and reads them here.
 
-Every field can come from the environment as CACHESCOPE_<NAME> (e.g. CACHESCOPE_API_TOKENS);
-`cachescope serve` fills the store fields from its options.
+Every field comes from the environment as CACHESCOPE_API__<NAME> (e.g. CACHESCOPE_API__TOKENS), or
+by its flat name of before (CACHESCOPE_API_TOKENS); `cachescope serve` fills the store fields from
+its options.
 """
 
 from __future__ import annotations
 
 import hashlib
 import ipaddress
-from pathlib import Path
-from typing import Optional
+from typing import Any
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import model_validator
+
+from cachescope.config.services import ApiConfig
+from cachescope.errors import UsageError
 
 #: `metrics`: GET /metrics only (a Prometheus scraper); `read` may scrape it too
 SCOPES = ("read", "whatif", "metrics")
+#: the fields' names before they were the tree's `api` section (Settings(api_tokens=…) still works)
+_RENAMED = {"api_tokens": "tokens", "api_tokens_file": "tokens_file"}
 
 
-class SettingsError(ValueError):
+class SettingsError(UsageError, ValueError):
     """A setting that cannot work; the message names it."""
 
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="CACHESCOPE_", extra="ignore")
+class Settings(ApiConfig):
+    """The `api` section of the settings tree as `cachescope serve` runs it: the environment
+    (CACHESCOPE_API__TOKENS, or the flat CACHESCOPE_API_TOKENS of before), then the values given
+    here (`serve`'s options)."""
 
-    store_dir: Optional[Path] = None
-    clickhouse_url: Optional[str] = None
-    database: str = "cachescope"
-    host: str = "127.0.0.1"
-    #: API tokens, hashed: entries `SHA256HEX:SCOPES` (SCOPES `read`, `whatif`, `metrics` joined by `+`),
-    #: separated by commas or new lines. The hash is sha256 of the token as sent.
-    api_tokens: str = ""
-    #: a file of such entries, one a line (# comments allowed)
-    api_tokens_file: Optional[Path] = None
-    #: origins allowed by CORS; empty = CORS off
-    cors_origins: list[str] = []
-    #: what-if bounds: range (warm-up included), stored accesses, requests at once, (policy, size) pairs
-    whatif_max_days: float = Field(62.0, gt=0)
-    whatif_max_accesses: int = Field(300_000_000, gt=0)
-    whatif_concurrency: int = Field(2, ge=1)
-    whatif_max_configs: int = Field(64, ge=1)
-    #: request bodies above this are refused (413)
-    max_body_bytes: int = Field(65_536, ge=1024)
-    #: read answers (efficiency, curves, configs, compare) are kept this long, single-flight;
-    #: 0 turns the cache off
-    answer_cache_seconds: float = Field(15.0, ge=0)
-    #: GET /v1/efficiency at hour and day steps answers from an in-process copy of those tables
-    #: (api/series_index.py) while a table holds at most this many rows; 0 turns the copy off
-    series_copy_max_rows: int = Field(1_000_000, ge=0)
-    #: how often (seconds) the copy looks whether its table changed (an insert, merge or mutation)
-    series_copy_check_seconds: float = Field(1.0, ge=0)
-    #: server connections kept for concurrent reads (ClickHouse server only; chDB has one session)
-    store_connections: int = Field(4, ge=1, le=64)
-    #: slow clients (api/connections.py): a request header must be whole this long after its first
-    #: byte (a new connection's first header, after it opens), else 408 and close
-    header_timeout_seconds: float = Field(10.0, gt=0)
-    #: a request body that stalls this long between two reads closes the connection
-    body_timeout_seconds: float = Field(30.0, gt=0)
-    #: an idle kept-alive connection is closed after this long
-    keep_alive_seconds: float = Field(5.0, gt=0)
-    #: connections open at once; one more gets a 503 and is closed before anything is read
-    max_connections: int = Field(256, ge=1)
-    #: a request header above this many bytes is refused (400)
-    max_header_bytes: int = Field(16_384, ge=1024, le=1_048_576)
+    @model_validator(mode="before")
+    @classmethod
+    def _environment_first(cls, data: Any) -> Any:
+        from cachescope.config.environment import section_environment
 
-    def tokens(self) -> dict[bytes, frozenset[str]]:
-        """sha256 digest → scopes, from api_tokens and api_tokens_file."""
-        text = self.api_tokens
-        if self.api_tokens_file is not None:
+        given = {_RENAMED.get(k, k): v for k, v in (data or {}).items()} if isinstance(data, dict) else data
+        return {**section_environment("api"), **given} if isinstance(given, dict) else given
+
+    def token_scopes(self) -> dict[bytes, frozenset[str]]:
+        """sha256 digest → scopes, from tokens and tokens_file."""
+        text = self.tokens
+        if self.tokens_file is not None:
             try:
-                text += "\n" + self.api_tokens_file.read_text()
+                text += "\n" + self.tokens_file.read_text()
             except OSError as e:
-                raise SettingsError(f"tokens file {self.api_tokens_file}: {e.strerror}") from None
+                raise SettingsError(f"tokens file {self.tokens_file}: {e.strerror}") from None
         out: dict[bytes, frozenset[str]] = {}
         for raw in text.replace(",", "\n").splitlines():
             entry = raw.split("#", 1)[0].strip()
@@ -98,7 +73,7 @@ class Settings(BaseSettings):
         over a server."""
         if (self.store_dir is None) == (self.clickhouse_url is None):
             raise SettingsError("give exactly one of --store DIR or --clickhouse URL")
-        if not self.tokens():
+        if not self.token_scopes():
             if self.clickhouse_url is not None:
                 raise SettingsError("serving a ClickHouse server needs API tokens: set CACHESCOPE_API_TOKENS "
                                     "(SHA256HEX:read+whatif) or CACHESCOPE_API_TOKENS_FILE")
@@ -108,7 +83,7 @@ class Settings(BaseSettings):
 
     @property
     def open_access(self) -> bool:
-        return not self.tokens()
+        return not self.token_scopes()
 
 
 def is_loopback(host: str) -> bool:

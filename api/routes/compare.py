@@ -17,7 +17,7 @@ from api import params as P
 from api.deps import get_store, require
 from api.errors import ApiError
 from api.models import ERRORS, CompareAnswer
-from cachescope.whatif import F, WhatIf
+from cachescope.replay import F, WhatIf
 from cachescope import reads
 
 router = APIRouter(tags=["compare"])

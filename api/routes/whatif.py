@@ -10,7 +10,7 @@ from api import params as P
 from api.deps import get_store, require
 from api.errors import ApiError
 from api.models import ERRORS, WhatIfAnswer, WhatIfRequest, WhatIfResults
-from cachescope.whatif import Admission, WhatIf
+from cachescope.replay import Admission, WhatIf
 
 router = APIRouter(tags=["whatif"])
 

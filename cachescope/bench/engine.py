@@ -7,7 +7,7 @@ from typing import Callable
 
 import numpy as np
 
-from cachescope.simulation import POLICIES, CacheSpec, LruCurve, ShadowBank, Trace, log_grid
+from cachescope.simulation import POLICIES, CacheSpec, LruCurve, ShadowBank, Trace, log_grid, next_access_times
 
 
 def _timed(run: Callable[[], object], repeat: int) -> float:
@@ -23,14 +23,15 @@ def _timed(run: Callable[[], object], repeat: int) -> float:
 def _feed_all(trace: Trace, specs: list[CacheSpec], engine=None) -> None:
     """One pass of the whole trace through a bank of `specs` (in `engine`, a loaded _simcore
     module, or this build's)."""
-    from cachescope import _simcore
-
-    engine = engine or _simcore
-    bank = ShadowBank(specs, 1, _engine=engine.Bank([s.as_engine() for s in specs], 1))
+    if engine is None:
+        bank, next_access_of = ShadowBank(specs, 1), next_access_times
+    else:
+        bank = ShadowBank(specs, 1, _engine=engine.Bank([s.as_engine() for s in specs], 1))
+        next_access_of = engine.next_access_times
     ops = np.zeros(len(trace), dtype=np.uint8)
     next_access = None
     if bank.needs_future:
-        next_access = engine.next_access_times(trace.file_id)
+        next_access = next_access_of(trace.file_id)
     bank.feed(trace.file_id, trace.file_size, trace.bytes_read, trace.tier, ops, next_access)
 
 

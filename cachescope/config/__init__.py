@@ -19,9 +19,12 @@ ingest:
     log_format: '%h %l %u %t "%r" %>s %b'
 ```
 
-Environment variables override the file: `CACHESCOPE_SITE=...`, `CACHESCOPE_CACHE_GROUPS__MODE=site`.
-Other components add their own section (policies x sizes, windows, sampling ...) as a field
-of `CachescopeConfig`; every section forbids unknown keys so a typo is an error, not a default.
+Environment variables override the file, one rule for every field: `CACHESCOPE_` and its path
+joined by `__` (`CACHESCOPE_SITE=...`, `CACHESCOPE_CACHE_GROUPS__MODE=site`, `CACHESCOPE_API__TOKENS`);
+the flat names of before (`CACHESCOPE_API_TOKENS` …) are aliases (config/environment.py). This is
+the one settings tree: the library's sections, the API's (`api`), the streaming job's (`flink`),
+the store's (`store`); the README's table of settings is generated from it. Every section
+forbids unknown keys so a typo is an error, not a default.
 """
 
 from __future__ import annotations
@@ -38,7 +41,9 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 
 from cachescope.config.alerts import AlertRule, load_rules, merge_rules  # noqa: E402
+from cachescope.config.environment import AliasSource  # noqa: E402
 from cachescope.config.pipeline import PipelineConfig  # noqa: E402
+from cachescope.config.services import ApiConfig, FlinkConfig, StoreConfig  # noqa: E402
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -67,9 +72,11 @@ class CacheGroupOverride(_Section):
 class CacheGroupConfig(_Section):
     """Which shadow-cache set an access feeds."""
 
-    mode: Literal["server", "site", "region"] = "site"
+    mode: Literal["server", "site", "region"] = Field("site", description="one cache group per server, per site, "
+                                                      "or one for the region")
     region: str = Field("region", description="the one group name in region mode")
-    overrides: list[CacheGroupOverride] = Field(default_factory=list)
+    overrides: list[CacheGroupOverride] = Field(default_factory=list, description="[{server, site, group}] globs; "
+                                                "the first match names the group")
 
     def group_for(self, site: str, server: str) -> str:
         for rule in self.overrides:
@@ -126,7 +133,8 @@ class AlertsConfig(_Section):
     defaults: bool = Field(True, description="start from the shipped rules (cachescope/config/alert_rules.yaml)")
     rules_files: list[Path] = Field(default_factory=list, description="site YAMLs of `rules:`, applied in order")
     rules: list[AlertRule] = Field(default_factory=list, description="inline rules; a name redefines a default")
-    webhook: WebhookConfig | None = None
+    webhook: WebhookConfig | None = Field(None, description="{url, timeout_s, retries, max_queued}: where alerts "
+                                          "are POSTed (Alertmanager-compatible)")
 
     def resolved(self) -> list[AlertRule]:
         lists = [load_rules()] if self.defaults else []
@@ -157,13 +165,18 @@ class CachescopeConfig(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="CACHESCOPE_", env_nested_delimiter="__", extra="forbid")
 
     site: str = Field("", description="default site name")
-    sites: dict[str, SiteConfig] = Field(default_factory=dict)
+    sites: dict[str, SiteConfig] = Field(default_factory=dict, description="per site: {timezone, vo}")
     cache_groups: CacheGroupConfig = Field(default_factory=CacheGroupConfig)
     tiers: TierConfig = Field(default_factory=TierConfig)
     ingest: IngestConfig = Field(default_factory=IngestConfig)
     #: the shadow caches, windows and curve every cache group runs (cachescope.core)
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
     alerts: AlertsConfig = Field(default_factory=AlertsConfig)
+    #: `cachescope serve`
+    api: ApiConfig = Field(default_factory=ApiConfig)
+    #: the streaming job (flink-jobs/shadow_caches.py; its options override these)
+    flink: FlinkConfig = Field(default_factory=FlinkConfig)
+    store: StoreConfig = Field(default_factory=StoreConfig)
 
     @classmethod
     def settings_customise_sources(
@@ -174,7 +187,7 @@ class CachescopeConfig(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, _YamlSource(settings_cls))
+        return (init_settings, env_settings, AliasSource(settings_cls), _YamlSource(settings_cls))
 
     def site_config(self, site: str) -> SiteConfig:
         return self.sites.get(site) or SiteConfig()

@@ -37,6 +37,7 @@ class _Strict(BaseModel):
 class ShadowCaches(_Strict):
     """The bank every cache group runs: each policy at each size."""
 
+    #: the policies every cache group runs (simcore/src/policy/; not belady, which needs the future)
     policies: list[str] = Field(["lru", "arc", "s3fifo"], min_length=1)
     #: "10TB", "10TiB", "5%" (of storage_capacity) or a plain integer of bytes, as on the command line
     sizes: list[Size] = Field(["1TB", "2TB", "5TB", "10TB", "20TB", "50TB", "100TB", "200TB"], min_length=1)
@@ -51,6 +52,7 @@ class ShadowCaches(_Strict):
     #: per cache group: `xrdpfc_print -j` output of its real XCache's .cinfo files, the files its
     #: xcache shadows hold when the group starts (a warm start; not applied on a restore)
     xcache_seeds: dict[str, str] = {}
+    #: SHARDS sampling of the files the caches see (1: every file)
     sample_rate: float = Field(1.0, gt=0, le=1)
     #: hash partitions per cache (bounded: each one is a cache of its own)
     partitions: int = Field(1, ge=1, le=1024)
@@ -112,9 +114,13 @@ class Windows(_Strict):
     lateness ≤ watermark, the watermark being the largest timestamp seen minus the bounded
     out-of-orderness."""
 
+    #: the hit/transfer efficiency window (a whole number of seconds dividing an hour)
     efficiency: str = "1m"
+    #: the miss-ratio curve's window (a multiple of the efficiency window)
     curve: str = "1h"
+    #: the watermark trails the largest event time seen by this much
     max_out_of_orderness: str = "1m"
+    #: a window still takes events this long after the watermark passed its end (later: late events)
     allowed_lateness: str = "5m"
 
     @model_validator(mode="after")
@@ -138,10 +144,15 @@ class Windows(_Strict):
 class Curve(_Strict):
     """The exact (or SHARDS-sampled) LRU miss-ratio curve each cache group keeps."""
 
+    #: keep the LRU miss-ratio curve per cache group
     enabled: bool = True
+    #: log-spaced sizes of the curve
     points: int = Field(64, ge=1, le=1024)
+    #: smallest size of the curve
     min: Size = "100GB"
+    #: largest size of the curve
     max: Size = "10PB"
+    #: SHARDS sampling of the curve's files (1: exact)
     sample_rate: float = Field(1.0, gt=0, le=1)
     #: > 0: fixed-size SHARDS, at most this many files tracked
     max_objects: int = Field(0, ge=0)

@@ -17,8 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from cachescope._simcore import stacked_columns
-from cachescope.simulation import FIELDS, CacheSpec
+from cachescope.simulation import FIELDS, CacheSpec, stacked_columns
 
 
 class EfficiencyRows:

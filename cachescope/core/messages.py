@@ -41,7 +41,7 @@ class _Message(msgspec.Struct):
 _decoder = msgspec.json.Decoder(_Message)
 
 try:  # simcore/src/messages.rs: the same decoding straight into columns, 1.3 → 0.3 µs per event
-    from cachescope._simcore import MESSAGE_FIELDS as _FAST_FIELDS, decode_message as _decode_message
+    from cachescope.specs import MESSAGE_FIELDS as _FAST_FIELDS, decode_message as _decode_message
 
     if tuple(_FAST_FIELDS) != FIELD_NAMES:  # an engine built for another contract: not used
         _decode_message = None

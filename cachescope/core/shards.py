@@ -10,12 +10,12 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from cachescope import _simcore
 from cachescope.core.columns import EventColumns
+from cachescope.simulation import partition_of
 
 
 def shard_of(file_id: np.ndarray, shards: int) -> np.ndarray:
-    return _simcore.partition_of(np.ascontiguousarray(file_id, dtype=np.uint64), shards)
+    return partition_of(np.ascontiguousarray(file_id, dtype=np.uint64), shards)
 
 
 def split(events: EventColumns, shards: int) -> Iterator[tuple[int, EventColumns]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 # pandas.factorize of str columns, compiled; None selects np.unique (the tests' reference)
-from cachescope._simcore import factorize_str as _factorize_str
+from cachescope.specs import factorize_str as _factorize_str
 
 OTHER = "OTHER"
 

@@ -10,14 +10,17 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 
+from cachescope.errors import UserError
 from cachescope.store import wire as _wire
 from cachescope.store.tables import DEFAULT_DATABASE
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class StoreError(RuntimeError):
-    """A query or command the ClickHouse engine refused (message from the engine)."""
+class StoreError(UserError, RuntimeError):
+    """A query or command the ClickHouse engine refused (message from the engine; exit 1)."""
+
+    subject = "store"
 
 
 class StoreFull(StoreError):

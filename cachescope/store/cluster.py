@@ -41,6 +41,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from cachescope.errors import UserError
 from cachescope.store import migrations
 from cachescope.store.tables import SCHEMA_MIGRATIONS
 
@@ -62,8 +63,8 @@ _DROP = re.compile(r"^DROP\s+(?P<what>TABLE|VIEW|DICTIONARY)\s+(?:IF\s+EXISTS\s+
 _INSERT = re.compile(r"^INSERT\s+INTO\s+", re.IGNORECASE)
 
 
-class ClusterSchemaError(RuntimeError):
-    pass
+class ClusterSchemaError(UserError, RuntimeError):
+    """The cluster's tables are not what the migrations make (exit 1)."""
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import os
 import re
 from importlib import resources
 from dataclasses import dataclass
 from pathlib import Path
 
+from cachescope.errors import UserError
 from cachescope.store.base import Store
 from cachescope.store.tables import SCHEMA_MIGRATIONS
 
@@ -40,16 +40,22 @@ _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.(sql|py)$")
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 
 
-class MigrationError(RuntimeError):
-    pass
+class MigrationError(UserError, RuntimeError):
+    """A migration that cannot be applied, or a store at another version (exit 1)."""
+
+    subject = "migration"
 
 
 def migrations_dir() -> Path:
-    """CACHESCOPE_MIGRATIONS_DIR, else the package's own ddl/ (found through importlib.resources,
+    """The settings' store.migrations_dir (CACHESCOPE_STORE__MIGRATIONS_DIR, or the flat
+    CACHESCOPE_MIGRATIONS_DIR), else the package's own ddl/ (found through importlib.resources,
     so an installed wheel or a container image carries its migrations)."""
-    env = os.environ.get("CACHESCOPE_MIGRATIONS_DIR")
-    if env:
-        return Path(env)
+    from cachescope.config.environment import section_environment
+    from cachescope.config.services import StoreConfig
+
+    configured = StoreConfig.model_validate(section_environment("store")).migrations_dir
+    if configured:
+        return configured
     return Path(str(resources.files("cachescope.store") / "ddl"))
 
 

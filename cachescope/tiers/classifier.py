@@ -11,6 +11,8 @@ from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
 import yaml
 
+from cachescope.errors import UsageError
+
 UNKNOWN = "UNKNOWN"
 
 _LIST_KEYS = ("detect", "normalise", "rules", "base_tier", "is_mc_when", "pileup_when")
@@ -31,8 +33,8 @@ class TierInfo(NamedTuple):
     rucio_hash_ok: bool | None = None  # md5 hash directories verified (None: not a rucio path)
 
 
-class RulesError(ValueError):
-    pass
+class RulesError(UsageError, ValueError):
+    """Data-tier rules that cannot be used (exit 2)."""
 
 
 # ---------------------------------------------------------------------------------------------

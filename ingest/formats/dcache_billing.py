@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Callable
 
+from cachescope.errors import UsageError
 from ingest.formats._base import MEMO_LIMIT, Access, BadRecord, Format, ParseContext, Reject, skip
 
 NAME = "dcache-billing"
@@ -110,8 +111,8 @@ _DATE_LETTERS = {
 _DATE_TOKEN = re.compile(r"yyyy|yy|MM|dd|HH|mm|ss|SSS|'[^']*'|[A-Za-z]+|[^A-Za-z']+")
 
 
-class FormatError(ValueError):
-    pass
+class FormatError(UsageError, ValueError):
+    """A billing format or date pattern (configuration) that cannot be used (exit 2)."""
 
 
 def _date_regex(pattern: str) -> str:
@@ -512,7 +513,7 @@ def _fast(line: str, ctx: ParseContext) -> Access | Reject | None:
 # through _parse here, then the scan resumes. tests/python/test_dcache_billing_fast.py compares
 # it with the templates on the same corpora as _fast.
 try:
-    from cachescope._simcore import BillingFast as _BillingFast
+    from cachescope.specs import BillingFast as _BillingFast
 
     _SCANNER = _BillingFast()
 except ImportError:  # an engine built before it: the Python path does everything

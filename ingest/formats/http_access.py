@@ -23,6 +23,7 @@ import re
 from datetime import datetime, timezone
 from urllib.parse import unquote
 
+from cachescope.errors import UsageError
 from ingest.formats._base import Access, BadRecord, Format, ParseContext, Reject, iso_us, skip
 
 NAME = "http-access"
@@ -48,8 +49,8 @@ _NAMED = {
 }
 
 
-class LogFormatError(ValueError):
-    pass
+class LogFormatError(UsageError, ValueError):
+    """A LogFormat string (configuration) that cannot be parsed (exit 2)."""
 
 
 def compile_log_format(fmt: str) -> re.Pattern[str]:

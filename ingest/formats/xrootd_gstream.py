@@ -39,7 +39,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from cachescope._simcore import GstreamColumns as _GstreamColumns
+from cachescope.specs import GstreamColumns as _GstreamColumns
 from ingest.formats._base import (
     U64_MAX,
     Access,

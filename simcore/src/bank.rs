@@ -788,6 +788,8 @@ mod tests {
         ];
         assert_eq!((0..3).map(|i| share(3_001, 3, i)).collect::<Vec<_>>(), vec![1_001, 1_000, 1_000]);
         let mut routed = Bank::routed(specs.clone(), 3, 3).unwrap();
+        let caps: Vec<u64> = routed.shadows.iter().map(|s| s.spec.capacity).collect();
+        assert_eq!(caps, vec![1_001, 667, 334, 1_000, 667, 333, 1_000, 666, 333], "(partition, spec)");
         let ev = Events { bytes_read: &read, window: Some(&window), ..events(&id, &size, &tier, &op) };
         let (w, got, by_part) = routed.feed_by_partition(&ev, Some(&part)).unwrap();
         let per_part = 3 * 3 * N_FIELDS;

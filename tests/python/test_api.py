@@ -184,7 +184,7 @@ def test_admission_filter_counts_excluded_reads_as_misses_never_inserted(client,
 
 
 def test_several_groups_merge_in_replay_order_with_the_split_by_group(client, data):
-    from cachescope.whatif import WhatIf, run_whatif  # noqa: F401  (the library the route runs)
+    from cachescope.replay import WhatIf, run_whatif  # noqa: F401  (the library the route runs)
     from cachescope import reads
 
     # the same accesses the store holds, in (ts, origin, seq) order, as a simulator trace

@@ -1,10 +1,13 @@
 """What-if answers on a fixed store equal those recorded before admission and partitions moved
 into the engine's bank (golden numbers: tests/python/snapshots/whatif_engine.json).
 
-The golden file was written by main's code (commit 62ba1e6, `cachescope/whatif.py` with its
-Python `Admission` bypass counting, `_PerServer` banks, `_next_by_server` and `_salted`) with
-    PYTHONPATH=$PWD python tests/python/test_whatif_engine.py --write
-before the change; the same command on later code rewrites it (only when the numbers are meant
+The golden file was written by main's code before the change (b95c584: `cachescope/replay.py`
+with its Python bypass counting, `_PerServer` banks, `_next_by_server` and `_salted`; the same
+numbers as 62ba1e6's `whatif.py`, which had no `bytes_evicted` yet) with
+    git show b95c584:cachescope/replay.py > /tmp/replay_main.py
+    PYTHONPATH=$PWD python tests/python/test_whatif_engine.py --write --replay /tmp/replay_main.py
+(`--replay`: that file runs in place of cachescope/replay.py, on this checkout's engine and read
+layer); without `--replay` it rewrites the file from today's code (only when the numbers are meant
 to change). The accesses mix three servers, two cache groups, four tiers, writes and deletes
 (some of files the admission filter excludes), over four days, so every path of the replay runs:
 admission with warm-up, time steps and several groups; partitions by server (belady's per-server
@@ -55,7 +58,7 @@ def fill(store) -> None:
 
 
 def cases():
-    from cachescope.whatif import Admission
+    from cachescope.replay import Admission
 
     adm = Admission(exclude_tiers=("USER",), max_file_size=30 * GB)
     both = ["GROUP-A", "GROUP-B"]
@@ -79,7 +82,7 @@ def cases():
 
 
 def answer(store, kw: dict) -> dict:
-    from cachescope.whatif import WhatIf, run_whatif
+    from cachescope.replay import WhatIf, run_whatif
 
     req = WhatIf(start=T0 + dt.timedelta(days=1) if kw.get("warmup") else T0, end=T0 + dt.timedelta(days=4),
                  chunk=dt.timedelta(hours=20), **kw)
@@ -155,8 +158,17 @@ def main() -> None:
 
     from cachescope.store import EmbeddedStore
 
-    if sys.argv[1:] != ["--write"]:
-        sys.exit("usage: test_whatif_engine.py --write  (rewrites the golden what-if answers)")
+    args = sys.argv[1:]
+    if args[:1] != ["--write"] or len(args) not in (1, 3) or (len(args) == 3 and args[1] != "--replay"):
+        sys.exit("usage: test_whatif_engine.py --write [--replay PATH]  (rewrites the golden what-if answers)")
+    if len(args) == 3:
+        import importlib.util
+
+        import cachescope
+
+        spec = importlib.util.spec_from_file_location("cachescope.replay", args[2])
+        cachescope.replay = sys.modules["cachescope.replay"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(cachescope.replay)
     with tempfile.TemporaryDirectory() as d:
         s = EmbeddedStore(Path(d) / "store", database="whatif_engine")
         fill(s)

@@ -35,7 +35,9 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from cachescope import reads
+from cachescope.errors import UsageError
 from cachescope.simulation import FIELDS, OP_BYPASS, OP_READ, POLICIES, CacheSpec, ShadowBank, next_access_times
+from cachescope.specs import ratios
 from cachescope.store import Store
 
 F = {name: i for i, name in enumerate(FIELDS)}
@@ -55,7 +57,7 @@ _T95 = {3: 3.182}
 _SALTS = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9)
 
 
-class WhatIfError(ValueError):
+class WhatIfError(UsageError, ValueError):
     """A request the replay cannot answer; `field` names the request field at fault."""
 
     def __init__(self, field: str, message: str, status: int = 422):
@@ -97,10 +99,13 @@ class WhatIf:
     #: > 0: also counters per time bucket of this many seconds from `start`
     step_s: int = 0
     chunk: dt.timedelta = DAY
+    #: (policy, size) pairs replayed instead of every policy × size (a search asks each policy its own sizes)
+    pairs: Sequence[tuple[str, int]] = ()
 
     def specs(self) -> list[CacheSpec]:
+        pairs = self.pairs or [(p, s) for p in self.policies for s in self.sizes]
         return [CacheSpec(p, int(s), dict(self.params.get(p, {})), self.sample_rate, self.partitions)
-                for p in self.policies for s in self.sizes]
+                for p, s in pairs]
 
 
 @dataclass
@@ -160,13 +165,7 @@ class WhatIfResult:
             out.append(row)
         return out
 
-    @staticmethod
-    def _ratios(v: np.ndarray) -> dict:
-        v = [int(x) for x in v]
-        req, hits, breq, bhit = v[F["requests"]], v[F["hits"]], v[F["bytes_requested"]], v[F["bytes_hit"]]
-        return {"requests": req, "hits": hits, "hit_ratio": hits / req if req else 0.0,
-                "bytes_requested": breq, "bytes_hit": bhit, "byte_hit_ratio": bhit / breq if breq else 0.0,
-                "bytes_filled": v[F["bytes_filled"]], "evictions": v[F["evictions"]]}
+    _ratios = staticmethod(ratios)  # the one definition (and empty-window rule) of the efficiencies
 
     def _sampling(self, c: int, spec: CacheSpec, per: np.ndarray) -> dict:
         tot = per.sum(axis=(0, 1, 2))
@@ -187,7 +186,7 @@ class WhatIfResult:
 def _scaled(d: dict, rate: float) -> dict:
     if rate >= 1.0:
         return d
-    for k in ("requests", "hits", "bytes_requested", "bytes_hit", "bytes_filled", "evictions"):
+    for k in ("requests", "hits", "bytes_requested", "bytes_hit", "bytes_filled", "evictions", "bytes_evicted"):
         d[k] = int(round(d[k] / rate))
     return d
 

@@ -1,0 +1,90 @@
+"""The notebook API (cachescope.whatif, cachescope/notebook.py): the README's example runs as written,
+and its DataFrames carry the what-if's numbers, NaN where nothing was read."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+from test_api import FROM, TO, run, write_trace
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("notebook")
+    write_trace(d / "a.csv", 3000, seed=1)
+    out = run("replay", "--format", "csv", "--site", "SITE-A", "--store", str(d / "var" / "store"), str(d / "a.csv"))
+    assert out.returncode == 0, out.stderr
+    return d
+
+
+def test_the_readme_example_runs(workdir):
+    section = README.read_text().split("## From a notebook", 1)[1].split("\n## ", 1)[0]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    out = subprocess.run([sys.executable, "-c", code], cwd=workdir, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "AOD" in out.stdout and "smallest_size_bytes" in out.stdout and "lower_value" in out.stdout
+
+
+def test_whatif_frames_equal_the_library_answer_and_empty_is_nan(workdir):
+    code = f"""
+import datetime as dt, math
+import cachescope
+from cachescope.replay import WhatIf, run_whatif
+from cachescope.notebook import connect
+store = "var/store"
+df = cachescope.whatif(store, "lru,arc", "200GB,1TB", "{FROM}", "{TO}")
+start, end = (dt.datetime.fromisoformat(t.replace("Z", "+00:00")) for t in ("{FROM}", "{TO}"))
+res = run_whatif(connect(store), WhatIf(["lru", "arc"], [200 * 10**9, 10**12], start, end))
+want = [(a["policy"], a["size_bytes"], a["hits"], a["hit_ratio"], a["byte_hit_ratio"]) for a in res.answers()]
+got = [(r.policy, r.size_bytes, r.hits, r.hit_efficiency, r.transfer_efficiency) for r in df.itertuples()]
+assert got == want, (got, want)
+tiers = cachescope.whatif(store, "lru", "1TB", "{FROM}", "{TO}", by="tier")
+assert tiers["requests"].sum() == df.loc[(df.policy == "lru") & (df.size_bytes == 10**12), "requests"].item()
+empty = cachescope.whatif(store, "lru", "1TB", "2001-01-01", "2001-01-02")
+assert empty["requests"].item() == 0 and math.isnan(empty["hit_efficiency"].item())
+assert math.isnan(empty["transfer_efficiency"].item())
+"""
+    out = subprocess.run([sys.executable, "-c", code], cwd=workdir, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    check = subprocess.run([sys.executable, "-c", "import sys, cachescope; print('numpy' in sys.modules, "
+                            "'pandas' in sys.modules)"], capture_output=True, text=True)
+    assert check.stdout.split() == ["False", "False"]  # `import cachescope` stays cheap: the notebook loads on use
+
+
+def test_an_empty_window_has_no_efficiency_on_every_python_path(workdir):
+    # one rule (README, Definitions): nothing read → null in JSON, NaN in DataFrames, blank in
+    # tables; what-if, simulate's counters and the LRU curve said 0.0 (a cache that missed everything)
+    code = """
+import datetime as dt, math
+import numpy as np
+from cachescope.notebook import connect
+from cachescope.replay import WhatIf, run_whatif
+from cachescope.report import belady_points
+from cachescope.simulation import FIELDS, LruCurve
+from cachescope.specs import ratios
+r = ratios(np.zeros(len(FIELDS), np.uint64))
+assert r["hit_ratio"] is None and r["byte_hit_ratio"] is None, r
+p = LruCurve([10**9], 1).points()[0]
+assert p["hit_ratio"] is None and p["byte_hit_ratio"] is None, p
+a, b = dt.datetime(2001, 1, 1, tzinfo=dt.timezone.utc), dt.datetime(2001, 1, 2, tzinfo=dt.timezone.utc)
+w = run_whatif(connect("var/store"), WhatIf(["lru"], [10**12], a, b)).answers()[0]
+assert w["requests"] == 0 and w["hit_ratio"] is None and w["byte_hit_ratio"] is None, w
+assert belady_points(connect("var/store"), a, b, "SITE-A", [10**12])[0].empty
+"""
+    out = subprocess.run([sys.executable, "-c", code], cwd=workdir, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    args = ["whatif", "--store", str(workdir / "var" / "store"), "--policy", "lru", "--size", "1TB",
+            "--from", "2001-01-01", "--to", "2001-01-02"]
+    js = run(*args, "--json")
+    assert js.returncode == 0, js.stderr
+    row = orjson.loads(js.stdout)
+    assert row["requests"] == 0 and row["hit_ratio"] is None and row["byte_hit_ratio"] is None
+    table = run(*args)
+    assert table.returncode == 0 and "0.0000" not in table.stdout, table.stdout + table.stderr
