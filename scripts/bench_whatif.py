@@ -54,21 +54,28 @@ def fill(store, rows: int) -> None:
             "cache_group": [GROUP] * n, "origin": ["bench"] * n, "seq": np.arange(s.start, s.stop, dtype=np.uint64)})
 
 
-def load_before(rev: str):
-    for name in ("replay", "whatif"):  # cachescope/whatif.py became replay.py in session 15
-        got = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:cachescope/{name}.py"], capture_output=True, text=True)
-        if got.returncode == 0:
-            src = got.stdout
-            break
-    else:
-        sys.exit(f"{rev} has neither cachescope/replay.py nor cachescope/whatif.py")
-    path = Path(tempfile.mkdtemp()) / "whatif_before.py"
+def _module(name: str, src: str):
+    path = Path(tempfile.mkdtemp()) / f"{name}.py"
     path.write_text(src)
-    spec = importlib.util.spec_from_file_location("whatif_before", path)
+    spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
-    sys.modules["whatif_before"] = mod  # dataclasses look their module up
+    sys.modules[name] = mod  # dataclasses look their module up
     spec.loader.exec_module(mod)
     return mod
+
+
+def _show(rev: str, path: str) -> str | None:
+    got = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:{path}"], capture_output=True, text=True)
+    return got.stdout if got.returncode == 0 else None
+
+
+def load_before(rev: str):
+    """`rev`'s what-if module, with `rev`'s admission module (its Python sampling went since)."""
+    src = _show(rev, "cachescope/replay.py") or _show(rev, "cachescope/whatif.py")  # whatif.py until session 15
+    if src is None:
+        sys.exit(f"{rev} has neither cachescope/replay.py nor cachescope/whatif.py")
+    _module("admission_before", _show(rev, "cachescope/admission.py"))
+    return _module("whatif_before", src.replace("from cachescope.admission import", "from admission_before import"))
 
 
 def cases(mod) -> dict:
