@@ -11,14 +11,15 @@ exception: it needs the whole future, so its columns are kept for the range).
 Engine tricks, all exact:
 * the bank's `window` argument numbers (time bucket × cache group): one pass gives the split by
   group (several groups merged as one shared cache) and by time bucket (`step_s`);
-* admission: the bank has no "do not insert" flag, so an access the filter excludes is not fed;
-  it is counted here as a request and a miss of its tier (sampled like the bank samples files),
-  which is what a cache that bypasses it would count;
+* admission: a read the filter excludes is fed as a bypass (op `OP_BYPASS`): the bank counts it
+  as a request and a miss of its tier in every cache that samples the file, never inserted (an
+  excluded write or delete is not fed);
 * warm-up: accesses before `start` are fed, their counters discarded;
-* partitions: by server (a bank per server, each fed its server's accesses, 1/N of the size) when
-  the accesses name exactly N servers or `partition_by="server"`, else the engine's file-hash
-  partitions; beside one shared cache of the whole size (the answer says which routing);
-* SHARDS error bound: replicas of the sampled caches fed with salted file ids (a bijection, so
+* partitions: by server (a bank routed by the server column: a cache per server, each fed its
+  server's accesses, 1/N of the size) when the accesses name exactly N servers or
+  `partition_by="server"`, else the engine's file-hash partitions; beside one shared cache of the
+  whole size (the answer says which routing);
+* SHARDS error bound: replicas of the sampled caches, banks with salted file ids (a bijection, so
   each is an equally valid sample); the spread of their estimates is the stated bound.
 """
 
@@ -34,9 +35,8 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from cachescope import reads
-from cachescope.admission import sampled_mask
 from cachescope.errors import UsageError
-from cachescope.simulation import FIELDS, POLICIES, CacheSpec, ShadowBank
+from cachescope.simulation import FIELDS, OP_BYPASS, OP_READ, POLICIES, CacheSpec, ShadowBank, next_access_times
 from cachescope.specs import ratios
 from cachescope.store import Store
 
@@ -191,11 +191,6 @@ def _scaled(d: dict, rate: float) -> dict:
     return d
 
 
-def _salted(file_id: np.ndarray, salt: int) -> np.ndarray:
-    with np.errstate(over="ignore"):
-        return file_id * np.uint64(salt | 1)  # odd multiplier: a bijection of u64, another hash sample
-
-
 def check(req: WhatIf) -> None:
     """Refuse what the engine would refuse, naming the request field."""
     if not req.policies:
@@ -250,48 +245,6 @@ def routing(store: Store, req: WhatIf) -> tuple[list[str], dict | None]:
     return [], {"by": "file", "reason": f"file hash ({why}), as the engine routes its partitions"}
 
 
-class _PerServer:
-    """N caches, one per server: a bank per server, each fed only its server's accesses, with
-    1/N of the capacity each (the remainder spread as the engine spreads its hash partitions)."""
-
-    def __init__(self, specs: Sequence[CacheSpec], n_servers: int, n_tiers: int):
-        self.banks = [ShadowBank([replace(s, capacity=s.capacity // n_servers + int(i < s.capacity % n_servers),
-                                          partitions=1) for s in specs], n_tiers) for i in range(n_servers)]
-        self.last: list[np.ndarray | None] = []
-
-    @property
-    def needs_future(self) -> bool:
-        return self.banks[0].needs_future
-
-    def feed(self, file_id, file_size, bytes_read, tier, op, next_access=None, window=None, server=None) -> np.ndarray:
-        outs: list[np.ndarray | None] = []
-        for i, bank in enumerate(self.banks):
-            m = server == i + 1
-            if not m.any():
-                outs.append(None)
-                continue
-            outs.append(bank.feed(file_id[m], file_size[m], bytes_read[m], tier[m], op[m],
-                                  next_access=None if next_access is None else next_access[m],
-                                  window=None if window is None else window[m]))
-        self.last = outs
-        done = [o for o in outs if o is not None]
-        total = np.zeros((max(o.shape[0] for o in done), *done[0].shape[1:]), dtype=np.uint64)
-        for o in done:
-            total[:o.shape[0]] += o
-        return total
-
-
-def _next_by_server(ids: np.ndarray, server: np.ndarray, n_servers: int) -> np.ndarray:
-    """belady's next-access times within each server's own stream (its cache sees only that)."""
-    from cachescope import simulation as _simcore
-
-    out = np.zeros(len(ids), dtype=np.uint64)
-    for i in range(n_servers):
-        m = server == i + 1
-        out[m] = _simcore.next_access_times(np.ascontiguousarray(ids[m], dtype=np.uint64))
-    return out
-
-
 def _chunks(start: dt.datetime, end: dt.datetime, step: dt.timedelta):
     a = start
     while a < end:
@@ -326,8 +279,8 @@ def run_whatif(store: Store, req: WhatIf, *, tier_names: Sequence[str] | None = 
     if servers:
         specs = [replace(s, partitions=1) for s in specs]
 
-    def new_bank():
-        return _PerServer(specs, len(servers), n_tiers) if servers else ShadowBank(specs, n_tiers)
+    def new_bank(salt: int = 0):
+        return ShadowBank(specs, n_tiers, partitions=len(servers) or None, salt=salt)
 
     try:
         bank = new_bank()
@@ -335,7 +288,7 @@ def run_whatif(store: Store, req: WhatIf, *, tier_names: Sequence[str] | None = 
         raise WhatIfError("params", str(e)) from None
     shared_bank = ShadowBank([replace(s, partitions=1) for s in specs], n_tiers) if partitioned else None
     sampled = req.sample_rate < 1.0
-    replica_banks = [new_bank() for _ in range(SAMPLE_REPLICAS - 1)] if sampled else []
+    replica_banks = [new_bank(_SALTS[i]) for i in range(SAMPLE_REPLICAS - 1)] if sampled else []
     counters = np.zeros((n_buckets, n_groups, len(specs), n_tiers, len(FIELDS)), dtype=np.uint64)
     shared = np.zeros_like(counters) if shared_bank is not None else None
     rep_tot = np.zeros((len(replica_banks), len(specs), n_tiers, len(FIELDS)), dtype=np.uint64)
@@ -366,17 +319,16 @@ def run_whatif(store: Store, req: WhatIf, *, tier_names: Sequence[str] | None = 
     if bank.needs_future:
         # belady: next-access times over the whole replay, so the columns are kept for it
         parts = list(chunks())
-        all_ids = np.concatenate([p[0]["file_id"][p[0]["admitted"].astype(bool)] for p in parts]) if parts else np.zeros(0, np.uint64)
-        from cachescope import simulation as _simcore
-
-        nxt_all = _simcore.next_access_times(np.ascontiguousarray(all_ids, dtype=np.uint64))
-        nxt_bank = nxt_all
-        if servers:
-            all_srv = np.concatenate([p[0]["server_code"][p[0]["admitted"].astype(bool)] for p in parts])
-            nxt_bank = _next_by_server(all_ids, all_srv, len(servers))
+        fed = [_bank_rows(p[0]) for p in parts]
+        all_ids, all_ops = (np.concatenate([p[0]["file_id"][rows] for p, (rows, _) in zip(parts, fed)]),
+                            np.concatenate([op for _, op in fed])) if parts else (np.zeros(0, np.uint64), None)
+        nxt_all = nxt_bank = next_access_times(all_ids, op=all_ops)
+        if servers:  # each server's cache sees its own stream
+            all_srv = np.concatenate([p[0]["server_code"][rows].astype(np.int64) - 1 for p, (rows, _) in zip(parts, fed)])
+            nxt_bank = next_access_times(all_ids, op=all_ops, partition=all_srv)
         pos = 0
-        for cols, warm in parts:
-            k = int(cols["admitted"].astype(bool).sum())
+        for (cols, warm), (_, op) in zip(parts, fed):
+            k = len(op)
             _feed(res, cols, warm, nxt_bank[pos:pos + k], bank, shared_bank, replica_banks, rep_tot,
                   start_us, step_us, n_groups, groups, next_shared=nxt_all[pos:pos + k])
             pos += k
@@ -441,6 +393,18 @@ def _ahead(items, depth: int = 1):
         t.join()
 
 
+def _bank_rows(cols: dict) -> tuple:
+    """(rows fed to the banks, their op codes): a read the admission filter excludes goes as a
+    bypass (a request and a miss, never inserted); a write or delete it excludes is not fed."""
+    adm = cols["admitted"].astype(bool)
+    op = cols["op_code"]
+    if adm.all():
+        return slice(None), op
+    rows = adm | (op == OP_READ)
+    rows = slice(None) if rows.all() else rows
+    return rows, np.where(adm, op, OP_BYPASS).astype(np.uint8)[rows]
+
+
 def _feed(res: WhatIfResult, cols: dict, warm: bool, next_access, bank, shared_bank, replica_banks,
           rep_tot, start_us: int, step_us: int, n_groups: int, groups: list, next_shared=None) -> None:
     """Feed one chunk to the banks. `next_access`: belady's next-access times for `bank` (by
@@ -453,7 +417,6 @@ def _feed(res: WhatIfResult, cols: dict, warm: bool, next_access, bank, shared_b
         res.warmup_accesses += n
     else:
         res.accesses += n
-    adm = cols["admitted"].astype(bool)
     tier = cols["tier_code"]
     # window = time bucket (from this chunk's first) × group
     g = (cols["group_code"].astype(np.int64) - 1).clip(0) if groups else np.zeros(n, np.int64)
@@ -464,11 +427,14 @@ def _feed(res: WhatIfResult, cols: dict, warm: bool, next_access, bank, shared_b
     else:
         b0 = 0
         win = g
-    fed = adm if not adm.all() else slice(None)
-    feed_cols = [cols["file_id"][fed], cols["file_size"][fed], cols["bytes_read"][fed], tier[fed], cols["op_code"][fed]]
-    w = win[fed].astype(np.uint32)
-    by_server = {"server": cols["server_code"][fed]} if isinstance(bank, _PerServer) else {}
-    out = bank.feed(*feed_cols, next_access=next_access, window=w, **by_server)
+    rows, op = _bank_rows(cols)
+    feed_cols = [cols["file_id"][rows], cols["file_size"][rows], cols["bytes_read"][rows], tier[rows], op]
+    w = win[rows].astype(np.uint32)
+    part = cols["server_code"][rows].astype(np.int64) - 1 if bank.partitions else None
+    if part is None:
+        out = bank.feed(*feed_cols, next_access=next_access, window=w)
+    else:
+        out, by_server = bank.feed_by_partition(*feed_cols, part, next_access=next_access, window=w)
     if shared_bank is not None:
         out_shared = shared_bank.feed(*feed_cols, next_access=next_access if next_shared is None else next_shared,
                                       window=w)
@@ -476,40 +442,13 @@ def _feed(res: WhatIfResult, cols: dict, warm: bool, next_access, bank, shared_b
         _add(res.counters, out, b0, n_groups)
         if shared_bank is not None:
             _add(res.shared, out_shared, b0, n_groups)
-        if by_server:
-            for i, o in enumerate(bank.last):
-                if o is not None:
-                    res.by_server[i] += o.sum(axis=0)
-    if replica_banks:
-        for i, rb in enumerate(replica_banks):
-            o = rb.feed(_salted(feed_cols[0], _SALTS[i]), *feed_cols[1:], next_access=next_access,
-                        **({"window": np.zeros(len(w), np.uint32), **by_server} if by_server else {}))
-            if not warm:
-                rep_tot[i] += o.sum(axis=0)
-    if not adm.all() and not warm:
-        # not admitted: a request and a miss of its tier, counted for the files the caches sample
-        ex = ~adm & (cols["op_code"] == 0)
-        for c, spec in enumerate(res.specs):
-            m = ex & sampled_mask(cols["file_id"], spec.sample_rate) if spec.sample_rate < 1 else ex
-            if not m.any():
-                continue
-            idx = win[m] - 0  # (bucket, group) flat
-            bb, gg = idx // n_groups + b0, idx % n_groups
-            t = tier[m].astype(np.int64)
-            for target in ([res.counters] + ([res.shared] if res.shared is not None else [])):
-                np.add.at(target[..., c, :, F["requests"]], (bb, gg, t), 1)
-                np.add.at(target[..., c, :, F["bytes_requested"]], (bb, gg, t), cols["bytes_read"][m])
-            if res.by_server is not None:
-                srv = cols["server_code"][m].astype(np.int64) - 1
-                np.add.at(res.by_server[:, c, :, F["requests"]], (srv, t), 1)
-                np.add.at(res.by_server[:, c, :, F["bytes_requested"]], (srv, t), cols["bytes_read"][m])
-        if replica_banks:
-            for i in range(len(replica_banks)):
-                for c, spec in enumerate(res.specs):
-                    m = ex & sampled_mask(_salted(cols["file_id"], _SALTS[i]), spec.sample_rate)
-                    np.add.at(rep_tot[i, c, :, F["requests"]], tier[m].astype(np.int64), 1)
-                    np.add.at(rep_tot[i, c, :, F["bytes_requested"]], tier[m].astype(np.int64), cols["bytes_read"][m])
-    res.admitted += int(adm.sum()) if not warm else 0
+        if part is not None:
+            res.by_server += by_server
+    for i, rb in enumerate(replica_banks):
+        o = rb.feed(*feed_cols, next_access=next_access, partition=part)
+        if not warm:
+            rep_tot[i] += o.sum(axis=0)
+    res.admitted += int(cols["admitted"].astype(bool).sum()) if not warm else 0
     res.engine_seconds += time.perf_counter() - e0
 
 

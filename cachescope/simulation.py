@@ -14,23 +14,26 @@ import numpy as np
 
 from cachescope.engine import _simcore
 # the numpy-free part, here too so that callers import the engine's face from one place
-from cachescope.specs import (FIELDS, MAX_CAPACITY, MESSAGE_FIELDS, OP_DELETE, OP_READ, OP_WRITE,  # noqa: F401
-                              POLICIES, SNAPSHOT_VERSION, TRACE_FORMATS, BillingFast, CacheSpec, F,
+from cachescope.specs import (FIELDS, MAX_CAPACITY, MESSAGE_FIELDS, OP_BYPASS, OP_DELETE, OP_READ,  # noqa: F401
+                              OP_WRITE, POLICIES, SNAPSHOT_VERSION, TRACE_FORMATS, BillingFast, CacheSpec, F,
                               GstreamColumns, PathTiers, TraceError, check_specs, decode_message, factorize_str,
-                              in_engine_thread, next_access_times, partition_of, ratios, simulate_file,
-                              stacked_columns)
+                              in_engine_thread, partition_of, ratios, simulate_file, stacked_columns)
 
 
-def _columns(file_id, file_size, bytes_read, tier, op, next_access=None) -> tuple:
-    """A batch's columns in the dtypes the engine reads (no copy when they already are)."""
+def _columns(file_id, file_size, bytes_read, tier, op) -> tuple:
+    """A batch's five columns, one tuple in the dtypes the engine reads (no copy when they
+    already are)."""
     return (
         np.ascontiguousarray(file_id, dtype=np.uint64),
         np.ascontiguousarray(file_size, dtype=np.uint64),
         np.ascontiguousarray(bytes_read, dtype=np.uint64),
         np.ascontiguousarray(tier, dtype=np.uint8),
         np.ascontiguousarray(op, dtype=np.uint8),
-        None if next_access is None else np.ascontiguousarray(next_access, dtype=np.uint64),
     )
+
+
+def _col(values, dtype) -> np.ndarray | None:
+    return None if values is None else np.ascontiguousarray(values, dtype=dtype)
 
 
 def _clock(seconds) -> np.ndarray:
@@ -44,19 +47,38 @@ def _seconds(ts_us) -> np.ndarray:
 
 
 class ShadowBank:
-    """A bank of shadow caches over one event stream (the compiled `Bank`)."""
+    """A bank of shadow caches over one event stream (the compiled `Bank`).
 
-    def __init__(self, specs: Sequence[CacheSpec], n_tiers: int = 64, *, _engine=None):
+    Admission: a read fed with op `OP_BYPASS` is one the cache does not admit: a request and a
+    miss of its tier in every cache that samples its file, never inserted, changing nothing.
+    `partitions=N`: each spec is split into N caches, one per partition of the `partition`
+    column every batch then carries (e.g. each access's server), partition i's capacity
+    `capacity_share(capacity, N, i)`; counters come back summed per spec (`feed_by_partition`:
+    also per partition). `salt`: file ids are multiplied by this odd number first (a bijection:
+    the sampled caches draw another hash sample)."""
+
+    def __init__(self, specs: Sequence[CacheSpec], n_tiers: int = 64, *, partitions: int | None = None, salt: int = 0,
+                 _engine=None):
         self.specs = list(specs)
         self.n_tiers = n_tiers
-        self._bank = _engine if _engine is not None else _simcore.Bank([s.as_engine() for s in self.specs], n_tiers)
+        self.partitions = partitions
+        self._bank = _engine if _engine is not None else _simcore.Bank([s.as_engine() for s in self.specs], n_tiers,
+                                                                        partitions, salt)
 
-    def feed(self, file_id, file_size, bytes_read, tier, op, next_access=None, window=None, ts=None) -> np.ndarray:
+    def feed(self, file_id, file_size, bytes_read, tier, op, next_access=None, window=None, ts=None,
+             partition=None) -> np.ndarray:
         """Counters of this batch shaped (windows, caches, tiers, fields). `ts` (event time in
-        microseconds since the epoch) makes the caches count residence ages, in seconds."""
-        return self._bank.feed(*_columns(file_id, file_size, bytes_read, tier, op, next_access),
-                               None if window is None else np.ascontiguousarray(window, dtype=np.uint32),
-                               None if ts is None else _seconds(ts))
+        microseconds since the epoch) makes the caches count residence ages, in seconds;
+        `partition`: each event's partition (0-based), for a bank made with `partitions`."""
+        return self._bank.feed(_columns(file_id, file_size, bytes_read, tier, op), _col(next_access, np.uint64),
+                               _col(window, np.uint32), None if ts is None else _seconds(ts), _col(partition, np.uint32))
+
+    def feed_by_partition(self, file_id, file_size, bytes_read, tier, op, partition, next_access=None,
+                          window=None) -> tuple[np.ndarray, np.ndarray]:
+        """`feed` of a bank made with `partitions`: the counters summed over the partitions, and
+        those of each partition summed over the windows, shaped (partitions, caches, tiers, fields)."""
+        return self._bank.feed(_columns(file_id, file_size, bytes_read, tier, op), _col(next_access, np.uint64),
+                               _col(window, np.uint32), None, _col(partition, np.uint32), True)
 
     def feed_cells(self, file_id, file_size, bytes_read, tier, op, window, next_access=None,
                    tiers_used: int | None = None, ts=None, parallel: bool = True) -> dict[str, np.ndarray]:
@@ -67,16 +89,14 @@ class ShadowBank:
         (event times, µs) makes the caches count residence ages, as `feed`. `parallel=False` runs
         the caches one after the other in this thread: for a caller whose other threads need the
         second core more (the same cells either way)."""
-        file_id, file_size, bytes_read, tier, op, next_access = _columns(file_id, file_size, bytes_read, tier, op,
-                                                                         next_access)
-        return self._bank.feed_cells(file_id, file_size, bytes_read, tier, op,
-                                     np.ascontiguousarray(window, dtype=np.uint32), next_access, tiers_used,
-                                     None if ts is None else _seconds(ts), parallel)
+        return self._bank.feed_cells(_columns(file_id, file_size, bytes_read, tier, op), _col(window, np.uint32),
+                                     _col(next_access, np.uint64), tiers_used, None if ts is None else _seconds(ts),
+                                     parallel)
 
     def feed_totals(self, file_id, file_size, bytes_read, tier, op, next_access=None, clock=None) -> None:
         """Feed a batch into the exact totals only (no per-window counters). `clock`: event
         times in seconds for the caches that run on them (`needs_clock`: xcache's purges)."""
-        self._bank.feed_totals(*_columns(file_id, file_size, bytes_read, tier, op, next_access),
+        self._bank.feed_totals(_columns(file_id, file_size, bytes_read, tier, op), _col(next_access, np.uint64),
                                None if clock is None else _clock(clock))
 
     @property
@@ -138,6 +158,22 @@ class Trace:
         """Bytes of distinct files (each at its first-seen size)."""
         _, first = np.unique(self.file_id, return_index=True)
         return exact_sum(self.file_size[first])
+
+
+def next_access_times(file_id, op=None, partition=None) -> np.ndarray:
+    """Belady's next-access times: for each row, the place of the next row of the same file
+    (u64 max: none). With `op`, rows of op `OP_BYPASS` reach no cache and are not counted; with
+    `partition`, each partition's rows are a stream of their own, numbered from 0 in it (what
+    the caches of a bank made with `partitions` see)."""
+    return _simcore.next_access_times(np.ascontiguousarray(file_id, dtype=np.uint64), _col(op, np.uint8),
+                                      _col(partition, np.uint32))
+
+
+def capacity_share(capacity: int, parts: int, index: int) -> int:
+    """Partition `index`'s part of `capacity` split `parts` ways, as the engine splits it (the
+    remainder spread over the first ones): hash partitions, partitions by a column, the shards
+    of a cache group."""
+    return _simcore.capacity_share(int(capacity), int(parts), int(index))
 
 
 def factorize_text(values: np.ndarray) -> tuple[np.ndarray, list]:
@@ -226,14 +262,7 @@ class LruCurve:
 
     def feed(self, file_id, file_size, bytes_read, tier, op, window=None) -> tuple[np.ndarray, np.ndarray]:
         """This batch's curve counters per window: hits (windows, K, tiers, 2), requested (windows, tiers, 2)."""
-        return self._mrc.feed(
-            np.ascontiguousarray(file_id, dtype=np.uint64),
-            np.ascontiguousarray(file_size, dtype=np.uint64),
-            np.ascontiguousarray(bytes_read, dtype=np.uint64),
-            np.ascontiguousarray(tier, dtype=np.uint8),
-            np.ascontiguousarray(op, dtype=np.uint8),
-            None if window is None else np.ascontiguousarray(window, dtype=np.uint32),
-        )
+        return self._mrc.feed(_columns(file_id, file_size, bytes_read, tier, op), _col(window, np.uint32))
 
     @property
     def grid(self) -> list[int]:

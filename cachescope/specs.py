@@ -21,6 +21,8 @@ POLICIES: tuple[str, ...] = tuple(_simcore.POLICIES)
 FIELDS: tuple[str, ...] = tuple(_simcore.FIELDS)
 F = {name: i for i, name in enumerate(FIELDS)}
 OP_READ, OP_WRITE, OP_DELETE = _simcore.OP_READ, _simcore.OP_WRITE, _simcore.OP_DELETE
+#: a read the cache does not admit (admission filters): a request and a miss, never inserted
+OP_BYPASS = _simcore.OP_BYPASS
 #: Largest cache the engine simulates (9.2 EB): below it every policy's byte sums fit in u64.
 MAX_CAPACITY = 2**63 - 1
 

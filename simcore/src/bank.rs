@@ -5,7 +5,7 @@
 //! caller numbers the windows of a batch (event-time windows are the caller's business).
 
 use crate::policy::{needs_clock, needs_future, Evictions, Request, Stage};
-use crate::shadow::{invalidate, read, Ages, CacheSpec, Server, Shadow, Visitor};
+use crate::shadow::{bypass, invalidate, read, share, Ages, CacheSpec, Server, Shadow, Visitor};
 use crate::stats::*;
 use serde::{Deserialize, Serialize};
 
@@ -14,6 +14,13 @@ pub const OP_READ: u8 = 0;
 pub const OP_WRITE: u8 = 1;
 /// A file deleted at the source leaves every shadow cache.
 pub const OP_DELETE: u8 = 2;
+/// A read the cache does not admit (an admission filter excludes its tier or size): a request
+/// and a miss of its tier in every cache that samples the file, never inserted, changing no
+/// cache's state (`shadow::bypass`). An op code rather than a separate mask because the op
+/// column already says what each row does to a cache: a bypass is a fourth thing a row can do,
+/// with nothing more to validate, gather per partition or keep aligned with the windows, and
+/// the all-reads fast path (`Events::uniform_tier`) is left by it as by a write.
+pub const OP_BYPASS: u8 = 3;
 
 /// Columns of one batch; all slices have the same length.
 #[derive(Clone, Copy)]
@@ -102,8 +109,8 @@ impl Events<'_> {
         if let Some(i) = self.tier.iter().position(|&t| t as usize >= n_tiers) {
             return Err(format!("event {i}: tier {} is not below n_tiers={n_tiers}", self.tier[i]));
         }
-        if let Some(i) = self.op.iter().position(|&o| o > OP_DELETE) {
-            return Err(format!("event {i}: op {} is not 0 (read), 1 (write) or 2 (delete)", self.op[i]));
+        if let Some(i) = self.op.iter().position(|&o| o > OP_BYPASS) {
+            return Err(format!("event {i}: op {} is not 0 (read), 1 (write), 2 (delete) or 3 (read not admitted)", self.op[i]));
         }
         if let Some(i) = (0..n).find(|&i| self.bytes_read[i] > self.size[i]) {
             return Err(format!("event {i}: bytes_read {} exceeds file_size {}", self.bytes_read[i], self.size[i]));
@@ -122,6 +129,76 @@ pub struct Bank {
     /// not known). Lets a windowed batch count in a block of that many tiers, not all of them.
     #[serde(skip)]
     pub tiers_fed: Option<usize>,
+    /// Caches routed by a partition column (`Bank::routed`): the number of partitions, each spec
+    /// then one cache per partition, `shadows` laid out (partition, spec); 0 = not routed.
+    /// Offline replays only: never in a snapshot (a routed bank refuses to be snapshotted).
+    #[serde(skip)]
+    pub routes: u32,
+    /// File ids multiplied by this (odd) number before any cache sees them: a bijection of u64,
+    /// so the sampled caches draw another, equally valid, hash sample (what-if's error bound).
+    /// 0 = ids as given. Not in snapshots, as `routes`.
+    #[serde(skip)]
+    pub salt: u64,
+}
+
+/// One partition's rows of a batch, gathered (a routed bank's caches each see only theirs).
+struct Gathered {
+    id: Vec<u64>,
+    size: Vec<u64>,
+    bytes_read: Vec<u64>,
+    tier: Vec<u8>,
+    op: Vec<u8>,
+    next_access: Option<Vec<u64>>,
+    window: Option<Vec<u32>>,
+    ts: Option<Vec<u32>>,
+    key: Option<Vec<u64>>,
+    clock: Option<Vec<u32>>,
+}
+
+impl Gathered {
+    fn of(ev: &Events, clock: Option<&[u32]>, rows: &[u32]) -> Self {
+        fn pick<T: Copy>(col: &[T], rows: &[u32]) -> Vec<T> {
+            rows.iter().map(|&i| col[i as usize]).collect()
+        }
+        Gathered {
+            id: pick(ev.id, rows),
+            size: pick(ev.size, rows),
+            bytes_read: pick(ev.bytes_read, rows),
+            tier: pick(ev.tier, rows),
+            op: pick(ev.op, rows),
+            next_access: ev.next_access.map(|c| pick(c, rows)),
+            window: ev.window.map(|c| pick(c, rows)),
+            ts: ev.ts.map(|c| pick(c, rows)),
+            key: ev.key.map(|c| pick(c, rows)),
+            clock: clock.map(|c| pick(c, rows)),
+        }
+    }
+
+    fn events(&self) -> Events<'_> {
+        Events {
+            id: &self.id,
+            size: &self.size,
+            bytes_read: &self.bytes_read,
+            tier: &self.tier,
+            op: &self.op,
+            next_access: self.next_access.as_deref(),
+            window: self.window.as_deref(),
+            ts: self.ts.as_deref(),
+            key: self.key.as_deref(),
+        }
+    }
+}
+
+/// Rows of each of `routes` partitions, in batch order; refuses a partition out of range.
+fn rows_by_partition(part: &[u32], n: usize, routes: u32) -> Result<Vec<Vec<u32>>, String> {
+    if part.len() != n {
+        return Err(format!("column partition has {} values, file_id has {n}", part.len()));
+    }
+    let mut rows = vec![Vec::new(); routes as usize];
+    for (i, &p) in part.iter().enumerate() {
+        rows.get_mut(p as usize).ok_or_else(|| format!("event {i}: partition {p} is not below {routes}"))?.push(i as u32);
+    }
+    Ok(rows)
 }
 
 /// Events between a prefetch hint and the read it is for.
@@ -224,7 +301,12 @@ impl FeedBlock<'_, '_> {
                 s.prefetch(ev.id[i + AHEAD], Stage::Entry);
             }
             let Some(req) = request(i) else {
-                invalidate(s, ages, ev.id[i]);
+                if ev.op[i] == OP_BYPASS {
+                    let base = ev.window.map_or(0, |w| w[i] as usize) * per_cache;
+                    bypass(s, &ev.request(i), &mut block[base..base + per_cache]);
+                } else {
+                    invalidate(s, ages, ev.id[i]);
+                }
                 continue;
             };
             let base = ev.window.map_or(0, |w| w[i] as usize) * per_cache;
@@ -239,7 +321,35 @@ impl Bank {
             return Err(format!("n_tiers {n_tiers} must be in 1..=256"));
         }
         let shadows = specs.into_iter().map(|s| Shadow::new(s, n_tiers)).collect::<Result<Vec<_>, _>>()?;
-        Ok(Bank { n_tiers, shadows, events_seen: 0, tiers_fed: Some(0) })
+        Ok(Bank { n_tiers, shadows, events_seen: 0, tiers_fed: Some(0), routes: 0, salt: 0 })
+    }
+
+    /// A bank whose caches are split by a partition column given with each batch (e.g. the
+    /// server of each access: one cache per server): each spec becomes `routes` caches, partition
+    /// i's of `share(capacity, routes, i)` bytes, each fed only its partition's rows. Counters
+    /// come back summed over the partitions per spec (`feed_by_partition`: also by partition).
+    /// Specs must not be hash-partitioned themselves.
+    pub fn routed(specs: Vec<CacheSpec>, n_tiers: usize, routes: u32) -> Result<Self, String> {
+        if routes == 0 {
+            return Err("a bank routed by partitions needs at least one partition".into());
+        }
+        if let Some(s) = specs.iter().find(|s| s.partitions != 1) {
+            return Err(format!("cache {} {}: a bank routed by a partition column takes unpartitioned caches", s.policy, s.capacity));
+        }
+        let split = (0..routes as u64)
+            .flat_map(|i| specs.iter().map(move |s| CacheSpec { capacity: share(s.capacity, routes as u64, i), ..s.clone() }))
+            .collect();
+        Ok(Bank { routes, ..Bank::new(split, n_tiers)? })
+    }
+
+    /// This bank with its file ids salted (`salt`): an odd multiplier, applied to every batch.
+    pub fn salted(self, salt: u64) -> Self {
+        Bank { salt: salt | 1, ..self }
+    }
+
+    /// Caches per partition: the specs the bank was made of.
+    pub fn n_specs(&self) -> usize {
+        self.shadows.len() / (self.routes.max(1) as usize)
     }
 
     /// Whole-trace simulations: the caches that can take dense file keys (`Events::key`) do
@@ -293,27 +403,50 @@ impl Bank {
 
     /// Run one batch through every cache; adds it to the totals and returns each cache's exact
     /// counters of this batch, shaped (windows, tiers).
-    fn run(&mut self, ev: &Events, clock: Option<&[u32]>) -> Result<(usize, Vec<Vec<Exact>>), String> {
+    /// `part`: each event's partition, for a routed bank (`Bank::routed`) only; its caches are
+    /// then fed their partition's rows and the blocks come out per (partition, spec).
+    fn run(&mut self, ev: &Events, clock: Option<&[u32]>, part: Option<&[u32]>) -> Result<(usize, Vec<Vec<Exact>>), String> {
         if let Some(c) = clock {
             if c.len() != ev.len() {
                 return Err(format!("column clock has {} values, file_id has {}", c.len(), ev.len()));
             }
         }
         let n_windows = self.admit(ev)?;
+        let salted: Vec<u64>;
+        let ev = &if self.salt != 0 {
+            salted = ev.id.iter().map(|&id| id.wrapping_mul(self.salt)).collect();
+            Events { id: &salted, ..*ev }
+        } else {
+            *ev
+        };
+        let gathered: Vec<Gathered> = match (self.routes, part) {
+            (0, None) => Vec::new(),
+            (0, Some(_)) => return Err("this bank is not routed by partitions: feed it without a partition column".into()),
+            (_, None) => return Err("this bank routes its caches by partition: every batch needs its partition column".into()),
+            (routes, Some(part)) => rows_by_partition(part, ev.len(), routes)?.iter().map(|rows| Gathered::of(ev, clock, rows)).collect(),
+        };
+        let subs: Vec<(Events, Option<&[u32]>, Option<u8>)> = if gathered.is_empty() {
+            vec![(*ev, clock, ev.uniform_tier())]
+        } else {
+            gathered.iter().map(|g| (g.events(), g.clock.as_deref(), g.events().uniform_tier())).collect()
+        };
         let per_cache = self.n_tiers;
         let n_caches = self.shadows.len();
+        let n_specs = self.n_specs();
         // Caches are independent: run them on all cores (RAYON_NUM_THREADS limits it) when the
         // batch is big enough to pay for the hand-off; each writes its own (window, tier) block.
         // Prefetch hints pay when several caches share the CPU's caches (each batch finds the
         // others' tables evicted); one cache alone keeps its table warm and the hints only cost.
         let hints = n_caches > 1;
-        let uniform = ev.uniform_tier();
-        let run = |shadow: &mut Shadow| feed_cache(shadow, ev, n_windows, per_cache, hints, uniform, clock);
-        let blocks: Vec<Vec<Exact>> = if n_caches > 1 && ev.len() * n_caches >= PARALLEL_MIN_WORK {
+        let run = |(k, shadow): (usize, &mut Shadow)| {
+            let (ev, clock, uniform) = &subs[k / n_specs];
+            feed_cache(shadow, ev, n_windows, per_cache, hints, *uniform, *clock)
+        };
+        let blocks: Vec<Vec<Exact>> = if n_caches > 1 && ev.len() * n_specs >= PARALLEL_MIN_WORK {
             use rayon::prelude::*;
-            self.shadows.par_iter_mut().map(run).collect()
+            self.shadows.par_iter_mut().enumerate().map(run).collect()
         } else {
-            self.shadows.iter_mut().map(run).collect()
+            self.shadows.iter_mut().enumerate().map(run).collect()
         };
         self.events_seen += ev.len() as u64;
         Ok((n_windows, blocks))
@@ -325,38 +458,72 @@ impl Bank {
     /// tier. A window past that is an error, never a wrapped number (the batch has then been
     /// applied to the caches and totals, which stay exact in u128).
     pub fn feed(&mut self, ev: &Events) -> Result<(usize, Vec<u64>), String> {
-        let (n_windows, blocks) = self.run(ev, None)?;
-        let (per_cache, n_caches) = (self.n_tiers, self.shadows.len());
+        self.feed_by_partition(ev, None).map(|(w, out, _)| (w, out))
+    }
+
+    /// `feed` of a routed bank (`part`: each event's partition; None for a bank not routed).
+    /// Returns the counters summed over the partitions, shaped (windows, specs, tiers, fields),
+    /// and those of each partition summed over the windows, shaped (partitions, specs, tiers,
+    /// fields) (empty when not routed).
+    pub fn feed_by_partition(&mut self, ev: &Events, part: Option<&[u32]>) -> Result<(usize, Vec<u64>, Vec<u64>), String> {
+        let (n_windows, mut blocks) = self.run(ev, None, part)?;
+        let (per_cache, n_specs) = (self.n_tiers, self.n_specs());
+        let mut by_part = Vec::new();
+        if self.routes > 0 {
+            let mut sums = vec![[0u128; N_FIELDS]; blocks.len() * per_cache];
+            for (k, block) in blocks.iter().enumerate() {
+                for (j, exact) in block.iter().enumerate() {
+                    add_exact(&mut sums[k * per_cache + j % per_cache], exact);
+                }
+            }
+            by_part = narrow_all(&sums, "partition")?;
+            // each spec's caches of every partition into its first one's block
+            let rest = blocks.split_off(n_specs);
+            for (k, block) in rest.iter().enumerate() {
+                for (dst, src) in blocks[k % n_specs].iter_mut().zip(block.iter()) {
+                    add_exact(dst, src);
+                }
+            }
+        }
         let stride = per_cache * N_FIELDS;
-        let mut out = vec![0u64; n_windows * n_caches * stride];
+        let mut out = vec![0u64; n_windows * n_specs * stride];
         for (c, block) in blocks.iter().enumerate() {
             for (k, exact) in block.iter().enumerate() {
                 let (w, t) = (k / per_cache, k % per_cache);
                 let narrow = narrow(exact).ok_or_else(|| {
                     format!("cache {c}, window {w}, tier {t}: a counter exceeds 2^64-1 within one window; feed shorter windows")
                 })?;
-                let dst = (w * n_caches + c) * stride + t * N_FIELDS;
+                let dst = (w * n_specs + c) * stride + t * N_FIELDS;
                 out[dst..dst + N_FIELDS].copy_from_slice(&narrow);
             }
         }
-        Ok((n_windows, out))
+        Ok((n_windows, out, by_part))
     }
 
     /// Feed one batch into the totals only (no per-window output): what a whole-trace
     /// simulation needs, exact whatever the byte sums.
     pub fn feed_totals(&mut self, ev: &Events) -> Result<(), String> {
-        self.run(ev, None).map(|_| ())
+        self.run(ev, None, None).map(|_| ())
     }
 
     /// `feed_totals` with event times (seconds) for the caches that run on them (`needs_clock`)
     /// when the batch has no `ts`: a whole-trace run of xcache.
     pub fn feed_totals_at(&mut self, ev: &Events, clock: Option<&[u32]>) -> Result<(), String> {
-        self.run(ev, clock).map(|_| ())
+        self.run(ev, clock, None).map(|_| ())
     }
 
-    /// Cumulative counters (exact), flat, shaped (caches, tiers, fields).
+    /// Cumulative counters (exact), flat, shaped (specs, tiers, fields): a routed bank's summed
+    /// over its partitions.
     pub fn totals(&self) -> Vec<u128> {
-        self.shadows.iter().flat_map(|s| s.totals.iter().flatten().copied()).collect()
+        let n = self.n_specs();
+        let mut out: Vec<Exact> = self.shadows[..n].iter().flat_map(|s| s.totals.iter().copied()).collect();
+        for (k, s) in self.shadows.iter().enumerate().skip(n) {
+            let base = (k % n) * self.n_tiers;
+            for (t, c) in s.totals.iter().enumerate() {
+                add_exact(&mut out[base + t], c);
+            }
+        }
+        out.into_iter().flatten().collect()
     }
 
     /// Versioned binary snapshot of the whole bank (policies' state and counters).
@@ -378,6 +545,15 @@ impl Bank {
         }
         postcard::from_bytes(&bytes[12..]).map_err(|e| format!("corrupt bank snapshot: {e}"))
     }
+}
+
+/// Exact counters as u64, or an error naming the `what` (a cell past 2^64-1).
+fn narrow_all(cells: &[Exact], what: &str) -> Result<Vec<u64>, String> {
+    let mut out = Vec::with_capacity(cells.len() * N_FIELDS);
+    for (k, exact) in cells.iter().enumerate() {
+        out.extend_from_slice(&narrow(exact).ok_or_else(|| format!("{what} cell {k}: a counter exceeds 2^64-1 within one batch"))?);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -530,6 +706,136 @@ mod tests {
             }
             assert!(own.totals()[EVICTED_AGE] > 0, "{policy}");
         }
+    }
+
+    /// A stream of reads, writes and deletes over 400 files with partial reads, 3 tiers.
+    fn mixed(n: u64) -> (Vec<u64>, Vec<u64>, Vec<u64>, Vec<u8>, Vec<u8>) {
+        let id: Vec<u64> = (0..n).map(|i| crate::util::hash::mix64(i % 1_313) % 400).collect();
+        let size: Vec<u64> = id.iter().map(|&i| 1 + i % 41).collect();
+        let read: Vec<u64> = id.iter().zip(&size).map(|(&i, &s)| if i % 3 == 0 { s / 2 } else { s }).collect();
+        let tier: Vec<u8> = id.iter().map(|&i| (i % 3) as u8).collect();
+        let op: Vec<u8> = (0..n).map(|i| if i % 71 == 0 { OP_WRITE } else if i % 89 == 0 { OP_DELETE } else { OP_READ }).collect();
+        (id, size, read, tier, op)
+    }
+
+    #[test]
+    fn a_bypassed_read_is_a_miss_never_inserted_and_changes_nothing() {
+        let mut bank = Bank::new(vec![CacheSpec::new("lru", 10)], 1).unwrap();
+        // bypass A (miss, not inserted), read A (miss: fills), bypass A (a miss although A is
+        // resident), read A (hit: the bypass took nothing out)
+        let op = [OP_BYPASS, OP_READ, OP_BYPASS, OP_READ];
+        let (_, out) = bank.feed(&events(&[1; 4], &[4; 4], &[0; 4], &op)).unwrap();
+        assert_eq!(&out[..5], &[4, 1, 16, 4, 4], "requests, hits, bytes requested, hit, filled");
+        assert_eq!(out[EVICTIONS], 0);
+    }
+
+    #[test]
+    fn bypassed_reads_count_as_the_admitted_rows_plus_a_miss_each() {
+        // every policy, sampled or not, dense or cells: a bank fed every row (excluded reads as
+        // bypasses) equals one fed only the admitted rows, plus a request and its bytes per
+        // excluded read of a sampled file, in its window and tier
+        let n = 20_000u64;
+        let (id, size, read, tier, op) = mixed(n);
+        let excluded: Vec<bool> = (0..n as usize).map(|i| op[i] == OP_READ && (id[i] % 7 == 0 || i % 13 == 0)).collect();
+        let all_op: Vec<u8> = (0..n as usize).map(|i| if excluded[i] { OP_BYPASS } else { op[i] }).collect();
+        let window: Vec<u32> = (0..n as u32).map(|i| i / 5_000).collect();
+        let keep: Vec<usize> = (0..n as usize).filter(|&i| !excluded[i]).collect();
+        let pick = |c: &[u64]| keep.iter().map(|&i| c[i]).collect::<Vec<u64>>();
+        let (kid, ksize, kread) = (pick(&id), pick(&size), pick(&read));
+        let ktier: Vec<u8> = keep.iter().map(|&i| tier[i]).collect();
+        let kop: Vec<u8> = keep.iter().map(|&i| op[i]).collect();
+        let kwin: Vec<u32> = keep.iter().map(|&i| window[i]).collect();
+        for &policy in crate::policy::POLICY_NAMES.iter().filter(|&&p| p != "belady") {
+            for rate in [1.0, 0.5] {
+                let spec = CacheSpec { sample_rate: rate, ..CacheSpec::new(policy, 2_000) };
+                let mut all = Bank::new(vec![spec.clone()], 3).unwrap();
+                let ev = Events { bytes_read: &read, window: Some(&window), ..events(&id, &size, &tier, &all_op) };
+                let (w, got) = all.feed(&ev).unwrap();
+                let mut admitted = Bank::new(vec![spec.clone()], 3).unwrap();
+                let kev = Events { bytes_read: &kread, window: Some(&kwin), ..events(&kid, &ksize, &ktier, &kop) };
+                let (_, mut want) = admitted.feed(&kev).unwrap();
+                want.resize(w * 3 * N_FIELDS, 0);
+                let sampled = |x: u64| rate == 1.0 || crate::util::hash::sample_hash(x) < (rate * crate::util::hash::SAMPLE_MODULUS as f64) as u64;
+                let mut bypassed = 0;
+                for i in (0..n as usize).filter(|&i| excluded[i] && sampled(id[i])) {
+                    let cell = (window[i] as usize * 3 + tier[i] as usize) * N_FIELDS;
+                    want[cell + REQUESTS] += 1;
+                    want[cell + BYTES_REQUESTED] += read[i];
+                    bypassed += 1;
+                }
+                assert!(bypassed > 500, "{policy} {rate}");
+                assert!(got == want, "{policy} at rate {rate}: dense counters differ");
+                // the same batch as sparse cells, summed, into the same totals
+                let mut cells = Bank::new(vec![spec], 3).unwrap();
+                crate::windowed::feed_cells(&mut cells, &ev, None, false).unwrap();
+                assert_eq!(cells.totals(), all.totals(), "{policy} at rate {rate}: cells");
+            }
+        }
+    }
+
+    #[test]
+    fn a_routed_bank_is_one_bank_per_partition_of_a_share_of_the_capacity() {
+        let n = 30_000u64;
+        let (id, size, read, tier, op) = mixed(n);
+        // partitions by a column unrelated to the file (as servers are: a file is read on several)
+        let part: Vec<u32> = (0..n).map(|i| (crate::util::hash::mix64(i) % 3) as u32).collect();
+        let op: Vec<u8> = op.iter().enumerate().map(|(i, &o)| if o == OP_READ && i % 17 == 0 { OP_BYPASS } else { o }).collect();
+        let window: Vec<u32> = (0..n as u32).map(|i| i / 7_000).collect();
+        let specs = vec![
+            CacheSpec::new("lru", 3_001),
+            CacheSpec { sample_rate: 0.5, ..CacheSpec::new("arc", 2_000) },
+            CacheSpec::new("s3fifo", 1_000),
+        ];
+        assert_eq!((0..3).map(|i| share(3_001, 3, i)).collect::<Vec<_>>(), vec![1_001, 1_000, 1_000]);
+        let mut routed = Bank::routed(specs.clone(), 3, 3).unwrap();
+        let caps: Vec<u64> = routed.shadows.iter().map(|s| s.spec.capacity).collect();
+        assert_eq!(caps, vec![1_001, 667, 334, 1_000, 667, 333, 1_000, 666, 333], "(partition, spec)");
+        let ev = Events { bytes_read: &read, window: Some(&window), ..events(&id, &size, &tier, &op) };
+        let (w, got, by_part) = routed.feed_by_partition(&ev, Some(&part)).unwrap();
+        let per_part = 3 * 3 * N_FIELDS;
+        let mut want = vec![0u64; w * per_part];
+        for p in 0..3u32 {
+            let rows: Vec<usize> = (0..n as usize).filter(|&i| part[i] == p).collect();
+            let g = |c: &[u64]| rows.iter().map(|&i| c[i]).collect::<Vec<u64>>();
+            let (pid, psize, pread) = (g(&id), g(&size), g(&read));
+            let ptier: Vec<u8> = rows.iter().map(|&i| tier[i]).collect();
+            let pop: Vec<u8> = rows.iter().map(|&i| op[i]).collect();
+            let pwin: Vec<u32> = rows.iter().map(|&i| window[i]).collect();
+            let own: Vec<CacheSpec> = specs.iter().map(|s| CacheSpec { capacity: share(s.capacity, 3, p as u64), ..s.clone() }).collect();
+            let mut bank = Bank::new(own, 3).unwrap();
+            let (pw, out) = bank.feed(&Events { bytes_read: &pread, window: Some(&pwin), ..events(&pid, &psize, &ptier, &pop) }).unwrap();
+            for (k, v) in out.iter().enumerate() {
+                want[k] += v;
+            }
+            let summed: Vec<u64> = (0..per_part).map(|k| (0..pw).map(|x| out[x * per_part + k]).sum()).collect();
+            assert_eq!(&by_part[p as usize * per_part..(p as usize + 1) * per_part], &summed[..], "partition {p}");
+            assert!(summed.chunks(N_FIELDS).filter(|c| c[HITS] > 0 && c[EVICTIONS] > 0).count() >= 6);
+        }
+        assert!(got == want, "summed over the partitions");
+        let totals: Vec<u128> = (0..per_part).map(|k| (0..w).map(|x| got[x * per_part + k] as u128).sum()).collect();
+        assert_eq!(routed.totals(), totals);
+        // a routed bank wants its column, in range; a plain one refuses it
+        assert!(routed.feed(&ev).unwrap_err().contains("partition column"));
+        let bad: Vec<u32> = part.iter().map(|&p| p + 1).collect();
+        assert!(routed.feed_by_partition(&ev, Some(&bad)).unwrap_err().contains("partition 3 is not below 3"));
+        assert!(Bank::new(specs.clone(), 3).unwrap().feed_by_partition(&ev, Some(&part)).is_err());
+        assert!(Bank::routed(vec![CacheSpec { partitions: 2, ..CacheSpec::new("lru", 10) }], 1, 3).is_err());
+    }
+
+    #[test]
+    fn a_salted_bank_sees_the_ids_multiplied() {
+        let n = 10_000u64;
+        let (id, size, read, tier, op) = mixed(n);
+        let salt = 0xC2B2AE3D27D4EB4Fu64;
+        let salted_ids: Vec<u64> = id.iter().map(|&x| x.wrapping_mul(salt | 1)).collect();
+        let spec = vec![CacheSpec { sample_rate: 0.3, ..CacheSpec::new("lru", 900) }];
+        let mut a = Bank::new(spec.clone(), 3).unwrap().salted(salt);
+        let mut b = Bank::new(spec.clone(), 3).unwrap();
+        let mut plain = Bank::new(spec, 3).unwrap();
+        let ev = Events { bytes_read: &read, ..events(&id, &size, &tier, &op) };
+        let got = a.feed(&ev).unwrap();
+        assert_eq!(got, b.feed(&Events { id: &salted_ids, ..ev }).unwrap());
+        assert_ne!(got, plain.feed(&ev).unwrap(), "another sample");
     }
 
     #[test]

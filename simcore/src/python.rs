@@ -21,29 +21,37 @@ fn err(e: String) -> PyErr {
 
 type Col<'py, T> = PyReadonlyArray1<'py, T>;
 
-/// A batch's columns as the engine reads them (numpy arrays borrowed, no copy).
-#[allow(clippy::too_many_arguments)]
-fn events<'a, 'py>(
-    id: &'a Col<'py, u64>,
-    size: &'a Col<'py, u64>,
-    bytes_read: &'a Col<'py, u64>,
-    tier: &'a Col<'py, u8>,
-    op: &'a Col<'py, u8>,
-    next_access: Option<&'a Col<'py, u64>>,
-    window: Option<&'a Col<'py, u32>>,
-    ts: Option<&'a Col<'py, u32>>,
-) -> PyResult<Events<'a>> {
-    Ok(Events {
-        id: id.as_slice()?,
-        size: size.as_slice()?,
-        bytes_read: bytes_read.as_slice()?,
-        tier: tier.as_slice()?,
-        op: op.as_slice()?,
-        next_access: next_access.map(|a| a.as_slice()).transpose()?,
-        window: window.map(|a| a.as_slice()).transpose()?,
-        ts: ts.map(|a| a.as_slice()).transpose()?,
-        key: None,
-    })
+/// The five columns every batch has, (file_id, file_size, bytes_read, tier, op), taken as one
+/// tuple (`cachescope.simulation._columns` makes it) so that each feed method lists only what
+/// it adds.
+#[derive(FromPyObject)]
+struct Batch<'py>(Col<'py, u64>, Col<'py, u64>, Col<'py, u64>, Col<'py, u8>, Col<'py, u8>);
+
+/// A numpy column borrowed, if given.
+fn opt<'a, T: numpy::Element>(c: &'a Option<Col<'_, T>>) -> PyResult<Option<&'a [T]>> {
+    Ok(c.as_ref().map(|a| a.as_slice()).transpose()?)
+}
+
+impl Batch<'_> {
+    /// The batch as the engine reads it (numpy arrays borrowed, no copy).
+    fn events<'a>(&'a self, next_access: Option<&'a [u64]>, window: Option<&'a [u32]>, ts: Option<&'a [u32]>) -> PyResult<Events<'a>> {
+        Ok(Events {
+            id: self.0.as_slice()?,
+            size: self.1.as_slice()?,
+            bytes_read: self.2.as_slice()?,
+            tier: self.3.as_slice()?,
+            op: self.4.as_slice()?,
+            next_access,
+            window,
+            ts,
+            key: None,
+        })
+    }
+}
+
+/// Flat counters as a numpy array of `shape`.
+fn shaped<'py>(py: Python<'py>, flat: Vec<u64>, shape: [usize; 4]) -> PyResult<Bound<'py, PyAny>> {
+    Ok(PyArray1::from_vec(py, flat).reshape(shape)?.into_any())
 }
 
 /// A trace's columns as the dict `cachescope.simulation.Trace` is built from.
@@ -88,57 +96,67 @@ struct PyBank {
 
 #[pymethods]
 impl PyBank {
+    /// `partitions`: each spec split into that many caches, one per partition of the
+    /// `partition` column every batch then carries (`Bank::routed`); `salt`: file ids salted
+    /// (`Bank::salted`; 0: as given).
     #[new]
-    #[pyo3(signature = (specs, n_tiers))]
-    fn new(specs: Vec<SpecIn>, n_tiers: usize) -> PyResult<Self> {
+    #[pyo3(signature = (specs, n_tiers, partitions=None, salt=0))]
+    fn new(specs: Vec<SpecIn>, n_tiers: usize, partitions: Option<u32>, salt: u64) -> PyResult<Self> {
         let specs = specs.into_iter().map(SpecIn::into_spec).collect();
-        Ok(PyBank { inner: bank::Bank::new(specs, n_tiers).map_err(err)? })
+        let bank = match partitions {
+            None => bank::Bank::new(specs, n_tiers),
+            Some(p) => bank::Bank::routed(specs, n_tiers, p),
+        }
+        .map_err(err)?;
+        Ok(PyBank { inner: if salt != 0 { bank.salted(salt) } else { bank } })
     }
 
-    /// Feed one batch; returns counters shaped (windows, caches, tiers, fields). `ts` (event
-    /// time, seconds) makes the caches count residence ages.
-    #[pyo3(signature = (file_id, file_size, bytes_read, tier, op, next_access=None, window=None, ts=None))]
+    /// Feed one batch (`cols`: the `Batch` tuple); returns counters shaped (windows, caches,
+    /// tiers, fields), and with `by_partition` (a routed bank) also those of each partition
+    /// summed over the windows, (partitions, caches, tiers, fields). `ts` (event time, seconds)
+    /// makes the caches count residence ages; `partition`: each event's (a routed bank).
+    #[pyo3(signature = (cols, next_access=None, window=None, ts=None, partition=None, by_partition=false))]
     #[allow(clippy::too_many_arguments)]
     fn feed<'py>(
         &mut self,
         py: Python<'py>,
-        file_id: PyReadonlyArray1<'py, u64>,
-        file_size: PyReadonlyArray1<'py, u64>,
-        bytes_read: PyReadonlyArray1<'py, u64>,
-        tier: PyReadonlyArray1<'py, u8>,
-        op: PyReadonlyArray1<'py, u8>,
-        next_access: Option<PyReadonlyArray1<'py, u64>>,
-        window: Option<PyReadonlyArray1<'py, u32>>,
-        ts: Option<PyReadonlyArray1<'py, u32>>,
+        cols: Batch<'py>,
+        next_access: Option<Col<'py, u64>>,
+        window: Option<Col<'py, u32>>,
+        ts: Option<Col<'py, u32>>,
+        partition: Option<Col<'py, u32>>,
+        by_partition: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let ev = events(&file_id, &file_size, &bytes_read, &tier, &op, next_access.as_ref(), window.as_ref(), ts.as_ref())?;
+        let ev = cols.events(opt(&next_access)?, opt(&window)?, opt(&ts)?)?;
+        let part = opt(&partition)?;
         let inner = &mut self.inner;
-        let (w, out) = py.detach(|| inner.feed(&ev)).map_err(err)?;
-        let shape = [w, self.inner.shadows.len(), self.inner.n_tiers, FIELDS.len()];
-        Ok(PyArray1::from_vec(py, out).reshape(shape)?.into_any())
+        let (w, out, parts) = py.detach(|| inner.feed_by_partition(&ev, part)).map_err(err)?;
+        let (n_specs, n_tiers) = (self.inner.n_specs(), self.inner.n_tiers);
+        let counters = shaped(py, out, [w, n_specs, n_tiers, FIELDS.len()])?;
+        if !by_partition {
+            return Ok(counters);
+        }
+        let parts = shaped(py, parts, [self.inner.routes as usize, n_specs, n_tiers, FIELDS.len()])?;
+        Ok((counters, parts).into_pyobject(py)?.into_any())
     }
 
     /// Feed one batch (each event's window number within it); returns only the cells it touched:
     /// dict(window u32, cache u32, tier u8, values u64 (cells, fields)) (`windowed.rs`).
     /// `tiers_used`: every tier code fed so far is below it (None: n_tiers). `parallel`: the
     /// caches may run on all cores (see `windowed::feed_cells`).
-    #[pyo3(signature = (file_id, file_size, bytes_read, tier, op, window, next_access=None, tiers_used=None, ts=None, parallel=true))]
+    #[pyo3(signature = (cols, window, next_access=None, tiers_used=None, ts=None, parallel=true))]
     #[allow(clippy::too_many_arguments)]
     fn feed_cells<'py>(
         &mut self,
         py: Python<'py>,
-        file_id: PyReadonlyArray1<'py, u64>,
-        file_size: PyReadonlyArray1<'py, u64>,
-        bytes_read: PyReadonlyArray1<'py, u64>,
-        tier: PyReadonlyArray1<'py, u8>,
-        op: PyReadonlyArray1<'py, u8>,
-        window: PyReadonlyArray1<'py, u32>,
-        next_access: Option<PyReadonlyArray1<'py, u64>>,
+        cols: Batch<'py>,
+        window: Col<'py, u32>,
+        next_access: Option<Col<'py, u64>>,
         tiers_used: Option<usize>,
-        ts: Option<PyReadonlyArray1<'py, u32>>,
+        ts: Option<Col<'py, u32>>,
         parallel: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let ev = events(&file_id, &file_size, &bytes_read, &tier, &op, next_access.as_ref(), Some(&window), ts.as_ref())?;
+        let ev = cols.events(opt(&next_access)?, Some(window.as_slice()?), opt(&ts)?)?;
         let inner = &mut self.inner;
         let cells = py.detach(|| crate::windowed::feed_cells(inner, &ev, tiers_used, parallel)).map_err(err)?;
         let n = cells.window.len();
@@ -153,21 +171,10 @@ impl PyBank {
     /// Feed one batch into the cumulative totals only (no per-window counters out). `clock`:
     /// event times (seconds) for the caches that run on them (xcache's purges), without
     /// residence ages.
-    #[pyo3(signature = (file_id, file_size, bytes_read, tier, op, next_access=None, clock=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn feed_totals<'py>(
-        &mut self,
-        py: Python<'py>,
-        file_id: PyReadonlyArray1<'py, u64>,
-        file_size: PyReadonlyArray1<'py, u64>,
-        bytes_read: PyReadonlyArray1<'py, u64>,
-        tier: PyReadonlyArray1<'py, u8>,
-        op: PyReadonlyArray1<'py, u8>,
-        next_access: Option<PyReadonlyArray1<'py, u64>>,
-        clock: Option<PyReadonlyArray1<'py, u32>>,
-    ) -> PyResult<()> {
-        let ev = events(&file_id, &file_size, &bytes_read, &tier, &op, next_access.as_ref(), None, None)?;
-        let clock = clock.as_ref().map(|c| c.as_slice()).transpose()?;
+    #[pyo3(signature = (cols, next_access=None, clock=None))]
+    fn feed_totals<'py>(&mut self, py: Python<'py>, cols: Batch<'py>, next_access: Option<Col<'py, u64>>, clock: Option<Col<'py, u32>>) -> PyResult<()> {
+        let ev = cols.events(opt(&next_access)?, None, None)?;
+        let clock = opt(&clock)?;
         let inner = &mut self.inner;
         py.detach(|| inner.feed_totals_at(&ev, clock)).map_err(err)
     }
@@ -269,10 +276,14 @@ impl PyBank {
             .collect()
     }
 
-    /// Versioned binary snapshot of every cache's state and counters.
-    fn snapshot<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+    /// Versioned binary snapshot of every cache's state and counters (not of a bank routed by
+    /// partitions or salted: offline replays, never resumed).
+    fn snapshot<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        if self.inner.routes != 0 || self.inner.salt != 0 {
+            return Err(err("a bank routed by partitions or with salted ids has no snapshot".into()));
+        }
         let bytes = py.detach(|| self.inner.snapshot());
-        PyBytes::new(py, &bytes)
+        Ok(PyBytes::new(py, &bytes))
     }
 
     #[staticmethod]
@@ -297,21 +308,14 @@ impl PyMrc {
 
     /// Feed a batch; returns this batch's curve counters per window:
     /// (hits (windows, K, tiers, 2) [hits, bytes_hit], requested (windows, tiers, 2)).
-    #[pyo3(signature = (file_id, file_size, bytes_read, tier, op, window=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn feed<'py>(
-        &mut self,
-        py: Python<'py>,
-        file_id: PyReadonlyArray1<'py, u64>,
-        file_size: PyReadonlyArray1<'py, u64>,
-        bytes_read: PyReadonlyArray1<'py, u64>,
-        tier: PyReadonlyArray1<'py, u8>,
-        op: PyReadonlyArray1<'py, u8>,
-        window: Option<PyReadonlyArray1<'py, u32>>,
-    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+    #[pyo3(signature = (cols, window=None))]
+    fn feed<'py>(&mut self, py: Python<'py>, cols: Batch<'py>, window: Option<Col<'py, u32>>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
         let n_tiers = self.inner.curve_tiers();
-        let ev = events(&file_id, &file_size, &bytes_read, &tier, &op, None, window.as_ref(), None)?;
+        let ev = cols.events(None, opt(&window)?, None)?;
         ev.validate(n_tiers).map_err(err)?;
+        if ev.op.contains(&bank::OP_BYPASS) {
+            return Err(err("the curve takes ops 0 (read), 1 (write) and 2 (delete): a curve has no admission".into()));
+        }
         let inner = &mut self.inner;
         let accs = py.detach(|| inner.feed(ev.id, ev.size, ev.bytes_read, ev.tier, ev.op, ev.window));
         let (w, k) = (accs.len(), self.inner.grid().len());
@@ -358,11 +362,28 @@ impl PyMrc {
     }
 }
 
+/// Next-access times for belady: of the whole stream, or (`op`, `partition`) of the streams a
+/// bank's caches see (`future::next_access_in_streams`).
 #[pyfunction]
-fn next_access_times<'py>(py: Python<'py>, file_id: PyReadonlyArray1<'py, u64>) -> PyResult<Bound<'py, PyArray1<u64>>> {
-    let ids = file_id.as_slice()?;
-    let out = py.detach(|| crate::future::next_access_times(ids));
+#[pyo3(signature = (file_id, op=None, partition=None))]
+fn next_access_times<'py>(
+    py: Python<'py>,
+    file_id: Col<'py, u64>,
+    op: Option<Col<'py, u8>>,
+    partition: Option<Col<'py, u32>>,
+) -> PyResult<Bound<'py, PyArray1<u64>>> {
+    let (ids, op, part) = (file_id.as_slice()?, opt(&op)?, opt(&partition)?);
+    let out = py.detach(|| crate::future::next_access_in_streams(ids, op, part)).map_err(err)?;
     Ok(PyArray1::from_vec(py, out))
+}
+
+/// Partition `index`'s part of `capacity` split `parts` ways, as the engine splits it.
+#[pyfunction]
+fn capacity_share(capacity: u64, parts: u64, index: u64) -> PyResult<u64> {
+    if index >= parts {
+        return Err(err(format!("partition {index} of {parts}")));
+    }
+    Ok(crate::shadow::share(capacity, parts, index))
 }
 
 /// Partition of each file among `parts` hash partitions (the same function the bank uses).
@@ -597,6 +618,7 @@ fn _simcore(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(crate::messages::decode_message, m)?)?;
     m.add("MESSAGE_FIELDS", crate::messages::FIELDS.to_vec())?;
     m.add_function(wrap_pyfunction!(next_access_times, m)?)?;
+    m.add_function(wrap_pyfunction!(capacity_share, m)?)?;
     m.add_function(wrap_pyfunction!(partition_of, m)?)?;
     m.add_function(wrap_pyfunction!(read_csv_trace, m)?)?;
     m.add_function(wrap_pyfunction!(read_trace, m)?)?;
@@ -612,5 +634,6 @@ fn _simcore(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("OP_READ", bank::OP_READ)?;
     m.add("OP_WRITE", bank::OP_WRITE)?;
     m.add("OP_DELETE", bank::OP_DELETE)?;
+    m.add("OP_BYPASS", bank::OP_BYPASS)?;
     Ok(())
 }

@@ -82,11 +82,7 @@ impl Shadow {
         };
         let p = spec.partitions as u64;
         let parts = (0..p)
-            .map(|i| {
-                // spread the remainder so the partitions add up to the whole capacity
-                let cap = scaled / p + u64::from(i < scaled % p);
-                AnyPolicy::new(&spec.policy, cap, &Params::new(spec.params.clone()))
-            })
+            .map(|i| AnyPolicy::new(&spec.policy, share(scaled, p, i), &Params::new(spec.params.clone())))
             .collect::<Result<Vec<_>, _>>()?;
         let side_table = !parts[0].keeps_arrivals();
         Ok(Shadow {
@@ -224,6 +220,14 @@ impl Shadow {
         let sampled = self.threshold == SAMPLE_MODULUS || sample_hash(id) < self.threshold;
         sampled && self.parts[partition(id, self.parts.len())].contains(id)
     }
+}
+
+/// Partition `i`'s part of a capacity split `parts` ways: the remainder spread over the first
+/// ones, so the parts add up to the whole (hash partitions, partitions routed by a column, and
+/// the processing core's shards of a cache group all split this way).
+#[inline]
+pub fn share(capacity: u64, parts: u64, i: u64) -> u64 {
+    capacity / parts + u64::from(i < capacity % parts)
 }
 
 /// Which of `n` partitions holds `id` (all in one when there is one).
@@ -371,6 +375,20 @@ fn serve<S: Server>(s: &mut S, req: &Request, ev: &mut Evictions, window: &mut [
         c[BYTES_EVICTED] += e.size as u128;
     }
     out
+}
+
+/// A read the cache does not admit (`bank::OP_BYPASS`): a request and a miss of its tier when
+/// the cache samples the file, as a cache that lets it pass by counts it; no state changes (no
+/// hit even if a copy is resident, no fill, no eviction, no residence age).
+#[inline(always)]
+pub(crate) fn bypass<S: Server>(s: &S, req: &Request, window: &mut [Exact]) -> bool {
+    if !s.sampled(req.id) {
+        return false;
+    }
+    let c = &mut window[req.tier as usize];
+    c[REQUESTS] += 1;
+    c[BYTES_REQUESTED] += req.bytes_read as u128;
+    true
 }
 
 /// A file was deleted or rewritten at the source: it leaves the cache. True if it was resident.

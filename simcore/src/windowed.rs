@@ -7,9 +7,9 @@
 //! touched (log records come only roughly in time order: windows interleave) and hands them
 //! over sorted by (window, tier). The caller sums the cells of a window over batches.
 
-use crate::bank::{Bank, Events, OP_READ};
+use crate::bank::{Bank, Events, OP_BYPASS, OP_READ};
 use crate::policy::Evictions;
-use crate::shadow::{invalidate, read, Ages, Server, Shadow, Visitor};
+use crate::shadow::{bypass, invalidate, read, Ages, Server, Shadow, Visitor};
 use crate::stats::*;
 
 /// Touched cells of a batch, in (window, cache, tier) order (`feed_cells`; each cache's own in
@@ -51,13 +51,19 @@ impl<F: FnMut(usize, usize, &Exact)> Visitor for EachRead<'_, '_, F> {
         let mut scratch = vec![[0u128; N_FIELDS]; n_tiers];
         let mut evictions = Evictions::default();
         for i in 0..ev.len() {
-            if ev.op[i] != OP_READ {
-                invalidate(s, ages, ev.id[i]);
-                continue;
-            }
             let req = ev.request(i);
-            let ts = ev.ts.map(|t| t[i]);
-            if read(s, ages, &req, ts, &mut evictions, &mut scratch).is_some() {
+            let counted = match ev.op[i] {
+                OP_READ => read(s, ages, &req, ev.ts.map(|t| t[i]), &mut evictions, &mut scratch).is_some(),
+                OP_BYPASS => {
+                    evictions.items.clear();
+                    bypass(s, &req, &mut scratch)
+                }
+                _ => {
+                    invalidate(s, ages, ev.id[i]);
+                    false
+                }
+            };
+            if counted {
                 let own = req.tier as usize;
                 for t in std::iter::once(own).chain(evictions.items.iter().map(|e| e.tier as usize)) {
                     if scratch[t] != [0; N_FIELDS] {
@@ -263,6 +269,9 @@ fn sum_sorted(key: &[i64], values: &[u64], width: usize) -> (Vec<i64>, Vec<u64>)
 /// whose other threads are the slower chain (the embedded replay's store writer) passes false:
 /// the caches then take one core and leave the other to that chain.
 pub fn feed_cells(bank: &mut Bank, ev: &Events, tiers_used: Option<usize>, parallel: bool) -> Result<Cells, String> {
+    if bank.routes != 0 || bank.salt != 0 {
+        return Err("a bank routed by partitions or with salted ids is fed by `feed` (offline replays)".into());
+    }
     let n_windows = bank.admit(ev)?;
     let used = tiers_used.unwrap_or(bank.n_tiers).clamp(1, bank.n_tiers);
     if let Some(i) = ev.tier.iter().position(|&t| t as usize >= used) {

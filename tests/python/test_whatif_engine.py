@@ -1,0 +1,182 @@
+"""What-if answers on a fixed store equal those recorded before admission and partitions moved
+into the engine's bank (golden numbers: tests/python/snapshots/whatif_engine.json).
+
+The golden file was written by main's code before the change (b95c584: `cachescope/replay.py`
+with its Python bypass counting, `_PerServer` banks, `_next_by_server` and `_salted`; the same
+numbers as 62ba1e6's `whatif.py`, which had no `bytes_evicted` yet) with
+    git show b95c584:cachescope/replay.py > /tmp/replay_main.py
+    PYTHONPATH=$PWD python tests/python/test_whatif_engine.py --write --replay /tmp/replay_main.py
+(`--replay`: that file runs in place of cachescope/replay.py, on this checkout's engine and read
+layer); without `--replay` it rewrites the file from today's code (only when the numbers are meant
+to change). The accesses mix three servers, two cache groups, four tiers, writes and deletes
+(some of files the admission filter excludes), over four days, so every path of the replay runs:
+admission with warm-up, time steps and several groups; partitions by server (belady's per-server
+future), by file hash, both sampled with salted replicas.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+GOLDEN = Path(__file__).parent / "snapshots" / "whatif_engine.json"
+UTC = dt.timezone.utc
+T0 = dt.datetime(2023, 11, 14, tzinfo=UTC)
+SERVERS = ["xc1.example.org", "xc2.example.org", "xc3.example.org"]
+TIERS = ["AOD", "HITS", "USER", "RAW"]
+GB = 10**9
+
+
+def fill(store) -> None:
+    """12,000 accesses over four days: zipf reuse, partial reads, 2 % writes and 1 % deletes."""
+    from cachescope.store import migrations, tables
+
+    migrations.migrate(store, events_ttl_days=0)
+    rng = np.random.default_rng(30)
+    n, files = 12_000, 900
+    f = np.minimum(rng.zipf(1.25, n) - 1, files - 1)
+    size = (1 + (np.arange(files) * 7919) % 45) * GB
+    ts = T0.timestamp() * 10**6 + np.sort(rng.integers(0, 4 * 86400 * 10**6, n))
+    op = np.where(rng.random(n) < 0.02, 1, np.where(rng.random(n) < 0.01, 2, 0)).astype(np.uint8)
+    full = size[f]
+    partial = rng.random(n) < 0.3
+    bytes_read = np.where(partial, full // 3, full).astype(np.uint64)
+    server = rng.integers(0, 3, n)
+    group = np.where(f % 5 == 0, "GROUP-B", "GROUP-A")
+    store.insert(tables.ACCESS_EVENTS, {
+        "ts": ts.astype("datetime64[us]"), "site": ["SITE-W"] * n, "source": ["xrootd"] * n,
+        "server": [SERVERS[s] for s in server], "client": [""] * n, "vo": ["cms"] * n,
+        "path": [f"/store/f{x}" for x in f], "file_id": (10_000 + f).astype(np.uint64),
+        "file_size": full.astype(np.uint64), "bytes_read": bytes_read, "op": op,
+        "tier": [TIERS[x % 4] for x in f], "cache_group": group.tolist(),
+        "origin": [f"test:{SERVERS[s]}" for s in server], "seq": np.arange(n, dtype=np.uint64)})
+
+
+def cases():
+    from cachescope.replay import Admission
+
+    adm = Admission(exclude_tiers=("USER",), max_file_size=30 * GB)
+    both = ["GROUP-A", "GROUP-B"]
+    return {
+        "plain": dict(policies=["lru", "arc", "belady"], sizes=[200 * GB, 2000 * GB]),
+        "admission_warmup_step": dict(policies=["lru", "s3fifo", "belady"], sizes=[300 * GB, 1500 * GB],
+                                      admission=adm, warmup=dt.timedelta(days=1), step_s=6 * 3600),
+        "groups_admission": dict(policies=["lru", "fifo"], sizes=[500 * GB], cache_groups=both, admission=adm,
+                                 step_s=86400),
+        "servers_auto": dict(policies=["lru", "belady"], sizes=[600 * GB, 1000 * GB + 2], partitions=3,
+                             admission=adm, cache_groups=both),
+        "servers_sampled": dict(policies=["lru", "arc"], sizes=[900 * GB + 1], partition_by="server",
+                                sample_rate=0.5, admission=adm, warmup=dt.timedelta(hours=12)),
+        "servers_belady_warmup": dict(policies=["belady", "lru"], sizes=[700 * GB], partition_by="server",
+                                      warmup=dt.timedelta(days=1), step_s=86400),
+        "file_hash_sampled": dict(policies=["lru", "s3fifo"], sizes=[800 * GB], partitions=2, sample_rate=0.25,
+                                  admission=adm),
+        "sampled_admission": dict(policies=["lru", "belady"], sizes=[400 * GB], sample_rate=0.25, admission=adm,
+                                  step_s=86400),
+    }
+
+
+def answer(store, kw: dict) -> dict:
+    from cachescope.replay import WhatIf, run_whatif
+
+    req = WhatIf(start=T0 + dt.timedelta(days=1) if kw.get("warmup") else T0, end=T0 + dt.timedelta(days=4),
+                 chunk=dt.timedelta(hours=20), **kw)
+    res = run_whatif(store, req)
+    out = {"accesses": res.accesses, "warmup_accesses": res.warmup_accesses, "admitted": res.admitted,
+           "servers": res.servers, "results": res.answers()}
+    return json.loads(json.dumps(out))  # as JSON holds it (tuples as lists, floats by repr)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    from cachescope.store import EmbeddedStore
+
+    s = EmbeddedStore(tmp_path_factory.mktemp("whatif_engine") / "store", database="whatif_engine")
+    fill(s)
+    yield s
+    s.close()
+
+
+@pytest.mark.parametrize("name", ["plain", "admission_warmup_step", "groups_admission", "servers_auto",
+                                  "servers_sampled", "servers_belady_warmup", "file_hash_sampled",
+                                  "sampled_admission"])
+def test_whatif_answers_equal_the_recorded_ones(store, name):
+    want = json.loads(GOLDEN.read_text())[name]
+    got = answer(store, cases()[name])
+    assert got == want
+
+
+def test_the_cases_bypass_partition_and_sample(store):
+    """The golden cases exercise what they are meant to: excluded reads, writes of excluded
+    files, three servers, replicas."""
+    golden = json.loads(GOLDEN.read_text())
+    assert set(golden) == set(cases())
+    adm = golden["admission_warmup_step"]
+    assert 0 < adm["admitted"] < adm["accesses"]
+    assert golden["servers_auto"]["servers"] == SERVERS
+    assert all("by_server" in r and "shared" in r for r in golden["servers_sampled"]["results"])
+    assert all(r["sampling"]["hit_ratio_error_bound"] > 0 for r in golden["file_hash_sampled"]["results"])
+
+
+def test_a_routed_bank_with_bypasses_is_one_bank_per_partition():
+    """The Python face: `ShadowBank(partitions=3)` fed a partition column and bypassed reads
+    counts as three banks of `capacity_share` each, fed their own rows (belady on each
+    partition's own future); `capacity_share` is the split the shards of a group use."""
+    from dataclasses import replace
+
+    from cachescope.simulation import OP_BYPASS, CacheSpec, ShadowBank, capacity_share, next_access_times
+
+    rng = np.random.default_rng(5)
+    n = 20_000
+    fid = rng.integers(0, 500, n).astype(np.uint64)
+    size = (1 + fid % 37) * 1000
+    tier = (fid % 3).astype(np.uint8)
+    op = np.where(rng.random(n) < 0.1, OP_BYPASS, 0).astype(np.uint8)
+    part = rng.integers(0, 3, n)
+    specs = [CacheSpec("lru", 200_001), CacheSpec("belady", 150_000, sample_rate=0.5)]
+    routed = ShadowBank(specs, 3, partitions=3)
+    total, per = routed.feed_by_partition(fid, size, size, tier, op, part,
+                                          next_access=next_access_times(fid, op=op, partition=part))
+    assert per.shape == (3, 2, 3, len(total[0, 0, 0]))
+    for p in range(3):
+        m = part == p
+        own = ShadowBank([replace(s, capacity=capacity_share(s.capacity, 3, p)) for s in specs], 3)
+        out = own.feed(fid[m], size[m], size[m], tier[m], op[m], next_access=next_access_times(fid[m], op=op[m]))
+        assert (per[p] == out.sum(axis=0)).all(), p
+    assert (total.sum(axis=0) == per.sum(axis=0)).all()
+    assert per[:, :, :, 1].sum() > 0  # hits
+    assert [capacity_share(10, 3, i) for i in range(3)] == [4, 3, 3]
+
+
+def main() -> None:
+    import tempfile
+
+    from cachescope.store import EmbeddedStore
+
+    args = sys.argv[1:]
+    if args[:1] != ["--write"] or len(args) not in (1, 3) or (len(args) == 3 and args[1] != "--replay"):
+        sys.exit("usage: test_whatif_engine.py --write [--replay PATH]  (rewrites the golden what-if answers)")
+    if len(args) == 3:
+        import importlib.util
+
+        import cachescope
+
+        spec = importlib.util.spec_from_file_location("cachescope.replay", args[2])
+        cachescope.replay = sys.modules["cachescope.replay"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(cachescope.replay)
+    with tempfile.TemporaryDirectory() as d:
+        s = EmbeddedStore(Path(d) / "store", database="whatif_engine")
+        fill(s)
+        golden = {name: answer(s, kw) for name, kw in cases().items()}
+        s.close()
+    GOLDEN.write_text(json.dumps(golden, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {GOLDEN}: {len(golden)} cases")
+
+
+if __name__ == "__main__":
+    main()
