@@ -84,7 +84,7 @@ def main() -> int:
     ap.add_argument("--job-arg", action="append", default=[], help="extra argument for the job (repeatable)")
     args = ap.parse_args()
 
-    from bench_stream import service
+    from bench_stream import service, stop_started
 
     subprocess.run([str(REPO / "scripts/services"), "install", "flink-jars"], check=True)
     kafka_env, started_kafka = service("kafka")
@@ -163,10 +163,7 @@ def main() -> int:
             import signal
 
             os.killpg(job.pid, signal.SIGKILL)
-        if started_kafka:
-            subprocess.run([str(REPO / "scripts/services"), "stop", "kafka"])
-        if started_ch:
-            subprocess.run([str(REPO / "scripts/services"), "stop", "clickhouse"])
+        stop_started(kafka=started_kafka, clickhouse=started_ch)
     return 0
 
 

@@ -49,6 +49,13 @@ def service(name: str) -> tuple[dict[str, str], bool]:
     return services_env(name), True
 
 
+def stop_started(**started: bool) -> None:
+    """Stop the services `service` started (those already running before stay up)."""
+    for name, was_started in started.items():
+        if was_started:
+            subprocess.run([str(REPO / "scripts/services"), "stop", name])
+
+
 def _children(pid: int) -> list[int]:
     """All descendants of `pid` (every thread's children: the JVM is forked from a helper thread)."""
     out = []
@@ -314,10 +321,7 @@ def main() -> int:
         elif not args.topic:
             print(f"# kept topic {topic}: rerun with --topic {topic}")
     finally:
-        if started_kafka:
-            subprocess.run([str(REPO / "scripts/services"), "stop", "kafka"])
-        if started_ch:
-            subprocess.run([str(REPO / "scripts/services"), "stop", "clickhouse"])
+        stop_started(kafka=started_kafka, clickhouse=started_ch)
     return 0
 
 
