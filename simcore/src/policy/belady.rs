@@ -27,18 +27,11 @@
 
 use super::*;
 
-#[derive(Clone, Copy, Default, Serialize, Deserialize)]
-struct Entry {
-    id: u64,
-    size: u64,
-    tier: u8,
-    /// Arrival time (`Request::ts`).
-    born: u32,
+resident::entry!(struct Entry {
     next: u64,
     /// Position in `heap` (1-based).
     pos: u32,
-}
-resident::entry!(Entry);
+});
 
 #[derive(Clone, Serialize, Deserialize)]
 pub struct Belady {
@@ -136,20 +129,16 @@ impl Policy for Belady {
             self.heap_remove(top);
             self.res.evict(top, ev);
         }
-        let slot = self.res.insert(Entry { id: req.id, size: req.size, tier: req.tier, born: req.ts, next: req.next_access, pos: 0 });
+        let slot = self.res.insert(Entry { next: req.next_access, ..Entry::of(req) });
         self.heap.push(slot);
         self.sift_up(self.heap.len() - 1);
         Outcome::admitted(req)
     }
 
     fn remove(&mut self, id: u64) -> Option<u32> {
-        match self.res.slot(id) {
-            Some(slot) => {
-                self.heap_remove(slot);
-                Some(self.res.drop_slot(slot).born)
-            }
-            None => None,
-        }
+        let slot = self.res.slot(id)?;
+        self.heap_remove(slot);
+        Some(self.res.drop_slot(slot).born)
     }
 
     resident_queries!(res);

@@ -25,22 +25,30 @@
 
 use super::*;
 
-#[derive(Clone, Copy, Default, Serialize, Deserialize)]
-struct Entry {
-    id: u64,
-    size: u64,
-    tier: u8,
-    /// Arrival time (`Request::ts`).
-    born: u32,
+resident::entry!(struct Entry {
     freq: u8,
-}
-resident::entry!(Entry);
+});
 
 #[derive(Clone, Serialize, Deserialize)]
 pub struct Clock {
     max_freq: u8,
     res: Resident<Entry>,
     queue: List,
+}
+
+/// The hand is the tail: a referenced file loses one count and goes round again; the first
+/// file with none left is evicted.
+#[inline]
+fn evict_one(res: &mut Resident<Entry>, queue: &mut List, ev: &mut Evictions) {
+    loop {
+        let tail = queue.tail().expect("used > 0 implies a resident file");
+        let e = res.get_mut(tail);
+        if e.freq == 0 {
+            return res.evict_tail(queue, ev);
+        }
+        e.freq -= 1;
+        res.arena().move_to_front(queue, tail);
+    }
 }
 
 impl Policy for Clock {
@@ -64,38 +72,11 @@ impl Policy for Clock {
             }
             return Outcome::hit(req);
         }
-        let queue = &mut self.queue;
-        let entry = Entry { id: req.id, size: req.size, tier: req.tier, born: req.ts, freq: 0 };
-        let admitted = self.res.admit(req, ev, entry, |r, ev| loop {
-            // the hand is the tail: a referenced file loses one count and goes round again
-            let tail = queue.tail().expect("used > 0 implies a resident file");
-            let e = r.get_mut(tail);
-            if e.freq > 0 {
-                e.freq -= 1;
-                r.arena().move_to_front(queue, tail);
-                continue;
-            }
-            r.arena().unlink(queue, tail);
-            r.evict(tail, ev);
-            return;
-        });
-        match admitted {
-            Some(slot) => {
-                self.res.arena().push_front(&mut self.queue, slot);
-                Outcome::admitted(req)
-            }
-            None => Outcome::miss(0),
-        }
+        self.res.admit(req, ev, Entry::of(req), &mut self.queue, evict_one, Resident::push_head)
     }
 
     fn remove(&mut self, id: u64) -> Option<u32> {
-        match self.res.slot(id) {
-            Some(slot) => {
-                self.res.arena().unlink(&mut self.queue, slot);
-                Some(self.res.drop_slot(slot).born)
-            }
-            None => None,
-        }
+        self.res.remove(id, |r, slot| r.arena().unlink(&mut self.queue, slot))
     }
 
     resident_queries!(res);

@@ -38,21 +38,14 @@ use super::*;
 /// `cost` in bytes: libCacheSim's 1e6 per KiB.
 const COST: f64 = 1.024e9;
 
-#[derive(Clone, Copy, Default, Serialize, Deserialize)]
-struct Entry {
-    id: u64,
-    size: u64,
-    tier: u8,
-    /// Arrival time (`Request::ts`).
-    born: u32,
+resident::entry!(struct Entry {
     freq: u64,
     /// Current key: H as f64 bits, and the sequence number of the request that set it.
     pri: u64,
     seq: u64,
     /// The seq of this file's entry in `queue` (0 = the slot is free).
     queued: u64,
-}
-resident::entry!(Entry);
+});
 
 #[derive(Clone, Serialize, Deserialize)]
 pub struct Gdsf {
@@ -135,8 +128,8 @@ fn priority(age: f64, freq: u64, size: u64) -> u64 {
     h.to_bits()
 }
 
-/// Pop the resident file with the smallest current key.
-fn pop_min(res: &mut Resident<Entry>, queue: &mut QuadHeap) -> (u64, u32) {
+/// Evict the resident file with the smallest current key; its key becomes the age.
+fn evict_min(res: &mut Resident<Entry>, (queue, age): &mut (&mut QuadHeap, &mut f64), ev: &mut Evictions) {
     loop {
         let (pri, seq, slot) = queue.pop().expect("used > 0 implies a resident file");
         let e = res.get_mut(slot);
@@ -144,7 +137,9 @@ fn pop_min(res: &mut Resident<Entry>, queue: &mut QuadHeap) -> (u64, u32) {
             continue; // a removed file's entry
         }
         if e.seq == seq {
-            return (pri, slot);
+            **age = f64::from_bits(pri);
+            res.evict(slot, ev);
+            return;
         }
         // hit since it was queued: requeue with its current key
         e.queued = e.seq;
@@ -171,39 +166,25 @@ impl Policy for Gdsf {
             (e.freq, e.pri, e.seq) = (freq + 1, pri, seq);
             return Outcome::hit(req);
         }
-        let (queue, age) = (&mut self.queue, &mut self.age);
         // the priority is set once room is made (evictions raise the age)
-        let entry = Entry { id: req.id, size: req.size, tier: req.tier, born: req.ts, freq: 1, pri: 0, seq, queued: seq };
-        let admitted = self.res.admit(req, ev, entry, |r, ev| {
-            let (pri, slot) = pop_min(r, queue);
-            *age = f64::from_bits(pri);
-            r.evict(slot, ev);
-        });
-        match admitted {
-            Some(slot) => {
-                let pri = priority(self.age, 1, req.size);
-                self.res.get_mut(slot).pri = pri;
-                self.queue.push((pri, seq, slot));
-                Outcome::admitted(req)
-            }
-            None => Outcome::miss(0),
-        }
+        let link = |r: &mut Resident<Entry>, (queue, age): &mut (&mut QuadHeap, &mut f64), slot| {
+            let pri = priority(**age, 1, req.size);
+            r.get_mut(slot).pri = pri;
+            queue.push((pri, seq, slot));
+        };
+        let entry = Entry { freq: 1, seq, queued: seq, ..Entry::of(req) };
+        self.res.admit(req, ev, entry, &mut (&mut self.queue, &mut self.age), evict_min, link)
     }
 
     fn remove(&mut self, id: u64) -> Option<u32> {
-        match self.res.slot(id) {
-            Some(slot) => {
-                // its queue entry is dropped when it surfaces: a released slot has queued = 0,
-                // a reused one a newer seq
-                let born = self.res.drop_slot(slot).born;
-                if self.queue.len() > 2 * self.res.len() + 1024 {
-                    let arena = &self.res.table.arena;
-                    self.queue.retain(|&(_, seq, slot)| arena.get(slot).queued == seq);
-                }
-                Some(born)
-            }
-            None => None,
+        // its queue entry is dropped when it surfaces: a released slot has queued = 0, a
+        // reused one a newer seq
+        let born = self.res.remove(id, |_, _| {})?;
+        if self.queue.len() > 2 * self.res.len() + 1024 {
+            let arena = &self.res.table.arena;
+            self.queue.retain(|&(_, seq, slot)| arena.get(slot).queued == seq);
         }
+        Some(born)
     }
 
     resident_queries!(res);

@@ -25,32 +25,15 @@
 
 use super::*;
 
-#[derive(Clone, Copy, Default, Serialize, Deserialize)]
-struct Entry {
-    id: u64,
-    size: u64,
-    tier: u8,
-    /// Arrival time (`Request::ts`).
-    born: u32,
+resident::entry!(struct Entry {
     freq: u64,
-}
-resident::entry!(Entry);
+});
 
 #[derive(Clone, Serialize, Deserialize)]
 pub struct Lfu {
     res: Resident<Entry>,
     /// Non-empty frequency buckets; in each list the head is the newest arrival.
-    buckets: BTreeMap<u64, List>,
-}
-
-impl Lfu {
-    fn unlink(&mut self, slot: u32, freq: u64) {
-        let list = self.buckets.get_mut(&freq).expect("a resident file is in its bucket");
-        self.res.arena().unlink(list, slot);
-        if list.is_empty() {
-            self.buckets.remove(&freq);
-        }
-    }
+    buckets: Buckets,
 }
 
 impl Policy for Lfu {
@@ -64,40 +47,20 @@ impl Policy for Lfu {
     fn access(&mut self, req: &Request, ev: &mut Evictions) -> Outcome {
         if let Some(slot) = self.res.slot(req.id) {
             let f = self.res.get(slot).freq;
-            self.unlink(slot, f);
+            self.res.bucket_unlink(&mut self.buckets, f, slot);
             self.res.get_mut(slot).freq = f + 1;
-            self.res.arena().push_front(self.buckets.entry(f + 1).or_default(), slot);
+            self.res.bucket_push(&mut self.buckets, f + 1, slot);
             return Outcome::hit(req);
         }
-        let buckets = &mut self.buckets;
-        let entry = Entry { id: req.id, size: req.size, tier: req.tier, born: req.ts, freq: 1 };
-        let admitted = self.res.admit(req, ev, entry, |r, ev| {
-            // lowest frequency, oldest arrival first
-            let mut lowest = buckets.first_entry().expect("used > 0 implies a resident file");
-            let slot = r.arena().pop_back(lowest.get_mut()).expect("buckets are non-empty");
-            if lowest.get().is_empty() {
-                lowest.remove();
-            }
-            r.evict(slot, ev);
-        });
-        match admitted {
-            Some(slot) => {
-                self.res.arena().push_front(self.buckets.entry(1).or_default(), slot);
-                Outcome::admitted(req)
-            }
-            None => Outcome::miss(0),
-        }
+        // eviction: lowest frequency, oldest arrival first
+        let evict_one = |r: &mut Resident<Entry>, b: &mut Buckets, ev: &mut Evictions| {
+            r.bucket_evict_lowest(b, ev);
+        };
+        self.res.admit(req, ev, Entry { freq: 1, ..Entry::of(req) }, &mut self.buckets, evict_one, |r, b, slot| r.bucket_push(b, 1, slot))
     }
 
     fn remove(&mut self, id: u64) -> Option<u32> {
-        match self.res.slot(id) {
-            Some(slot) => {
-                let f = self.res.get(slot).freq;
-                self.unlink(slot, f);
-                Some(self.res.drop_slot(slot).born)
-            }
-            None => None,
-        }
+        self.res.remove(id, |r, slot| r.bucket_unlink(&mut self.buckets, r.get(slot).freq, slot))
     }
 
     resident_queries!(res);

@@ -26,34 +26,17 @@
 
 use super::*;
 
-#[derive(Clone, Copy, Default, Serialize, Deserialize)]
-struct Entry {
-    id: u64,
-    size: u64,
-    tier: u8,
-    /// Arrival time (`Request::ts`).
-    born: u32,
+resident::entry!(struct Entry {
     freq: u64,
     key: u64,
-}
-resident::entry!(Entry);
+});
 
 #[derive(Clone, Serialize, Deserialize)]
 pub struct Lfuda {
     /// Cache age: the key of the last evicted file.
     age: u64,
     res: Resident<Entry>,
-    buckets: BTreeMap<u64, List>,
-}
-
-impl Lfuda {
-    fn unlink(&mut self, slot: u32, key: u64) {
-        let list = self.buckets.get_mut(&key).expect("a resident file is in its bucket");
-        self.res.arena().unlink(list, slot);
-        if list.is_empty() {
-            self.buckets.remove(&key);
-        }
-    }
+    buckets: Buckets,
 }
 
 impl Policy for Lfuda {
@@ -67,46 +50,28 @@ impl Policy for Lfuda {
     fn access(&mut self, req: &Request, ev: &mut Evictions) -> Outcome {
         if let Some(slot) = self.res.slot(req.id) {
             let Entry { freq, key, .. } = *self.res.get(slot);
-            self.unlink(slot, key);
+            self.res.bucket_unlink(&mut self.buckets, key, slot);
             let e = self.res.get_mut(slot);
             e.freq = freq + 1;
             e.key = e.freq + self.age;
             let key = e.key;
-            self.res.arena().push_front(self.buckets.entry(key).or_default(), slot);
+            self.res.bucket_push(&mut self.buckets, key, slot);
             return Outcome::hit(req);
         }
-        let (buckets, age) = (&mut self.buckets, &mut self.age);
-        // the key is set once room is made (evictions raise the age)
-        let entry = Entry { id: req.id, size: req.size, tier: req.tier, born: req.ts, freq: 1, key: 0 };
-        let admitted = self.res.admit(req, ev, entry, |r, ev| {
-            let mut lowest = buckets.first_entry().expect("used > 0 implies a resident file");
-            *age = *lowest.key();
-            let slot = r.arena().pop_back(lowest.get_mut()).expect("buckets are non-empty");
-            if lowest.get().is_empty() {
-                lowest.remove();
-            }
-            r.evict(slot, ev);
-        });
-        match admitted {
-            Some(slot) => {
-                let key = 1 + self.age;
-                self.res.get_mut(slot).key = key;
-                self.res.arena().push_front(self.buckets.entry(key).or_default(), slot);
-                Outcome::admitted(req)
-            }
-            None => Outcome::miss(0),
-        }
+        // each eviction raises the age to the evicted key; the new key is set once room is made
+        let evict_one = |r: &mut Resident<Entry>, (b, age): &mut (&mut Buckets, &mut u64), ev: &mut Evictions| {
+            **age = r.bucket_evict_lowest(b, ev);
+        };
+        let link = |r: &mut Resident<Entry>, (b, age): &mut (&mut Buckets, &mut u64), slot| {
+            r.get_mut(slot).key = 1 + **age;
+            r.bucket_push(b, 1 + **age, slot);
+        };
+        let mut order = (&mut self.buckets, &mut self.age);
+        self.res.admit(req, ev, Entry { freq: 1, ..Entry::of(req) }, &mut order, evict_one, link)
     }
 
     fn remove(&mut self, id: u64) -> Option<u32> {
-        match self.res.slot(id) {
-            Some(slot) => {
-                let key = self.res.get(slot).key;
-                self.unlink(slot, key);
-                Some(self.res.drop_slot(slot).born)
-            }
-            None => None,
-        }
+        self.res.remove(id, |r, slot| r.bucket_unlink(&mut self.buckets, r.get(slot).key, slot))
     }
 
     resident_queries!(res);

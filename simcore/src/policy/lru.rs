@@ -7,15 +7,7 @@
 
 use super::*;
 
-#[derive(Clone, Copy, Default, Serialize, Deserialize)]
-struct Entry {
-    id: u64,
-    size: u64,
-    tier: u8,
-    /// Arrival time (`Request::ts`).
-    born: u32,
-}
-resident::entry!(Entry);
+resident::entry!(struct Entry {});
 
 #[derive(Clone, Serialize, Deserialize)]
 pub struct Lru {
@@ -36,29 +28,11 @@ impl Policy for Lru {
             self.res.arena().move_to_front(&mut self.list, slot);
             return Outcome::hit(req);
         }
-        let list = &mut self.list;
-        let entry = Entry { id: req.id, size: req.size, tier: req.tier, born: req.ts };
-        let admitted = self.res.admit(req, ev, entry, |r, ev| {
-            let victim = r.arena().pop_back(list).expect("used > 0 implies a resident file");
-            r.evict(victim, ev);
-        });
-        match admitted {
-            Some(slot) => {
-                self.res.arena().push_front(&mut self.list, slot);
-                Outcome::admitted(req)
-            }
-            None => Outcome::miss(0),
-        }
+        self.res.admit(req, ev, Entry::of(req), &mut self.list, Resident::evict_tail, Resident::push_head)
     }
 
     fn remove(&mut self, id: u64) -> Option<u32> {
-        match self.res.slot(id) {
-            Some(slot) => {
-                self.res.arena().unlink(&mut self.list, slot);
-                Some(self.res.drop_slot(slot).born)
-            }
-            None => None,
-        }
+        self.res.remove(id, |r, slot| r.arena().unlink(&mut self.list, slot))
     }
 
     resident_queries!(res);

@@ -11,8 +11,8 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
 pub use crate::util::arena::{Arena, List, NIL};
-pub use resident::{Queues, Resident, Table};
-pub(crate) use resident::resident_queries;
+pub use resident::{Buckets, Queues, Resident, Table};
+pub(crate) use resident::{queued_queries, resident_queries};
 
 pub mod resident;
 

@@ -90,17 +90,14 @@ impl S3Fifo {
     }
 
     fn evict_main(&mut self, ev: &mut Evictions) {
-        while !self.q.is_empty(MAIN) {
-            let slot = self.q.pop_tail(&mut self.table, MAIN);
+        // the oldest file: a counter ≥ 1 sends it round again, 0 evicts it
+        while let Some(slot) = self.q.lists[MAIN as usize].tail() {
             let e = self.table.get_mut(slot);
-            if e.freq >= 1 {
-                e.freq = e.freq.min(3) - 1;
-                self.q.push(&mut self.table, MAIN, slot);
-            } else {
-                let e = self.table.free(slot);
-                ev.push(e.size, e.tier, e.id, e.born);
-                return;
+            if e.freq == 0 {
+                return self.q.evict_tail(&mut self.table, MAIN, ev);
             }
+            e.freq = e.freq.min(3) - 1;
+            self.q.move_to_front(&mut self.table, slot);
         }
     }
 
@@ -113,18 +110,10 @@ impl S3Fifo {
         }
     }
 
-    #[inline]
-    fn used(&self) -> u64 {
-        self.q.bytes[SMALL as usize] + self.q.bytes[MAIN as usize]
-    }
 }
 
 impl Policy for S3Fifo {
     const KEEPS_ARRIVALS: bool = true;
-
-    fn use_dense_ids(&mut self) -> bool {
-        self.table.use_dense_ids()
-    }
 
     fn build(capacity: u64, params: &Params) -> Result<Self, String> {
         let small = params.fraction("small_ratio", 0.1, false)?;
@@ -158,14 +147,13 @@ impl Policy for S3Fifo {
                 e.freq = e.freq.saturating_add(1);
                 return Outcome::hit(req);
             }
-            self.q.unlink(&mut self.table, slot);
-            self.table.free(slot);
+            self.q.forget(&mut self.table, slot);
             ghost_hit = true;
         }
         if req.size > self.small_cap || req.size > self.capacity {
             return Outcome::miss(0);
         }
-        while req.size > self.capacity - self.used() {
+        while req.size > self.capacity - self.q.resident_bytes() {
             self.evict(ev);
         }
         let q = if ghost_hit {
@@ -180,26 +168,7 @@ impl Policy for S3Fifo {
         Outcome::admitted(req)
     }
 
-    fn remove(&mut self, id: u64) -> Option<u32> {
-        self.q.remove(&mut self.table, id).filter(|e| e.queue != GHOST).map(|e| e.born)
-    }
-
-    fn contains(&self, id: u64) -> bool {
-        self.table.slot(id).is_some_and(|s| self.table.get(s).queue != GHOST)
-    }
-    fn used_bytes(&self) -> u64 {
-        self.used()
-    }
-    fn capacity(&self) -> u64 {
-        self.capacity
-    }
-    fn len(&self) -> usize {
-        self.q.len(SMALL) + self.q.len(MAIN)
-    }
-    #[inline(always)]
-    fn prefetch(&self, id: u64, stage: Stage) {
-        self.table.prefetch(id, stage)
-    }
+    queued_queries!();
 }
 
 #[cfg(test)]

@@ -25,16 +25,9 @@
 
 use super::*;
 
-#[derive(Clone, Copy, Default, Serialize, Deserialize)]
-struct Entry {
-    id: u64,
-    size: u64,
-    tier: u8,
-    /// Arrival time (`Request::ts`).
-    born: u32,
+resident::entry!(struct Entry {
     visited: bool,
-}
-resident::entry!(Entry);
+});
 
 #[derive(Clone, Serialize, Deserialize)]
 pub struct Sieve {
@@ -45,9 +38,9 @@ pub struct Sieve {
 
 /// Move the hand from the tail towards the head past visited files (clearing them) and evict
 /// the first unvisited one; the hand stays just above it.
-fn evict_one(res: &mut Resident<Entry>, queue: &mut List, hand: &mut u32, ev: &mut Evictions) {
+fn evict_one(res: &mut Resident<Entry>, (queue, hand): &mut (&mut List, &mut u32), ev: &mut Evictions) {
     let tail = queue.tail().expect("used > 0 implies a resident file");
-    let mut slot = if *hand == NIL { tail } else { *hand };
+    let mut slot = if **hand == NIL { tail } else { **hand };
     loop {
         let e = res.get_mut(slot);
         if !e.visited {
@@ -56,7 +49,7 @@ fn evict_one(res: &mut Resident<Entry>, queue: &mut List, hand: &mut u32, ev: &m
         e.visited = false;
         slot = res.table.arena.prev(slot).unwrap_or(tail);
     }
-    *hand = res.table.arena.prev(slot).unwrap_or(NIL);
+    **hand = res.table.arena.prev(slot).unwrap_or(NIL);
     res.arena().unlink(queue, slot);
     res.evict(slot, ev);
 }
@@ -74,28 +67,17 @@ impl Policy for Sieve {
             self.res.get_mut(slot).visited = true;
             return Outcome::hit(req);
         }
-        let (queue, hand) = (&mut self.queue, &mut self.hand);
-        let entry = Entry { id: req.id, size: req.size, tier: req.tier, born: req.ts, visited: false };
-        match self.res.admit(req, ev, entry, |r, ev| evict_one(r, queue, hand, ev)) {
-            Some(slot) => {
-                self.res.arena().push_front(&mut self.queue, slot);
-                Outcome::admitted(req)
-            }
-            None => Outcome::miss(0),
-        }
+        let mut order = (&mut self.queue, &mut self.hand);
+        self.res.admit(req, ev, Entry::of(req), &mut order, evict_one, |r, (queue, _), slot| r.push_head(queue, slot))
     }
 
     fn remove(&mut self, id: u64) -> Option<u32> {
-        match self.res.slot(id) {
-            Some(slot) => {
-                if self.hand == slot {
-                    self.hand = self.res.table.arena.prev(slot).unwrap_or(NIL);
-                }
-                self.res.arena().unlink(&mut self.queue, slot);
-                Some(self.res.drop_slot(slot).born)
+        self.res.remove(id, |r, slot| {
+            if self.hand == slot {
+                self.hand = r.table.arena.prev(slot).unwrap_or(NIL);
             }
-            None => None,
-        }
+            r.arena().unlink(&mut self.queue, slot);
+        })
     }
 
     resident_queries!(res);

@@ -32,16 +32,9 @@
 
 use super::*;
 
-#[derive(Clone, Copy, Default, Serialize, Deserialize)]
-struct Entry {
-    id: u64,
-    size: u64,
-    tier: u8,
-    /// Arrival time (`Request::ts`).
-    born: u32,
+resident::entry!(struct Entry {
     seg: u8,
-}
-resident::entry!(Entry);
+});
 
 #[derive(Clone, Serialize, Deserialize)]
 pub struct Slru {
@@ -128,31 +121,21 @@ impl Policy for Slru {
         if req.size > self.seg_max {
             return Outcome::miss(0);
         }
-        let segs = &mut self.segs;
-        let entry = Entry { id: req.id, size: req.size, tier: req.tier, born: req.ts, seg: 0 };
-        match self.res.admit(req, ev, entry, |r, ev| segs.evict_one(r, ev)) {
-            Some(slot) => {
-                let s = self.segs.bytes.iter().position(|&b| b + req.size <= self.seg_max).unwrap_or(0);
-                self.res.get_mut(slot).seg = s as u8;
-                self.res.arena().push_front(&mut self.segs.lists[s], slot);
-                self.segs.bytes[s] += req.size;
-                Outcome::admitted(req)
-            }
-            None => Outcome::miss(0),
-        }
+        let link = |r: &mut Resident<Entry>, segs: &mut Segments, slot| {
+            let s = segs.bytes.iter().position(|&b| b + req.size <= self.seg_max).unwrap_or(0);
+            r.get_mut(slot).seg = s as u8;
+            r.push_head(&mut segs.lists[s], slot);
+            segs.bytes[s] += req.size;
+        };
+        self.res.admit(req, ev, Entry::of(req), &mut self.segs, |r, segs, ev| segs.evict_one(r, ev), link)
     }
 
     fn remove(&mut self, id: u64) -> Option<u32> {
-        match self.res.slot(id) {
-            Some(slot) => {
-                let s = self.res.get(slot).seg as usize;
-                self.res.arena().unlink(&mut self.segs.lists[s], slot);
-                let e = self.res.drop_slot(slot);
-                self.segs.bytes[s] -= e.size;
-                Some(e.born)
-            }
-            None => None,
-        }
+        self.res.remove(id, |r, slot| {
+            let e = *r.get(slot);
+            r.arena().unlink(&mut self.segs.lists[e.seg as usize], slot);
+            self.segs.bytes[e.seg as usize] -= e.size;
+        })
     }
 
     resident_queries!(res);

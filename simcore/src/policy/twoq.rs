@@ -35,16 +35,9 @@ const AIN: u8 = 0;
 const AM: u8 = 1;
 const AOUT: u8 = 2;
 
-#[derive(Clone, Copy, Default, Serialize, Deserialize)]
-struct Entry {
-    id: u64,
-    size: u64,
-    tier: u8,
-    /// Arrival time (`Request::ts`).
-    born: u32,
+resident::queued_entry!(struct Entry {
     queue: u8,
-}
-resident::queued_entry!(Entry, queue);
+} queue: queue);
 
 #[derive(Clone, Serialize, Deserialize)]
 pub struct TwoQ {
@@ -75,23 +68,12 @@ impl TwoQ {
     }
 
     fn evict_am(&mut self, ev: &mut Evictions) {
-        let slot = self.q.pop_tail(&mut self.table, AM);
-        let e = self.table.free(slot);
-        ev.push(e.size, e.tier, e.id, e.born);
-    }
-
-    #[inline]
-    fn used(&self) -> u64 {
-        self.q.bytes[AIN as usize] + self.q.bytes[AM as usize]
+        self.q.evict_tail(&mut self.table, AM, ev);
     }
 }
 
 impl Policy for TwoQ {
     const KEEPS_ARRIVALS: bool = true;
-
-    fn use_dense_ids(&mut self) -> bool {
-        self.table.use_dense_ids()
-    }
 
     fn build(capacity: u64, params: &Params) -> Result<Self, String> {
         let ain = params.fraction("ain_ratio", 0.25, false)?;
@@ -123,8 +105,7 @@ impl Policy for TwoQ {
                     return Outcome::hit(req);
                 }
                 _ => {
-                    self.q.unlink(&mut self.table, slot);
-                    self.table.free(slot);
+                    self.q.forget(&mut self.table, slot);
                     ghost_hit = true;
                 }
             }
@@ -132,7 +113,7 @@ impl Policy for TwoQ {
         if req.size > self.ain_cap || req.size > self.capacity {
             return Outcome::miss(0);
         }
-        while req.size > self.capacity - self.used() {
+        while req.size > self.capacity - self.q.resident_bytes() {
             if self.q.bytes[AIN as usize] > self.ain_cap || self.q.is_empty(AM) {
                 self.evict_ain(ev);
             } else {
@@ -150,31 +131,12 @@ impl Policy for TwoQ {
         } else {
             AIN
         };
-        let slot = self.table.insert(Entry { id: req.id, size: req.size, tier: req.tier, born: req.ts, queue: q });
+        let slot = self.table.insert(Entry { queue: q, ..Entry::of(req) });
         self.q.push(&mut self.table, q, slot);
         Outcome::admitted(req)
     }
 
-    fn remove(&mut self, id: u64) -> Option<u32> {
-        self.q.remove(&mut self.table, id).filter(|e| e.queue != AOUT).map(|e| e.born)
-    }
-
-    fn contains(&self, id: u64) -> bool {
-        self.table.slot(id).is_some_and(|s| self.table.get(s).queue != AOUT)
-    }
-    fn used_bytes(&self) -> u64 {
-        self.used()
-    }
-    fn capacity(&self) -> u64 {
-        self.capacity
-    }
-    fn len(&self) -> usize {
-        self.q.len(AIN) + self.q.len(AM)
-    }
-    #[inline(always)]
-    fn prefetch(&self, id: u64, stage: Stage) {
-        self.table.prefetch(id, stage)
-    }
+    queued_queries!();
 }
 
 #[cfg(test)]
