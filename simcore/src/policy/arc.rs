@@ -168,8 +168,7 @@ impl Policy for ArcCache {
         } else {
             T1
         };
-        let slot = self.table.insert(Entry { list, ..Entry::of(req) });
-        self.q.push(&mut self.table, list, slot);
+        self.q.insert(&mut self.table, list, Entry::of(req));
         Outcome::admitted(req)
     }
 
@@ -284,8 +283,7 @@ mod tests {
         // d   ghost hit in B1: p = 0 + max(1/1, 1) = 1; REPLACE: |T1|=0 → a to B2. T2=[d c]
         // a   ghost hit in B2 (B2=[a b]): p = max(1 − max(0/2, 1), 0) = 0; REPLACE: T1 empty →
         //     T2's LRU c to B2. T2=[a d] B2=[c b]
-        let mut p = policy("arc", 2);
-        assert_eq!(replay(&mut p, &unit("abacbacadcda")), "mmHmmmmHmmmm");
+        let p = golden("arc", 2, &unit("abacbacadcda"), "mmHmmmmHmmmm");
         assert_eq!(p.len(), 2);
         assert!(p.contains(b'a' as u64) && p.contains(b'd' as u64));
     }
@@ -316,9 +314,8 @@ mod tests {
         // B hit. E ghost hit in B1 → p = 2; needs 8+4 ≤ 10: REPLACE T1 empty → T2's LRU C to B2;
         //   E → T2. T2=[E4 B5] B2=[C3].
         // After remove(B): used 4; remove(C) drops the ghost and reports false.
-        let mut p = policy("arc", 10);
         let t = [(1, 6), (2, 5), (3, 3), (2, 5), (4, 11), (5, 4), (3, 3), (2, 5), (5, 4)];
-        assert_eq!(replay(&mut p, &t), "mmmHmmmHm");
+        let mut p = golden("arc", 10, &t, "mmmHmmmHm");
         assert_eq!(p.used_bytes(), 9);
         assert!(p.remove(2).is_some());
         assert_eq!((p.used_bytes(), p.len()), (4, 1));

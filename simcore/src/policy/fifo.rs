@@ -43,7 +43,6 @@ mod tests {
     fn golden_unit_sizes() {
         // capacity 3: a b c fill; a hits (no reordering); d evicts a (oldest insert);
         // b hits; a misses and evicts b; b misses and evicts c.
-        let mut p = policy("fifo", 3);
-        assert_eq!(replay(&mut p, &unit("abcadbab")), "mmmHmHmm");
+        golden("fifo", 3, &unit("abcadbab"), "mmmHmHmm");
     }
 }

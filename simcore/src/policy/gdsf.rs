@@ -199,10 +199,8 @@ mod tests {
     fn golden_unit_sizes() {
         // With equal sizes H = L + F (in units of the cost), the same as LFUDA
         // (see lfuda.rs for the step-by-step derivation of this trace).
-        let mut p = policy("gdsf", 2);
-        assert_eq!(replay(&mut p, &unit("aaabcbca")), "mHHmmmmm");
-        let mut p = policy("gdsf", 2);
-        assert_eq!(replay(&mut p, &unit("abcbdebde")), "mmmHmmmmm");
+        golden("gdsf", 2, &unit("aaabcbca"), "mHHmmmmm");
+        golden("gdsf", 2, &unit("abcbdebde"), "mmmHmmmmm");
     }
 
     #[test]
@@ -218,15 +216,13 @@ mod tests {
         // A5: 11 > 10: evict C (0.9), L = 0.9 (2); A: 0.9 + 0.2 = 1.1 (7).
         // C4: 11 > 10: evict A (1.1 < B's 1.2), L = 1.1 (2); C: 1.1 + 0.25 = 1.35 (6).
         // B: hit.
-        let mut p = policy("gdsf", 10);
         let t = [(1, 5), (2, 2), (1, 5), (3, 4), (4, 11), (3, 4), (5, 5), (2, 2), (1, 5), (3, 4), (2, 2)];
-        assert_eq!(replay(&mut p, &t), "mmHmmHmmmmH");
+        let mut p = golden("gdsf", 10, &t, "mmHmmHmmmmH");
         assert_eq!((p.used_bytes(), p.len()), (6, 2));
         // remove forgets B's frequency: B2 re-enters at F1 with H = 1.1 + 0.5 = 1.6 (6);
         // F4: 10, fits: H = 1.1 + 0.25 = 1.35, after C's 1.35 (FIFO among equal H).
         // G2: 12 > 10: evict C (1.35, set first), L = 1.35 (6); G: 1.85 (8). F: hit. C: miss.
-        assert!(p.remove(2).is_some());
-        assert!(p.remove(2).is_none());
+        removes_once(&mut p, 2);
         assert_eq!(p.used_bytes(), 4);
         assert_eq!(replay(&mut p, &[(2, 2), (6, 4), (7, 2), (6, 4), (3, 4)]), "mmmHm");
     }
@@ -240,9 +236,8 @@ mod tests {
         // E3: 11, fits: 0.167 + 0.333 = 0.5. F2: 13 > 12: evict A (0.4 < E 0.5 < D < B),
         // L = 0.4 (6); F fits (8). B: hit. A: miss. Sizes above 4 GiB are not truncated.
         const G: u64 = 1 << 30;
-        let mut p = policy("gdsf", 12 * G);
         let t = [(2, G), (1, 5 * G), (1, 5 * G), (3, 6 * G), (4, 2 * G), (5, 3 * G), (6, 2 * G), (2, G), (1, 5 * G)];
-        assert_eq!(replay(&mut p, &t), "mmHmmmmHm");
+        golden("gdsf", 12 * G, &t, "mmHmmmmHm");
     }
 
     #[test]

@@ -78,8 +78,7 @@ mod tests {
         // a: hit, a2. b: hit, b2: {1: c, 2: a b}.
         // d: miss, evict the only freq-1 file c: {1: d, 2: a b}.
         // c: miss, evict d (freq 1): {1: c, 2: a b}. e: miss, evict c. a: hit, a3. f: miss, evict e. b: hit.
-        let mut p = policy("lfu", 3);
-        assert_eq!(replay(&mut p, &unit("abcabdceafb")), "mmmHHmmmHmH");
+        golden("lfu", 3, &unit("abcabdceafb"), "mmmHHmmmHmH");
     }
 
     #[test]
@@ -87,12 +86,10 @@ mod tests {
         // capacity 2: a b miss; b hit (b2), then a hit (a2): bucket 2 = b a (b arrived first).
         // c: miss, evicts b — the first to reach frequency 2, although a was inserted first.
         // b: miss, evicts c (freq 1). a: hit.
-        let mut p = policy("lfu", 2);
-        assert_eq!(replay(&mut p, &unit("abbacba")), "mmHHmmH");
+        golden("lfu", 2, &unit("abbacba"), "mmHHmmH");
         // frequencies of evicted files are forgotten: capacity 2, a a a (a3), b, c evicts b;
         // b evicts c; c evicts b; a is still there (LFU never ages it).
-        let mut p = policy("lfu", 2);
-        assert_eq!(replay(&mut p, &unit("aaabcbca")), "mHHmmmmH");
+        golden("lfu", 2, &unit("aaabcbca"), "mHHmmmmH");
     }
 
     #[test]
@@ -101,19 +98,16 @@ mod tests {
         // 6 + 4 fits (10). D11 larger than the cache: miss, nothing evicted. C hit (C2).
         // B3: 13 > 10, A and C both at 2: A reached 2 first -> evicted (used 4); B fits (7).
         // A6: 13 > 10: evict B (freq 1) -> 4, A fits (10). C: hit.
-        let mut p = policy("lfu", 10);
         let t = [(1, 6), (2, 3), (1, 6), (3, 4), (4, 11), (3, 4), (2, 3), (1, 6), (3, 4)];
-        assert_eq!(replay(&mut p, &t), "mmHmmHmmH");
+        let mut p = golden("lfu", 10, &t, "mmHmmHmmH");
         assert_eq!((p.used_bytes(), p.len()), (10, 2));
         // remove forgets C's frequency (3): C re-enters at 1. A hit (A2). E4: 14 > 10:
         // evict the freq-1 file C (not A); E fits. C: miss.
-        assert!(p.remove(3).is_some());
-        assert!(p.remove(3).is_none());
+        removes_once(&mut p, 3);
         assert_eq!(p.used_bytes(), 6);
         assert_eq!(replay(&mut p, &[(3, 4), (1, 6), (5, 4), (3, 4)]), "mHmm");
         // sizes above 4 GiB are not truncated
-        let mut p = policy("lfu", 10 << 30);
-        assert_eq!(replay(&mut p, &[(1, 6 << 30), (1, 6 << 30), (2, 5 << 30), (1, 6 << 30)]), "mHmm");
+        let p = golden("lfu", 10 << 30, &[(1, 6 << 30), (1, 6 << 30), (2, 5 << 30), (1, 6 << 30)], "mHmm");
         assert_eq!(p.used_bytes(), 6 << 30);
     }
 

@@ -46,8 +46,7 @@ mod tests {
     fn golden_unit_sizes() {
         // capacity 3: a b c fill (3 misses); a hits and becomes MRU; d evicts b (LRU);
         // b misses and evicts c; c misses and evicts a; a misses and evicts d.
-        let mut p = policy("lru", 3);
-        assert_eq!(replay(&mut p, &unit("abcadbca")), "mmmHmmmm");
+        golden("lru", 3, &unit("abcadbca"), "mmmHmmmm");
     }
 
     #[test]
@@ -55,9 +54,8 @@ mod tests {
         // capacity 10: A6 miss; B5 miss, evicts A (6+5>10); C3 miss (8); B hit;
         // D11 is larger than the cache: miss, not inserted, evicts nothing; C hit; B hit;
         // E10 exactly the capacity: evicts C and B, inserted; E hit.
-        let mut p = policy("lru", 10);
         let t = [(1, 6), (2, 5), (3, 3), (2, 5), (4, 11), (3, 3), (2, 5), (5, 10), (5, 10)];
-        assert_eq!(replay(&mut p, &t), "mmmHmHHmH");
+        let mut p = golden("lru", 10, &t, "mmmHmHHmH");
         assert_eq!(p.used_bytes(), 10);
         assert!(p.remove(5).is_some());
         assert_eq!((p.used_bytes(), p.len()), (0, 0));

@@ -114,6 +114,15 @@ impl Params {
             Err(format!("parameter {key}={v} must be a fraction {}", if allow_ends { "in [0, 1]" } else { "in (0, 1)" }))
         }
     }
+    /// A whole number in `lo..=hi`.
+    pub fn integer(&self, key: &str, default: f64, lo: u32, hi: u32) -> Result<u32, String> {
+        let v = self.get(key, default);
+        if v.fract() == 0.0 && (lo as f64..=hi as f64).contains(&v) {
+            Ok(v as u32)
+        } else {
+            Err(format!("parameter {key}={v} must be an integer in {lo}..={hi}"))
+        }
+    }
     pub fn unread(&self) -> Vec<String> {
         let read = self.read.borrow();
         self.values.keys().filter(|k| !read.contains(*k)).cloned().collect()
@@ -274,7 +283,25 @@ pub(crate) mod testing {
     }
 
     pub fn policy(name: &str, capacity: u64) -> AnyPolicy {
-        AnyPolicy::new(name, capacity, &Params::default()).unwrap()
+        with_params(name, capacity, &[])
+    }
+
+    pub fn with_params(name: &str, capacity: u64, params: &[(&str, f64)]) -> AnyPolicy {
+        AnyPolicy::new(name, capacity, &Params::new(params.iter().map(|(k, v)| (k.to_string(), *v)).collect())).unwrap()
+    }
+
+    /// A new `name` cache of `capacity` bytes replays `reqs` with these hits and misses (see
+    /// `replay`); returned for further checks.
+    pub fn golden(name: &str, capacity: u64, reqs: &[(u64, u64)], expect: &str) -> AnyPolicy {
+        let mut p = policy(name, capacity);
+        assert_eq!(replay(&mut p, reqs), expect, "{name} at capacity {capacity}");
+        p
+    }
+
+    /// `remove(id)` drops a resident file, and a second remove finds nothing.
+    pub fn removes_once(p: &mut AnyPolicy, id: u64) {
+        assert!(p.remove(id).is_some(), "{} holds {id}", p.name());
+        assert!(p.remove(id).is_none());
     }
 
     /// Unit-size trace from a string of single-letter ids.

@@ -406,6 +406,12 @@ impl Queues {
         let q = table.arena.get(slot).queue();
         table.arena.move_to_front(&mut self.lists[q as usize], slot);
     }
+    /// A new file (or ghost) at the newest end of queue `q`.
+    #[inline]
+    pub fn insert<E: Queued>(&mut self, table: &mut Table<E>, q: u8, e: E) {
+        let slot = table.insert(e);
+        self.push(table, q, slot);
+    }
     /// Unlink an entry and forget it (a ghost that was hit, or dropped for room).
     #[inline]
     pub fn forget<E: Queued>(&mut self, table: &mut Table<E>, slot: u32) -> E {

@@ -163,8 +163,7 @@ impl Policy for S3Fifo {
         } else {
             SMALL
         };
-        let slot = self.table.insert(Entry { id: req.id, size: req.size, freq: 0, tier: req.tier, born: req.ts, queue: q });
-        self.q.push(&mut self.table, q, slot);
+        self.q.insert(&mut self.table, q, Entry { id: req.id, size: req.size, freq: 0, tier: req.tier, born: req.ts, queue: q });
         Outcome::admitted(req)
     }
 
@@ -177,8 +176,7 @@ mod tests {
     use super::super::*;
 
     fn s3(capacity: u64, small: f64, ghost: f64) -> AnyPolicy {
-        let params = Params::new([("small_ratio".to_string(), small), ("ghost_ratio".to_string(), ghost)].into());
-        AnyPolicy::new("s3fifo", capacity, &params).unwrap()
+        with_params("s3fifo", capacity, &[("small_ratio", small), ("ghost_ratio", ghost)])
     }
 
     #[test]
@@ -256,12 +254,10 @@ mod tests {
         // B4: exactly small_cap: room is made (none needed) but it is not inserted (libCacheSim).
         // C3 → small=[C3]. C hit → C(1).  D3 E2 F3 G3 → small=[G F E D C] (14 bytes).
         // H50 > capacity: miss, nothing evicted. C hit → C(2). E hit → E(1).
-        let mut p = policy("s3fifo", 40);
         let t = [(1, 5), (2, 4), (3, 3), (3, 3), (4, 3), (5, 2), (6, 3), (7, 3), (8, 50), (3, 3), (5, 2)];
-        assert_eq!(replay(&mut p, &t), "mmmHmmmmmHH");
+        let mut p = golden("s3fifo", 40, &t, "mmmHmmmmmHH");
         assert_eq!((p.used_bytes(), p.len()), (14, 5));
-        assert!(p.remove(3).is_some());
-        assert!(p.remove(3).is_none());
+        removes_once(&mut p, 3);
         assert_eq!((p.used_bytes(), p.len()), (11, 4));
     }
 

@@ -131,8 +131,7 @@ impl Policy for TwoQ {
         } else {
             AIN
         };
-        let slot = self.table.insert(Entry { queue: q, ..Entry::of(req) });
-        self.q.push(&mut self.table, q, slot);
+        self.q.insert(&mut self.table, q, Entry::of(req));
         Outcome::admitted(req)
     }
 
@@ -142,12 +141,6 @@ impl Policy for TwoQ {
 #[cfg(test)]
 mod tests {
     use super::super::testing::*;
-    use super::super::*;
-
-    fn twoq(capacity: u64, ain: f64, aout: f64) -> AnyPolicy {
-        let params = Params::new([("ain_ratio".to_string(), ain), ("aout_ratio".to_string(), aout)].into());
-        AnyPolicy::new("twoq", capacity, &params).unwrap()
-    }
 
     #[test]
     fn golden_unit_sizes() {
@@ -165,7 +158,7 @@ mod tests {
         // c: ghost hit; 3+1+1 > 4 → evict d (A1out=[d]); c → Am=[c a].
         // b: miss (forgotten): 2+2+1 > 4 → |A1in|=2 → evict Am's LRU a; A1in=[b f e] Am=[c].
         // a: miss (Am evictions leave no ghost): 3+1+1 > 4 → evict e (A1out=[e d]); A1in=[a b f].
-        let mut p = twoq(4, 0.5, 0.5);
+        let mut p = with_params("twoq", 4, &[("ain_ratio", 0.5), ("aout_ratio", 0.5)]);
         assert_eq!(replay(&mut p, &unit("abcadeabafcba")), "mmmHmmmmHmmmm");
         assert_eq!(p.len(), 4);
     }
@@ -176,8 +169,7 @@ mod tests {
         // a..h fill A1in (8). i: evict a (A1out=[a]). j: evict b (A1out=[b a]).
         // a: ghost hit; evict c; a → Am. b: ghost hit; evict d; b → Am.
         // a, b hit in Am.  Final: A1in=[j i h g f e] (6) Am=[b a].
-        let mut p = policy("twoq", 8);
-        assert_eq!(replay(&mut p, &unit("abcdefghij ab ab")), "mmmmmmmmmmmmHH");
+        golden("twoq", 8, &unit("abcdefghij ab ab"), "mmmmmmmmmmmmHH");
     }
 
     #[test]
@@ -192,9 +184,8 @@ mod tests {
         // C4: ghost hit (A1out empty); 13+5+4 > 20 → evict E (A1out=[E5]); 8+5+4 ≤ 20;
         //     C → Am=[C B].
         // B hit. C hit.
-        let mut p = policy("twoq", 20);
         let t = [(1, 6), (2, 5), (3, 4), (4, 25), (5, 5), (6, 5), (7, 3), (2, 5), (3, 4), (2, 5), (3, 4)];
-        assert_eq!(replay(&mut p, &t), "mmmmmmmmmHH");
+        let mut p = golden("twoq", 20, &t, "mmmmmmmmmHH");
         assert_eq!(p.used_bytes(), 3 + 5 + 9);
         assert!(p.remove(2).is_some());
         assert!(p.remove(5).is_none(), "E is only a ghost");
