@@ -114,6 +114,15 @@ impl Params {
             Err(format!("parameter {key}={v} must be a fraction {}", if allow_ends { "in [0, 1]" } else { "in (0, 1)" }))
         }
     }
+    /// A finite number ≥ 0.
+    pub fn non_negative(&self, key: &str, default: f64) -> Result<f64, String> {
+        let v = self.get(key, default);
+        if v >= 0.0 && v.is_finite() {
+            Ok(v)
+        } else {
+            Err(format!("parameter {key}={v} must be a non-negative number"))
+        }
+    }
     /// A whole number in `lo..=hi`.
     pub fn integer(&self, key: &str, default: f64, lo: u32, hi: u32) -> Result<u32, String> {
         let v = self.get(key, default);
@@ -257,6 +266,24 @@ pub fn needs_future(name: &str) -> bool {
 /// counted: xcache's purges are periodic in event time.
 pub fn needs_clock(name: &str) -> bool {
     name == "xcache"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Params;
+
+    #[test]
+    fn parameter_checks_name_the_parameter_and_the_rule() {
+        let p = |k: &str, v: f64| Params::new([(k.to_string(), v)].into());
+        assert_eq!(p("bits", 3.0).integer("bits", 1.0, 1, 8), Ok(3));
+        assert_eq!(p("bits", 1.5).integer("bits", 1.0, 1, 8), Err("parameter bits=1.5 must be an integer in 1..=8".into()));
+        assert!(p("bits", 9.0).integer("bits", 1.0, 1, 8).is_err());
+        assert_eq!(Params::default().non_negative("aout_ratio", 0.5), Ok(0.5));
+        assert_eq!(p("r", 0.0).non_negative("r", 0.5), Ok(0.0));
+        assert_eq!(p("r", -0.5).non_negative("r", 0.5), Err("parameter r=-0.5 must be a non-negative number".into()));
+        assert!(p("r", f64::NAN).non_negative("r", 0.5).is_err());
+        assert!(p("r", f64::INFINITY).non_negative("r", 0.5).is_err());
+    }
 }
 
 #[cfg(test)]

@@ -117,10 +117,7 @@ impl Policy for S3Fifo {
 
     fn build(capacity: u64, params: &Params) -> Result<Self, String> {
         let small = params.fraction("small_ratio", 0.1, false)?;
-        let ghost = params.get("ghost_ratio", 0.9);
-        if !(ghost >= 0.0 && ghost.is_finite()) {
-            return Err(format!("parameter ghost_ratio={ghost} must be a non-negative number"));
-        }
+        let ghost = params.non_negative("ghost_ratio", 0.9)?;
         let t = params.get("move_threshold", 2.0);
         if !((1.0..=1e9).contains(&t) && t.fract() == 0.0) {
             return Err(format!("parameter move_threshold={t} must be a positive integer"));

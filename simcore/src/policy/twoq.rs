@@ -77,10 +77,7 @@ impl Policy for TwoQ {
 
     fn build(capacity: u64, params: &Params) -> Result<Self, String> {
         let ain = params.fraction("ain_ratio", 0.25, false)?;
-        let aout = params.get("aout_ratio", 0.5);
-        if !(aout >= 0.0 && aout.is_finite()) {
-            return Err(format!("parameter aout_ratio={aout} must be a non-negative number"));
-        }
+        let aout = params.non_negative("aout_ratio", 0.5)?;
         // libCacheSim: int64 = uint64 * double (truncation)
         let ain_cap = (capacity as f64 * ain) as u64;
         let aout_cap = (capacity as f64 * aout) as u64;
