@@ -84,7 +84,7 @@ def main() -> int:
     ap.add_argument("--job-arg", action="append", default=[], help="extra argument for the job (repeatable)")
     args = ap.parse_args()
 
-    from bench_stream import service
+    from bench_stream import delete_run_topics, service, stop_started
 
     subprocess.run([str(REPO / "scripts/services"), "install", "flink-jars"], check=True)
     kafka_env, started_kafka = service("kafka")
@@ -92,7 +92,6 @@ def main() -> int:
     job = None
     try:
         from kafka.admin import KafkaAdminClient, NewTopic
-        from kafka.errors import UnknownTopicOrPartitionError
 
         from cachescope.store import ClickHouseStore, migrations
 
@@ -151,11 +150,7 @@ def main() -> int:
                   f"p50 {np.percentile(raw_age, 50):.2f} s, p95 {np.percentile(raw_age, 95):.2f} s")
         store.command(f"DROP DATABASE {database}")
         store.close()
-        for t in (topic, topic + ".late", topic + ".rejects"):
-            try:
-                admin.delete_topics([t])
-            except UnknownTopicOrPartitionError:  # side topics exist once something was late or rejected
-                pass
+        delete_run_topics(admin, topic)
         admin.close()
     finally:
         if job is not None and job.poll() is None:
@@ -163,10 +158,7 @@ def main() -> int:
             import signal
 
             os.killpg(job.pid, signal.SIGKILL)
-        if started_kafka:
-            subprocess.run([str(REPO / "scripts/services"), "stop", "kafka"])
-        if started_ch:
-            subprocess.run([str(REPO / "scripts/services"), "stop", "clickhouse"])
+        stop_started(kafka=started_kafka, clickhouse=started_ch)
     return 0
 
 

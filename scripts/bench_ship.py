@@ -19,9 +19,10 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
+
+from bench_startup import run_once
 
 REPO = Path(__file__).resolve().parents[1]
 EXE = str(Path(sys.executable).parent / "cachescope")
@@ -40,16 +41,7 @@ def ship_once(log: Path, bootstrap: str, state: Path, code: Path = REPO) -> tupl
     cmd = [EXE, "ship", "--format", "dcache-billing", "--from", str(log), "--to", f"kafka://{bootstrap}/{topic}",
            "--state", str(state), "--shipper-id", topic, "--no-follow"]
     env = {**os.environ, "PYTHONPATH": str(code)}  # which checkout's code the venv's command runs
-    t0 = time.perf_counter()
-    err = state.with_suffix(".stderr")
-    pid = os.posix_spawn(cmd[0], cmd, env,
-                         file_actions=[(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-                                       (os.POSIX_SPAWN_OPEN, 2, str(err), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)])
-    _, status, usage = os.wait4(pid, 0)
-    wall = time.perf_counter() - t0
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"ship failed: {' '.join(cmd)}: {err.read_text().strip()}")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
+    return run_once(cmd, env, state.with_suffix(".stderr"))
 
 
 def main() -> None:

@@ -24,14 +24,19 @@ COMMANDS = {
 }
 
 
-def run_once(cmd: list[str]) -> tuple[float, float, int]:
-    """(wall s, cpu s, peak RSS KiB) of one child process."""
+def run_once(cmd: list[str], env: dict[str, str] | None = None, stderr: Path | None = None) -> tuple[float, float, int]:
+    """(wall s, cpu s, peak RSS KiB) of one child process; its output is dropped, but for its
+    stderr written to `stderr` when given (and shown if it fails). Also used by bench_ship."""
+    actions = [(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0)]
+    if stderr is not None:
+        actions.append((os.POSIX_SPAWN_OPEN, 2, str(stderr), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
     t0 = time.perf_counter()
-    pid = os.posix_spawn(cmd[0], cmd, os.environ, file_actions=[(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0)])
+    pid = os.posix_spawn(cmd[0], cmd, os.environ if env is None else env, file_actions=actions)
     _, status, usage = os.wait4(pid, 0)
     wall = time.perf_counter() - t0
     if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed")
+        detail = f": {stderr.read_text().strip()}" if stderr is not None else ""
+        raise SystemExit(f"{' '.join(cmd)} failed{detail}")
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
 
 

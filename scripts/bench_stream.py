@@ -49,6 +49,24 @@ def service(name: str) -> tuple[dict[str, str], bool]:
     return services_env(name), True
 
 
+def delete_run_topics(admin, topic: str) -> None:
+    """Delete a run's topic and its side topics (those exist once something was late or rejected)."""
+    from kafka.errors import UnknownTopicOrPartitionError
+
+    for t in (topic, topic + ".late", topic + ".rejects"):
+        try:
+            admin.delete_topics([t])
+        except UnknownTopicOrPartitionError:
+            pass
+
+
+def stop_started(**started: bool) -> None:
+    """Stop the services `service` started (those already running before stay up)."""
+    for name, was_started in started.items():
+        if was_started:
+            subprocess.run([str(REPO / "scripts/services"), "stop", name])
+
+
 def _children(pid: int) -> list[int]:
     """All descendants of `pid` (every thread's children: the JVM is forked from a helper thread)."""
     out = []
@@ -302,22 +320,14 @@ def main() -> int:
         store.close()
         if not (args.keep_topic or args.topic):
             from kafka.admin import KafkaAdminClient
-            from kafka.errors import UnknownTopicOrPartitionError
 
             admin = KafkaAdminClient(bootstrap_servers=kafka_env["KAFKA_BOOTSTRAP"])
-            for t in (topic, topic + ".late", topic + ".rejects"):
-                try:
-                    admin.delete_topics([t])
-                except UnknownTopicOrPartitionError:  # side topics exist once something was late or rejected
-                    pass
+            delete_run_topics(admin, topic)
             admin.close()
         elif not args.topic:
             print(f"# kept topic {topic}: rerun with --topic {topic}")
     finally:
-        if started_kafka:
-            subprocess.run([str(REPO / "scripts/services"), "stop", "kafka"])
-        if started_ch:
-            subprocess.run([str(REPO / "scripts/services"), "stop", "clickhouse"])
+        stop_started(kafka=started_kafka, clickhouse=started_ch)
     return 0
 
 

@@ -59,28 +59,28 @@ class Paths:
         return path
 
 
+# Where each storage style keeps a VO's namespace: (ATLAS, before the path below /atlas/rucio/;
+# CMS, before the logical path); None = the logical path as it is.
+_ROOTS = {
+    "dcache": ("/pnfs/{dom}/{token}/rucio/", "/pnfs/{dom}/data/cms"),
+    "eos": ("/eos/atlas/{token}/rucio/", "/eos/cms"),
+    "dpm": ("/dpm/{dom}/home/atlas/{token}/rucio/", "/dpm/{dom}/home/cms"),
+    "xcache": ("atlas/rucio/", None),
+}
+
+
 def storage_path(w: Workload, f: int, dom: str, style: str) -> str:
     cat = w.catalogue
     p = cat.path[f]
-    if cat.vo[f] == 0:  # /atlas/rucio/... -> the storage's own prefix
-        rest = p[len("/atlas/rucio/"):]
-        token = "atlasscratchdisk" if rest.startswith("user/") else "atlasdatadisk"
-        if style == "dcache":
-            return f"/pnfs/{dom}/{token}/rucio/{rest}"
-        if style == "eos":
-            return f"/eos/atlas/{token}/rucio/{rest}"
-        if style == "dpm":
-            return f"/dpm/{dom}/home/atlas/{token}/rucio/{rest}"
-        if style == "xcache":
-            return f"atlas/rucio/{rest}"
+    atlas = cat.vo[f] == 0
+    root = _ROOTS.get(style, (None, None))[0 if atlas else 1]
+    if root is None:
         return p
-    if style == "dcache":
-        return f"/pnfs/{dom}/data/cms{p}"
-    if style == "eos":
-        return f"/eos/cms{p}"
-    if style == "dpm":
-        return f"/dpm/{dom}/home/cms{p}"
-    return p
+    if not atlas:
+        return root.format(dom=dom) + p
+    rest = p[len("/atlas/rucio/"):]
+    token = "atlasscratchdisk" if rest.startswith("user/") else "atlasdatadisk"
+    return root.format(dom=dom, token=token) + rest
 
 
 def pnfs_id(f: int) -> str:

@@ -47,17 +47,10 @@ const T2: u8 = 1;
 const B1: u8 = 2;
 const B2: u8 = 3;
 
-#[derive(Clone, Copy, Default, Serialize, Deserialize)]
-struct Entry {
-    id: u64,
-    size: u64,
-    tier: u8,
-    /// Arrival time (`Request::ts`).
-    born: u32,
+resident::queued_entry!(struct Entry {
     /// T1, T2, B1 or B2.
     list: u8,
-}
-resident::queued_entry!(Entry, list);
+} queue: list);
 
 #[derive(Clone, Serialize, Deserialize)]
 pub struct ArcCache {
@@ -86,11 +79,11 @@ impl ArcCache {
         ev.push(e.size, e.tier, e.id, e.born);
     }
 
-    /// Drop the LRU end of a list entirely (a ghost, or a T1 file without ghost).
+    /// Drop the LRU ghost of B1 or B2.
     #[inline]
-    fn drop_tail(&mut self, list: u8) -> Entry {
+    fn drop_ghost(&mut self, list: u8) {
         let slot = self.q.pop_tail(&mut self.table, list);
-        self.table.free(slot)
+        self.table.free(slot);
     }
 
     /// REPLACE of the paper, with libCacheSim's conditions.
@@ -110,15 +103,14 @@ impl ArcCache {
         let [t1, t2, b1, b2] = self.q.bytes.map(|b| b as u128);
         if t1 + b1 + size as u128 > c {
             if b1 > 0 {
-                self.drop_tail(B1);
+                self.drop_ghost(B1);
                 self.replace(ev);
             } else {
-                let e = self.drop_tail(T1);
-                ev.push(e.size, e.tier, e.id, e.born);
+                self.q.evict_tail(&mut self.table, T1, ev);
             }
         } else {
             if t1 + t2 + b1 + b2 >= 2 * c && b2 > 0 {
-                self.drop_tail(B2);
+                self.drop_ghost(B2);
             }
             self.replace(ev);
         }
@@ -127,10 +119,6 @@ impl ArcCache {
 
 impl Policy for ArcCache {
     const KEEPS_ARRIVALS: bool = true;
-
-    fn use_dense_ids(&mut self) -> bool {
-        self.table.use_dense_ids()
-    }
 
     fn build(capacity: u64, _: &Params) -> Result<Self, String> {
         Ok(ArcCache { capacity, p: 0.0, in_b2_flag: false, table: Table::default(), q: Queues::default() })
@@ -162,8 +150,7 @@ impl Policy for ArcCache {
                 }
             }
             ghost_hit = true;
-            self.q.unlink(&mut self.table, slot);
-            self.table.free(slot);
+            self.q.forget(&mut self.table, slot);
         }
         if req.size > self.capacity {
             return Outcome::miss(0);
@@ -181,31 +168,11 @@ impl Policy for ArcCache {
         } else {
             T1
         };
-        let slot = self.table.insert(Entry { id: req.id, size: req.size, tier: req.tier, born: req.ts, list });
-        self.q.push(&mut self.table, list, slot);
+        self.q.insert(&mut self.table, list, Entry::of(req));
         Outcome::admitted(req)
     }
 
-    fn remove(&mut self, id: u64) -> Option<u32> {
-        self.q.remove(&mut self.table, id).filter(|e| e.list <= T2).map(|e| e.born)
-    }
-
-    fn contains(&self, id: u64) -> bool {
-        self.table.slot(id).is_some_and(|s| self.table.get(s).list <= T2)
-    }
-    fn used_bytes(&self) -> u64 {
-        self.bytes(T1) + self.bytes(T2)
-    }
-    fn capacity(&self) -> u64 {
-        self.capacity
-    }
-    fn len(&self) -> usize {
-        self.q.len(T1) + self.q.len(T2)
-    }
-    #[inline(always)]
-    fn prefetch(&self, id: u64, stage: Stage) {
-        self.table.prefetch(id, stage)
-    }
+    queued_queries!();
 }
 
 #[cfg(test)]
@@ -316,8 +283,7 @@ mod tests {
         // d   ghost hit in B1: p = 0 + max(1/1, 1) = 1; REPLACE: |T1|=0 → a to B2. T2=[d c]
         // a   ghost hit in B2 (B2=[a b]): p = max(1 − max(0/2, 1), 0) = 0; REPLACE: T1 empty →
         //     T2's LRU c to B2. T2=[a d] B2=[c b]
-        let mut p = policy("arc", 2);
-        assert_eq!(replay(&mut p, &unit("abacbacadcda")), "mmHmmmmHmmmm");
+        let p = golden("arc", 2, &unit("abacbacadcda"), "mmHmmmmHmmmm");
         assert_eq!(p.len(), 2);
         assert!(p.contains(b'a' as u64) && p.contains(b'd' as u64));
     }
@@ -348,9 +314,8 @@ mod tests {
         // B hit. E ghost hit in B1 → p = 2; needs 8+4 ≤ 10: REPLACE T1 empty → T2's LRU C to B2;
         //   E → T2. T2=[E4 B5] B2=[C3].
         // After remove(B): used 4; remove(C) drops the ghost and reports false.
-        let mut p = policy("arc", 10);
         let t = [(1, 6), (2, 5), (3, 3), (2, 5), (4, 11), (5, 4), (3, 3), (2, 5), (5, 4)];
-        assert_eq!(replay(&mut p, &t), "mmmHmmmHm");
+        let mut p = golden("arc", 10, &t, "mmmHmmmHm");
         assert_eq!(p.used_bytes(), 9);
         assert!(p.remove(2).is_some());
         assert_eq!((p.used_bytes(), p.len()), (4, 1));

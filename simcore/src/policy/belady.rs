@@ -27,18 +27,11 @@
 
 use super::*;
 
-#[derive(Clone, Copy, Default, Serialize, Deserialize)]
-struct Entry {
-    id: u64,
-    size: u64,
-    tier: u8,
-    /// Arrival time (`Request::ts`).
-    born: u32,
+resident::entry!(struct Entry {
     next: u64,
     /// Position in `heap` (1-based).
     pos: u32,
-}
-resident::entry!(Entry);
+});
 
 #[derive(Clone, Serialize, Deserialize)]
 pub struct Belady {
@@ -136,20 +129,16 @@ impl Policy for Belady {
             self.heap_remove(top);
             self.res.evict(top, ev);
         }
-        let slot = self.res.insert(Entry { id: req.id, size: req.size, tier: req.tier, born: req.ts, next: req.next_access, pos: 0 });
+        let slot = self.res.insert(Entry { next: req.next_access, ..Entry::of(req) });
         self.heap.push(slot);
         self.sift_up(self.heap.len() - 1);
         Outcome::admitted(req)
     }
 
     fn remove(&mut self, id: u64) -> Option<u32> {
-        match self.res.slot(id) {
-            Some(slot) => {
-                self.heap_remove(slot);
-                Some(self.res.drop_slot(slot).born)
-            }
-            None => None,
-        }
+        let slot = self.res.slot(id)?;
+        self.heap_remove(slot);
+        Some(self.res.drop_slot(slot).born)
     }
 
     resident_queries!(res);
@@ -171,8 +160,7 @@ mod tests {
         //  7 c: hit [∞].  8 a: hit [∞].
         //  9 b [∞]: miss; evict c or a (both ∞, heap order); e [10] stays.
         // 10 e: hit.
-        let mut p = policy("belady", 3);
-        assert_eq!(replay(&mut p, &unit("abcabdecabe")), "mmmHHmmHHmH");
+        golden("belady", 3, &unit("abcabdecabe"), "mmmHHmmHHmH");
     }
 
     #[test]
@@ -180,8 +168,7 @@ mod tests {
         // capacity 2: 0 a [3], 1 b [4]; 2 x [∞]: miss; x is inserted and evicts the farther
         // b [4]. 3 a: hit [5]. 4 b [6]: miss, evicts x [∞]. 5 a: hit [∞]. 6 b: hit.
         // An optimum that bypasses x would also hit at 4.
-        let mut p = policy("belady", 2);
-        assert_eq!(replay(&mut p, &unit("abxabab")), "mmmHmHH");
+        golden("belady", 2, &unit("abxabab"), "mmmHmHH");
     }
 
     #[test]
@@ -190,8 +177,7 @@ mod tests {
         // a: pop x; z moves to the root: [z, y]; a appended: [z, y, a].
         // b: pop z; a moves to the root: [a, y]; b appended: [a, y, b].
         // Residents y a b (a FIFO tie-break would keep z a b).
-        let mut p = policy("belady", 3);
-        assert_eq!(replay(&mut p, &unit("xyzab")), "mmmmm");
+        let p = golden("belady", 3, &unit("xyzab"), "mmmmm");
         let has = |c: u8| p.contains(c as u64);
         assert!(has(b'y') && has(b'a') && has(b'b') && !has(b'x') && !has(b'z'));
     }
@@ -208,18 +194,15 @@ mod tests {
         //  8 E8 [9]: 15 > 10: evict C or B (both ∞; heap order), still > 10, evict the
         //    other (0); E fits (8).
         //  9 E: hit.
-        let mut p = policy("belady", 10);
         let t = [(1, 6), (2, 3), (1, 6), (3, 4), (2, 3), (3, 4), (4, 11), (2, 3), (5, 8), (5, 8)];
-        assert_eq!(replay(&mut p, &t), "mmHmHHmHmH");
+        let mut p = golden("belady", 10, &t, "mmHmHHmHmH");
         assert_eq!((p.used_bytes(), p.len()), (8, 1));
-        assert!(p.remove(5).is_some());
-        assert!(p.remove(5).is_none());
+        removes_once(&mut p, 5);
         assert_eq!((p.used_bytes(), p.len()), (0, 0));
         // sizes above 4 GiB are not truncated (capacity 10 GiB): 0 A6G [2]; 1 B5G [3]:
         // 11 > 10, the only resident A goes; 2 A: miss, evicts B; 3 B: miss, evicts A.
         const G: u64 = 1 << 30;
-        let mut p = policy("belady", 10 * G);
-        assert_eq!(replay(&mut p, &[(1, 6 * G), (2, 5 * G), (1, 6 * G), (2, 5 * G)]), "mmmm");
+        let p = golden("belady", 10 * G, &[(1, 6 * G), (2, 5 * G), (1, 6 * G), (2, 5 * G)], "mmmm");
         assert_eq!(p.used_bytes(), 5 * G);
     }
 

@@ -25,16 +25,9 @@
 
 use super::*;
 
-#[derive(Clone, Copy, Default, Serialize, Deserialize)]
-struct Entry {
-    id: u64,
-    size: u64,
-    tier: u8,
-    /// Arrival time (`Request::ts`).
-    born: u32,
+resident::entry!(struct Entry {
     freq: u8,
-}
-resident::entry!(Entry);
+});
 
 #[derive(Clone, Serialize, Deserialize)]
 pub struct Clock {
@@ -43,15 +36,27 @@ pub struct Clock {
     queue: List,
 }
 
+/// The hand is the tail: a referenced file loses one count and goes round again; the first
+/// file with none left is evicted.
+#[inline]
+fn evict_one(res: &mut Resident<Entry>, queue: &mut List, ev: &mut Evictions) {
+    loop {
+        let tail = queue.tail().expect("used > 0 implies a resident file");
+        let e = res.get_mut(tail);
+        if e.freq == 0 {
+            return res.evict_tail(queue, ev);
+        }
+        e.freq -= 1;
+        res.arena().move_to_front(queue, tail);
+    }
+}
+
 impl Policy for Clock {
     const KEEPS_ARRIVALS: bool = true;
 
     fn build(capacity: u64, params: &Params) -> Result<Self, String> {
-        let bits = params.get("bits", 1.0);
-        if !(bits.fract() == 0.0 && (1.0..=8.0).contains(&bits)) {
-            return Err(format!("parameter bits={bits} must be an integer in 1..=8"));
-        }
-        let max_freq = ((1u32 << bits as u32) - 1) as u8;
+        let bits = params.integer("bits", 1.0, 1, 8)?;
+        let max_freq = ((1u32 << bits) - 1) as u8;
         Ok(Clock { max_freq, res: Resident::new(capacity), queue: List::default() })
     }
 
@@ -64,38 +69,11 @@ impl Policy for Clock {
             }
             return Outcome::hit(req);
         }
-        let queue = &mut self.queue;
-        let entry = Entry { id: req.id, size: req.size, tier: req.tier, born: req.ts, freq: 0 };
-        let admitted = self.res.admit(req, ev, entry, |r, ev| loop {
-            // the hand is the tail: a referenced file loses one count and goes round again
-            let tail = queue.tail().expect("used > 0 implies a resident file");
-            let e = r.get_mut(tail);
-            if e.freq > 0 {
-                e.freq -= 1;
-                r.arena().move_to_front(queue, tail);
-                continue;
-            }
-            r.arena().unlink(queue, tail);
-            r.evict(tail, ev);
-            return;
-        });
-        match admitted {
-            Some(slot) => {
-                self.res.arena().push_front(&mut self.queue, slot);
-                Outcome::admitted(req)
-            }
-            None => Outcome::miss(0),
-        }
+        self.res.admit(req, ev, Entry::of(req), &mut self.queue, evict_one, Resident::push_head)
     }
 
     fn remove(&mut self, id: u64) -> Option<u32> {
-        match self.res.slot(id) {
-            Some(slot) => {
-                self.res.arena().unlink(&mut self.queue, slot);
-                Some(self.res.drop_slot(slot).born)
-            }
-            None => None,
-        }
+        self.res.remove(id, |r, slot| r.arena().unlink(&mut self.queue, slot))
     }
 
     resident_queries!(res);
@@ -199,8 +177,7 @@ mod tests {
         // c: miss; a1 -> a0 to head; d0 evicted.    queue c0 a0 b0
         // d: miss; b0 evicted.                      queue d0 c0 a0
         // a: hit.
-        let mut p = policy("clock", 3);
-        assert_eq!(replay(&mut p, &unit("abcadbacda")), "mmmHmmHmmH");
+        golden("clock", 3, &unit("abcadbacda"), "mmmHmmHmmH");
     }
 
     #[test]
@@ -210,8 +187,7 @@ mod tests {
         //    hand has gone all the way round and evicts a0. queue c0 b0.
         // b: hit (b1). a: miss; tail b1 -> b0 to the head (b0 c0); c0 evicted. queue a0 b0.
         // b: hit (b1). c: miss; tail b1 -> b0 to the head; a0 evicted. queue c0 b0. a: miss.
-        let mut p = policy("clock", 2);
-        assert_eq!(replay(&mut p, &unit("ababcbabca")), "mmHHmHmHmm");
+        golden("clock", 2, &unit("ababcbabca"), "mmHHmHmHmm");
     }
 
     #[test]
@@ -221,12 +197,11 @@ mod tests {
         // evicted; queue d0 a1. e: tail a1 -> a0 to head, d0 evicted; queue e0 a0.
         // f: tail a0 evicted; queue f0 e0. a misses.
         // With 1 bit, a would have been evicted at d already.
-        let mut p = super::super::AnyPolicy::new("clock", 2, &Params::new([("bits".to_string(), 2.0)].into())).unwrap();
+        let mut p = with_params("clock", 2, &[("bits", 2.0)]);
         assert_eq!(replay(&mut p, &unit("abaaaacdefa")), "mmHHHHmmmmm");
-        let mut p = super::super::AnyPolicy::new("clock", 2, &Params::new([("bits".to_string(), 2.0)].into())).unwrap();
+        let mut p = with_params("clock", 2, &[("bits", 2.0)]);
         assert_eq!(replay(&mut p, &unit("abaaaacdea")), "mmHHHHmmmH");
-        let mut p = policy("clock", 2);
-        assert_eq!(replay(&mut p, &unit("abaaaacda")), "mmHHHHmmm");
+        golden("clock", 2, &unit("abaaaacda"), "mmHHHHmmm");
         assert!(super::super::AnyPolicy::new("clock", 2, &Params::new([("bits".to_string(), 1.5)].into())).is_err());
     }
 
@@ -237,18 +212,15 @@ mod tests {
         // miss, evicts nothing. C hit (C1). B3 miss: tail A0 evicted (4), queue B0 C1 (7).
         // A6 miss: 13 > 10, tail C1 -> C0 to head, tail B0 evicted (4), 10 fits: queue A0 C0.
         // C hit.
-        let mut p = policy("clock", 10);
         let t = [(1, 6), (2, 3), (1, 6), (3, 4), (4, 11), (3, 4), (2, 3), (1, 6), (3, 4)];
-        assert_eq!(replay(&mut p, &t), "mmHmmHmmH");
+        let mut p = golden("clock", 10, &t, "mmHmmHmmH");
         assert_eq!((p.used_bytes(), p.len()), (10, 2));
         // remove drops the file; a later read misses and re-inserts it
-        assert!(p.remove(3).is_some());
-        assert!(p.remove(3).is_none());
+        removes_once(&mut p, 3);
         assert_eq!((p.used_bytes(), p.len()), (6, 1));
         assert_eq!(replay(&mut p, &[(3, 4), (1, 6)]), "mH");
         // sizes above 4 GiB are not truncated
-        let mut p = policy("clock", 10 << 30);
-        assert_eq!(replay(&mut p, &[(1, 6 << 30), (2, 5 << 30), (1, 6 << 30), (2, 5 << 30)]), "mmmm");
+        let p = golden("clock", 10 << 30, &[(1, 6 << 30), (2, 5 << 30), (1, 6 << 30), (2, 5 << 30)], "mmmm");
         assert_eq!(p.used_bytes(), 5 << 30);
     }
 

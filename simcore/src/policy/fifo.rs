@@ -5,15 +5,7 @@
 
 use super::*;
 
-#[derive(Clone, Copy, Default, Serialize, Deserialize)]
-struct Entry {
-    id: u64,
-    size: u64,
-    tier: u8,
-    /// Arrival time (`Request::ts`).
-    born: u32,
-}
-resident::entry!(Entry);
+resident::entry!(struct Entry {});
 
 #[derive(Clone, Serialize, Deserialize)]
 pub struct Fifo {
@@ -33,29 +25,11 @@ impl Policy for Fifo {
         if self.res.contains(req.id) {
             return Outcome::hit(req);
         }
-        let queue = &mut self.queue;
-        let entry = Entry { id: req.id, size: req.size, tier: req.tier, born: req.ts };
-        let admitted = self.res.admit(req, ev, entry, |r, ev| {
-            let victim = r.arena().pop_back(queue).expect("used > 0 implies a resident file");
-            r.evict(victim, ev);
-        });
-        match admitted {
-            Some(slot) => {
-                self.res.arena().push_front(&mut self.queue, slot);
-                Outcome::admitted(req)
-            }
-            None => Outcome::miss(0),
-        }
+        self.res.admit(req, ev, Entry::of(req), &mut self.queue, Resident::evict_tail, Resident::push_head)
     }
 
     fn remove(&mut self, id: u64) -> Option<u32> {
-        match self.res.slot(id) {
-            Some(slot) => {
-                self.res.arena().unlink(&mut self.queue, slot);
-                Some(self.res.drop_slot(slot).born)
-            }
-            None => None,
-        }
+        self.res.remove(id, |r, slot| r.arena().unlink(&mut self.queue, slot))
     }
 
     resident_queries!(res);
@@ -69,7 +43,6 @@ mod tests {
     fn golden_unit_sizes() {
         // capacity 3: a b c fill; a hits (no reordering); d evicts a (oldest insert);
         // b hits; a misses and evicts b; b misses and evicts c.
-        let mut p = policy("fifo", 3);
-        assert_eq!(replay(&mut p, &unit("abcadbab")), "mmmHmHmm");
+        golden("fifo", 3, &unit("abcadbab"), "mmmHmHmm");
     }
 }

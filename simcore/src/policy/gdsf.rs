@@ -38,21 +38,14 @@ use super::*;
 /// `cost` in bytes: libCacheSim's 1e6 per KiB.
 const COST: f64 = 1.024e9;
 
-#[derive(Clone, Copy, Default, Serialize, Deserialize)]
-struct Entry {
-    id: u64,
-    size: u64,
-    tier: u8,
-    /// Arrival time (`Request::ts`).
-    born: u32,
+resident::entry!(struct Entry {
     freq: u64,
     /// Current key: H as f64 bits, and the sequence number of the request that set it.
     pri: u64,
     seq: u64,
     /// The seq of this file's entry in `queue` (0 = the slot is free).
     queued: u64,
-}
-resident::entry!(Entry);
+});
 
 #[derive(Clone, Serialize, Deserialize)]
 pub struct Gdsf {
@@ -135,8 +128,8 @@ fn priority(age: f64, freq: u64, size: u64) -> u64 {
     h.to_bits()
 }
 
-/// Pop the resident file with the smallest current key.
-fn pop_min(res: &mut Resident<Entry>, queue: &mut QuadHeap) -> (u64, u32) {
+/// Evict the resident file with the smallest current key; its key becomes the age.
+fn evict_min(res: &mut Resident<Entry>, (queue, age): &mut (&mut QuadHeap, &mut f64), ev: &mut Evictions) {
     loop {
         let (pri, seq, slot) = queue.pop().expect("used > 0 implies a resident file");
         let e = res.get_mut(slot);
@@ -144,7 +137,9 @@ fn pop_min(res: &mut Resident<Entry>, queue: &mut QuadHeap) -> (u64, u32) {
             continue; // a removed file's entry
         }
         if e.seq == seq {
-            return (pri, slot);
+            **age = f64::from_bits(pri);
+            res.evict(slot, ev);
+            return;
         }
         // hit since it was queued: requeue with its current key
         e.queued = e.seq;
@@ -171,39 +166,25 @@ impl Policy for Gdsf {
             (e.freq, e.pri, e.seq) = (freq + 1, pri, seq);
             return Outcome::hit(req);
         }
-        let (queue, age) = (&mut self.queue, &mut self.age);
         // the priority is set once room is made (evictions raise the age)
-        let entry = Entry { id: req.id, size: req.size, tier: req.tier, born: req.ts, freq: 1, pri: 0, seq, queued: seq };
-        let admitted = self.res.admit(req, ev, entry, |r, ev| {
-            let (pri, slot) = pop_min(r, queue);
-            *age = f64::from_bits(pri);
-            r.evict(slot, ev);
-        });
-        match admitted {
-            Some(slot) => {
-                let pri = priority(self.age, 1, req.size);
-                self.res.get_mut(slot).pri = pri;
-                self.queue.push((pri, seq, slot));
-                Outcome::admitted(req)
-            }
-            None => Outcome::miss(0),
-        }
+        let link = |r: &mut Resident<Entry>, (queue, age): &mut (&mut QuadHeap, &mut f64), slot| {
+            let pri = priority(**age, 1, req.size);
+            r.get_mut(slot).pri = pri;
+            queue.push((pri, seq, slot));
+        };
+        let entry = Entry { freq: 1, seq, queued: seq, ..Entry::of(req) };
+        self.res.admit(req, ev, entry, &mut (&mut self.queue, &mut self.age), evict_min, link)
     }
 
     fn remove(&mut self, id: u64) -> Option<u32> {
-        match self.res.slot(id) {
-            Some(slot) => {
-                // its queue entry is dropped when it surfaces: a released slot has queued = 0,
-                // a reused one a newer seq
-                let born = self.res.drop_slot(slot).born;
-                if self.queue.len() > 2 * self.res.len() + 1024 {
-                    let arena = &self.res.table.arena;
-                    self.queue.retain(|&(_, seq, slot)| arena.get(slot).queued == seq);
-                }
-                Some(born)
-            }
-            None => None,
+        // its queue entry is dropped when it surfaces: a released slot has queued = 0, a
+        // reused one a newer seq
+        let born = self.res.remove(id, |_, _| {})?;
+        if self.queue.len() > 2 * self.res.len() + 1024 {
+            let arena = &self.res.table.arena;
+            self.queue.retain(|&(_, seq, slot)| arena.get(slot).queued == seq);
         }
+        Some(born)
     }
 
     resident_queries!(res);
@@ -218,10 +199,8 @@ mod tests {
     fn golden_unit_sizes() {
         // With equal sizes H = L + F (in units of the cost), the same as LFUDA
         // (see lfuda.rs for the step-by-step derivation of this trace).
-        let mut p = policy("gdsf", 2);
-        assert_eq!(replay(&mut p, &unit("aaabcbca")), "mHHmmmmm");
-        let mut p = policy("gdsf", 2);
-        assert_eq!(replay(&mut p, &unit("abcbdebde")), "mmmHmmmmm");
+        golden("gdsf", 2, &unit("aaabcbca"), "mHHmmmmm");
+        golden("gdsf", 2, &unit("abcbdebde"), "mmmHmmmmm");
     }
 
     #[test]
@@ -237,15 +216,13 @@ mod tests {
         // A5: 11 > 10: evict C (0.9), L = 0.9 (2); A: 0.9 + 0.2 = 1.1 (7).
         // C4: 11 > 10: evict A (1.1 < B's 1.2), L = 1.1 (2); C: 1.1 + 0.25 = 1.35 (6).
         // B: hit.
-        let mut p = policy("gdsf", 10);
         let t = [(1, 5), (2, 2), (1, 5), (3, 4), (4, 11), (3, 4), (5, 5), (2, 2), (1, 5), (3, 4), (2, 2)];
-        assert_eq!(replay(&mut p, &t), "mmHmmHmmmmH");
+        let mut p = golden("gdsf", 10, &t, "mmHmmHmmmmH");
         assert_eq!((p.used_bytes(), p.len()), (6, 2));
         // remove forgets B's frequency: B2 re-enters at F1 with H = 1.1 + 0.5 = 1.6 (6);
         // F4: 10, fits: H = 1.1 + 0.25 = 1.35, after C's 1.35 (FIFO among equal H).
         // G2: 12 > 10: evict C (1.35, set first), L = 1.35 (6); G: 1.85 (8). F: hit. C: miss.
-        assert!(p.remove(2).is_some());
-        assert!(p.remove(2).is_none());
+        removes_once(&mut p, 2);
         assert_eq!(p.used_bytes(), 4);
         assert_eq!(replay(&mut p, &[(2, 2), (6, 4), (7, 2), (6, 4), (3, 4)]), "mmmHm");
     }
@@ -259,9 +236,8 @@ mod tests {
         // E3: 11, fits: 0.167 + 0.333 = 0.5. F2: 13 > 12: evict A (0.4 < E 0.5 < D < B),
         // L = 0.4 (6); F fits (8). B: hit. A: miss. Sizes above 4 GiB are not truncated.
         const G: u64 = 1 << 30;
-        let mut p = policy("gdsf", 12 * G);
         let t = [(2, G), (1, 5 * G), (1, 5 * G), (3, 6 * G), (4, 2 * G), (5, 3 * G), (6, 2 * G), (2, G), (1, 5 * G)];
-        assert_eq!(replay(&mut p, &t), "mmHmmmmHm");
+        golden("gdsf", 12 * G, &t, "mmHmmmmHm");
     }
 
     #[test]

@@ -25,32 +25,15 @@
 
 use super::*;
 
-#[derive(Clone, Copy, Default, Serialize, Deserialize)]
-struct Entry {
-    id: u64,
-    size: u64,
-    tier: u8,
-    /// Arrival time (`Request::ts`).
-    born: u32,
+resident::entry!(struct Entry {
     freq: u64,
-}
-resident::entry!(Entry);
+});
 
 #[derive(Clone, Serialize, Deserialize)]
 pub struct Lfu {
     res: Resident<Entry>,
     /// Non-empty frequency buckets; in each list the head is the newest arrival.
-    buckets: BTreeMap<u64, List>,
-}
-
-impl Lfu {
-    fn unlink(&mut self, slot: u32, freq: u64) {
-        let list = self.buckets.get_mut(&freq).expect("a resident file is in its bucket");
-        self.res.arena().unlink(list, slot);
-        if list.is_empty() {
-            self.buckets.remove(&freq);
-        }
-    }
+    buckets: Buckets,
 }
 
 impl Policy for Lfu {
@@ -64,40 +47,20 @@ impl Policy for Lfu {
     fn access(&mut self, req: &Request, ev: &mut Evictions) -> Outcome {
         if let Some(slot) = self.res.slot(req.id) {
             let f = self.res.get(slot).freq;
-            self.unlink(slot, f);
+            self.res.bucket_unlink(&mut self.buckets, f, slot);
             self.res.get_mut(slot).freq = f + 1;
-            self.res.arena().push_front(self.buckets.entry(f + 1).or_default(), slot);
+            self.res.bucket_push(&mut self.buckets, f + 1, slot);
             return Outcome::hit(req);
         }
-        let buckets = &mut self.buckets;
-        let entry = Entry { id: req.id, size: req.size, tier: req.tier, born: req.ts, freq: 1 };
-        let admitted = self.res.admit(req, ev, entry, |r, ev| {
-            // lowest frequency, oldest arrival first
-            let mut lowest = buckets.first_entry().expect("used > 0 implies a resident file");
-            let slot = r.arena().pop_back(lowest.get_mut()).expect("buckets are non-empty");
-            if lowest.get().is_empty() {
-                lowest.remove();
-            }
-            r.evict(slot, ev);
-        });
-        match admitted {
-            Some(slot) => {
-                self.res.arena().push_front(self.buckets.entry(1).or_default(), slot);
-                Outcome::admitted(req)
-            }
-            None => Outcome::miss(0),
-        }
+        // eviction: lowest frequency, oldest arrival first
+        let evict_one = |r: &mut Resident<Entry>, b: &mut Buckets, ev: &mut Evictions| {
+            r.bucket_evict_lowest(b, ev);
+        };
+        self.res.admit(req, ev, Entry { freq: 1, ..Entry::of(req) }, &mut self.buckets, evict_one, |r, b, slot| r.bucket_push(b, 1, slot))
     }
 
     fn remove(&mut self, id: u64) -> Option<u32> {
-        match self.res.slot(id) {
-            Some(slot) => {
-                let f = self.res.get(slot).freq;
-                self.unlink(slot, f);
-                Some(self.res.drop_slot(slot).born)
-            }
-            None => None,
-        }
+        self.res.remove(id, |r, slot| r.bucket_unlink(&mut self.buckets, r.get(slot).freq, slot))
     }
 
     resident_queries!(res);
@@ -115,8 +78,7 @@ mod tests {
         // a: hit, a2. b: hit, b2: {1: c, 2: a b}.
         // d: miss, evict the only freq-1 file c: {1: d, 2: a b}.
         // c: miss, evict d (freq 1): {1: c, 2: a b}. e: miss, evict c. a: hit, a3. f: miss, evict e. b: hit.
-        let mut p = policy("lfu", 3);
-        assert_eq!(replay(&mut p, &unit("abcabdceafb")), "mmmHHmmmHmH");
+        golden("lfu", 3, &unit("abcabdceafb"), "mmmHHmmmHmH");
     }
 
     #[test]
@@ -124,12 +86,10 @@ mod tests {
         // capacity 2: a b miss; b hit (b2), then a hit (a2): bucket 2 = b a (b arrived first).
         // c: miss, evicts b — the first to reach frequency 2, although a was inserted first.
         // b: miss, evicts c (freq 1). a: hit.
-        let mut p = policy("lfu", 2);
-        assert_eq!(replay(&mut p, &unit("abbacba")), "mmHHmmH");
+        golden("lfu", 2, &unit("abbacba"), "mmHHmmH");
         // frequencies of evicted files are forgotten: capacity 2, a a a (a3), b, c evicts b;
         // b evicts c; c evicts b; a is still there (LFU never ages it).
-        let mut p = policy("lfu", 2);
-        assert_eq!(replay(&mut p, &unit("aaabcbca")), "mHHmmmmH");
+        golden("lfu", 2, &unit("aaabcbca"), "mHHmmmmH");
     }
 
     #[test]
@@ -138,19 +98,16 @@ mod tests {
         // 6 + 4 fits (10). D11 larger than the cache: miss, nothing evicted. C hit (C2).
         // B3: 13 > 10, A and C both at 2: A reached 2 first -> evicted (used 4); B fits (7).
         // A6: 13 > 10: evict B (freq 1) -> 4, A fits (10). C: hit.
-        let mut p = policy("lfu", 10);
         let t = [(1, 6), (2, 3), (1, 6), (3, 4), (4, 11), (3, 4), (2, 3), (1, 6), (3, 4)];
-        assert_eq!(replay(&mut p, &t), "mmHmmHmmH");
+        let mut p = golden("lfu", 10, &t, "mmHmmHmmH");
         assert_eq!((p.used_bytes(), p.len()), (10, 2));
         // remove forgets C's frequency (3): C re-enters at 1. A hit (A2). E4: 14 > 10:
         // evict the freq-1 file C (not A); E fits. C: miss.
-        assert!(p.remove(3).is_some());
-        assert!(p.remove(3).is_none());
+        removes_once(&mut p, 3);
         assert_eq!(p.used_bytes(), 6);
         assert_eq!(replay(&mut p, &[(3, 4), (1, 6), (5, 4), (3, 4)]), "mHmm");
         // sizes above 4 GiB are not truncated
-        let mut p = policy("lfu", 10 << 30);
-        assert_eq!(replay(&mut p, &[(1, 6 << 30), (1, 6 << 30), (2, 5 << 30), (1, 6 << 30)]), "mHmm");
+        let p = golden("lfu", 10 << 30, &[(1, 6 << 30), (1, 6 << 30), (2, 5 << 30), (1, 6 << 30)], "mHmm");
         assert_eq!(p.used_bytes(), 6 << 30);
     }
 

@@ -26,34 +26,17 @@
 
 use super::*;
 
-#[derive(Clone, Copy, Default, Serialize, Deserialize)]
-struct Entry {
-    id: u64,
-    size: u64,
-    tier: u8,
-    /// Arrival time (`Request::ts`).
-    born: u32,
+resident::entry!(struct Entry {
     freq: u64,
     key: u64,
-}
-resident::entry!(Entry);
+});
 
 #[derive(Clone, Serialize, Deserialize)]
 pub struct Lfuda {
     /// Cache age: the key of the last evicted file.
     age: u64,
     res: Resident<Entry>,
-    buckets: BTreeMap<u64, List>,
-}
-
-impl Lfuda {
-    fn unlink(&mut self, slot: u32, key: u64) {
-        let list = self.buckets.get_mut(&key).expect("a resident file is in its bucket");
-        self.res.arena().unlink(list, slot);
-        if list.is_empty() {
-            self.buckets.remove(&key);
-        }
-    }
+    buckets: Buckets,
 }
 
 impl Policy for Lfuda {
@@ -67,46 +50,28 @@ impl Policy for Lfuda {
     fn access(&mut self, req: &Request, ev: &mut Evictions) -> Outcome {
         if let Some(slot) = self.res.slot(req.id) {
             let Entry { freq, key, .. } = *self.res.get(slot);
-            self.unlink(slot, key);
+            self.res.bucket_unlink(&mut self.buckets, key, slot);
             let e = self.res.get_mut(slot);
             e.freq = freq + 1;
             e.key = e.freq + self.age;
             let key = e.key;
-            self.res.arena().push_front(self.buckets.entry(key).or_default(), slot);
+            self.res.bucket_push(&mut self.buckets, key, slot);
             return Outcome::hit(req);
         }
-        let (buckets, age) = (&mut self.buckets, &mut self.age);
-        // the key is set once room is made (evictions raise the age)
-        let entry = Entry { id: req.id, size: req.size, tier: req.tier, born: req.ts, freq: 1, key: 0 };
-        let admitted = self.res.admit(req, ev, entry, |r, ev| {
-            let mut lowest = buckets.first_entry().expect("used > 0 implies a resident file");
-            *age = *lowest.key();
-            let slot = r.arena().pop_back(lowest.get_mut()).expect("buckets are non-empty");
-            if lowest.get().is_empty() {
-                lowest.remove();
-            }
-            r.evict(slot, ev);
-        });
-        match admitted {
-            Some(slot) => {
-                let key = 1 + self.age;
-                self.res.get_mut(slot).key = key;
-                self.res.arena().push_front(self.buckets.entry(key).or_default(), slot);
-                Outcome::admitted(req)
-            }
-            None => Outcome::miss(0),
-        }
+        // each eviction raises the age to the evicted key; the new key is set once room is made
+        let evict_one = |r: &mut Resident<Entry>, (b, age): &mut (&mut Buckets, &mut u64), ev: &mut Evictions| {
+            **age = r.bucket_evict_lowest(b, ev);
+        };
+        let link = |r: &mut Resident<Entry>, (b, age): &mut (&mut Buckets, &mut u64), slot| {
+            r.get_mut(slot).key = 1 + **age;
+            r.bucket_push(b, 1 + **age, slot);
+        };
+        let mut order = (&mut self.buckets, &mut self.age);
+        self.res.admit(req, ev, Entry { freq: 1, ..Entry::of(req) }, &mut order, evict_one, link)
     }
 
     fn remove(&mut self, id: u64) -> Option<u32> {
-        match self.res.slot(id) {
-            Some(slot) => {
-                let key = self.res.get(slot).key;
-                self.unlink(slot, key);
-                Some(self.res.drop_slot(slot).born)
-            }
-            None => None,
-        }
+        self.res.remove(id, |r, slot| r.bucket_unlink(&mut self.buckets, r.get(slot).key, slot))
     }
 
     resident_queries!(res);
@@ -125,10 +90,8 @@ mod tests {
         // b: miss; evict c (2), L = 2; b key 3. Keys a 3, b 3: a got its key first.
         // c: miss; evict a (3), L = 3; c key 4.
         // a: miss. Plain LFU keeps a (frequency 3) and hits here.
-        let mut p = policy("lfuda", 2);
-        assert_eq!(replay(&mut p, &unit("aaabcbca")), "mHHmmmmm");
-        let mut p = policy("lfu", 2);
-        assert_eq!(replay(&mut p, &unit("aaabcbca")), "mHHmmmmH");
+        golden("lfuda", 2, &unit("aaabcbca"), "mHHmmmmm");
+        golden("lfu", 2, &unit("aaabcbca"), "mHHmmmmH");
     }
 
     #[test]
@@ -137,15 +100,13 @@ mod tests {
         // b: hit, F2, key 2 + L = 3. d: evict c (2), L = 2, d key 3.
         // e: keys b 3 (older) and d 3: evict b, L = 3, e key 4. b: miss, evicts d (3).
         // d: miss, evicts e (4), L = 4, d key 5. e: miss.
-        let mut p = policy("lfuda", 2);
-        assert_eq!(replay(&mut p, &unit("abcbdebde")), "mmmHmmmmm");
+        let p = golden("lfuda", 2, &unit("abcbdebde"), "mmmHmmmmm");
         assert!(p.contains(b'e' as u64) && p.contains(b'd' as u64));
         // capacity 2: x x x: F3, key 3 (set while L = 0). a: key 1. b: evict a, L = 1, key 2.
         // c: evict b, L = 2, key 3. x: hit, F4, key 4 + L = 6 (not old key + 1 = 4).
         // d: evict c (3), L = 3, key 4. e: evict d (4) — with key 4, x would have gone
         // (older key 4) — L = 4, key 5. x: hit.
-        let mut p = policy("lfuda", 2);
-        assert_eq!(replay(&mut p, &unit("xxxabcxdex")), "mHHmmmHmmH");
+        golden("lfuda", 2, &unit("xxxabcxdex"), "mHHmmmHmmH");
     }
 
     #[test]
@@ -155,21 +116,18 @@ mod tests {
         // C hit: F2, key 2 + 1 = 3. B3: 13 > 10: evict A (key 2), L = 2; B key 3 (7).
         // A6: 13 > 10: keys C 3 and B 3: C got its key first -> evicted, L = 3; A key 4 (9).
         // C: miss (plain LFU hits here: see lfu.rs).
-        let mut p = policy("lfuda", 10);
         let t = [(1, 6), (2, 3), (1, 6), (3, 4), (4, 11), (3, 4), (2, 3), (1, 6), (3, 4)];
-        assert_eq!(replay(&mut p, &t), "mmHmmHmmm");
+        let mut p = golden("lfuda", 10, &t, "mmHmmHmmm");
         // C4 at the end: 13 > 10: evict B (key 3), L = 3; C key 4 (10).
         assert_eq!((p.used_bytes(), p.len()), (10, 2));
         // remove forgets everything about A: a new A starts at F1 with key L + 1 = 4
-        assert!(p.remove(1).is_some());
-        assert!(p.remove(1).is_none());
+        removes_once(&mut p, 1);
         assert_eq!(p.used_bytes(), 4);
         // A6: fits (10), key 4, after C's key 4 in the bucket. E1: 11 > 10: evict C (the
         // older key 4), L = 4; E key 5 (7). A: hit. C: miss.
         assert_eq!(replay(&mut p, &[(1, 6), (5, 1), (1, 6), (3, 4)]), "mmHm");
         // sizes above 4 GiB are not truncated
-        let mut p = policy("lfuda", 10 << 30);
-        assert_eq!(replay(&mut p, &[(1, 6 << 30), (1, 6 << 30), (2, 5 << 30), (1, 6 << 30)]), "mHmm");
+        let p = golden("lfuda", 10 << 30, &[(1, 6 << 30), (1, 6 << 30), (2, 5 << 30), (1, 6 << 30)], "mHmm");
         assert_eq!(p.used_bytes(), 6 << 30);
     }
 

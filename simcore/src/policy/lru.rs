@@ -7,15 +7,7 @@
 
 use super::*;
 
-#[derive(Clone, Copy, Default, Serialize, Deserialize)]
-struct Entry {
-    id: u64,
-    size: u64,
-    tier: u8,
-    /// Arrival time (`Request::ts`).
-    born: u32,
-}
-resident::entry!(Entry);
+resident::entry!(struct Entry {});
 
 #[derive(Clone, Serialize, Deserialize)]
 pub struct Lru {
@@ -36,29 +28,11 @@ impl Policy for Lru {
             self.res.arena().move_to_front(&mut self.list, slot);
             return Outcome::hit(req);
         }
-        let list = &mut self.list;
-        let entry = Entry { id: req.id, size: req.size, tier: req.tier, born: req.ts };
-        let admitted = self.res.admit(req, ev, entry, |r, ev| {
-            let victim = r.arena().pop_back(list).expect("used > 0 implies a resident file");
-            r.evict(victim, ev);
-        });
-        match admitted {
-            Some(slot) => {
-                self.res.arena().push_front(&mut self.list, slot);
-                Outcome::admitted(req)
-            }
-            None => Outcome::miss(0),
-        }
+        self.res.admit(req, ev, Entry::of(req), &mut self.list, Resident::evict_tail, Resident::push_head)
     }
 
     fn remove(&mut self, id: u64) -> Option<u32> {
-        match self.res.slot(id) {
-            Some(slot) => {
-                self.res.arena().unlink(&mut self.list, slot);
-                Some(self.res.drop_slot(slot).born)
-            }
-            None => None,
-        }
+        self.res.remove(id, |r, slot| r.arena().unlink(&mut self.list, slot))
     }
 
     resident_queries!(res);
@@ -72,8 +46,7 @@ mod tests {
     fn golden_unit_sizes() {
         // capacity 3: a b c fill (3 misses); a hits and becomes MRU; d evicts b (LRU);
         // b misses and evicts c; c misses and evicts a; a misses and evicts d.
-        let mut p = policy("lru", 3);
-        assert_eq!(replay(&mut p, &unit("abcadbca")), "mmmHmmmm");
+        golden("lru", 3, &unit("abcadbca"), "mmmHmmmm");
     }
 
     #[test]
@@ -81,9 +54,8 @@ mod tests {
         // capacity 10: A6 miss; B5 miss, evicts A (6+5>10); C3 miss (8); B hit;
         // D11 is larger than the cache: miss, not inserted, evicts nothing; C hit; B hit;
         // E10 exactly the capacity: evicts C and B, inserted; E hit.
-        let mut p = policy("lru", 10);
         let t = [(1, 6), (2, 5), (3, 3), (2, 5), (4, 11), (3, 3), (2, 5), (5, 10), (5, 10)];
-        assert_eq!(replay(&mut p, &t), "mmmHmHHmH");
+        let mut p = golden("lru", 10, &t, "mmmHmHHmH");
         assert_eq!(p.used_bytes(), 10);
         assert!(p.remove(5).is_some());
         assert_eq!((p.used_bytes(), p.len()), (0, 0));

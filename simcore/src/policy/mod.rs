@@ -11,8 +11,8 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
 pub use crate::util::arena::{Arena, List, NIL};
-pub use resident::{Queues, Resident, Table};
-pub(crate) use resident::resident_queries;
+pub use resident::{Buckets, Queues, Resident, Table};
+pub(crate) use resident::{queued_queries, resident_queries};
 
 pub mod resident;
 
@@ -112,6 +112,24 @@ impl Params {
             Ok(v)
         } else {
             Err(format!("parameter {key}={v} must be a fraction {}", if allow_ends { "in [0, 1]" } else { "in (0, 1)" }))
+        }
+    }
+    /// A finite number ≥ 0.
+    pub fn non_negative(&self, key: &str, default: f64) -> Result<f64, String> {
+        let v = self.get(key, default);
+        if v >= 0.0 && v.is_finite() {
+            Ok(v)
+        } else {
+            Err(format!("parameter {key}={v} must be a non-negative number"))
+        }
+    }
+    /// A whole number in `lo..=hi`.
+    pub fn integer(&self, key: &str, default: f64, lo: u32, hi: u32) -> Result<u32, String> {
+        let v = self.get(key, default);
+        if v.fract() == 0.0 && (lo as f64..=hi as f64).contains(&v) {
+            Ok(v as u32)
+        } else {
+            Err(format!("parameter {key}={v} must be an integer in {lo}..={hi}"))
         }
     }
     pub fn unread(&self) -> Vec<String> {
@@ -251,6 +269,24 @@ pub fn needs_clock(name: &str) -> bool {
 }
 
 #[cfg(test)]
+mod tests {
+    use super::Params;
+
+    #[test]
+    fn parameter_checks_name_the_parameter_and_the_rule() {
+        let p = |k: &str, v: f64| Params::new([(k.to_string(), v)].into());
+        assert_eq!(p("bits", 3.0).integer("bits", 1.0, 1, 8), Ok(3));
+        assert_eq!(p("bits", 1.5).integer("bits", 1.0, 1, 8), Err("parameter bits=1.5 must be an integer in 1..=8".into()));
+        assert!(p("bits", 9.0).integer("bits", 1.0, 1, 8).is_err());
+        assert_eq!(Params::default().non_negative("aout_ratio", 0.5), Ok(0.5));
+        assert_eq!(p("r", 0.0).non_negative("r", 0.5), Ok(0.0));
+        assert_eq!(p("r", -0.5).non_negative("r", 0.5), Err("parameter r=-0.5 must be a non-negative number".into()));
+        assert!(p("r", f64::NAN).non_negative("r", 0.5).is_err());
+        assert!(p("r", f64::INFINITY).non_negative("r", 0.5).is_err());
+    }
+}
+
+#[cfg(test)]
 pub(crate) mod testing {
     //! Helpers for the golden tests in each policy file.
     use super::*;
@@ -274,7 +310,25 @@ pub(crate) mod testing {
     }
 
     pub fn policy(name: &str, capacity: u64) -> AnyPolicy {
-        AnyPolicy::new(name, capacity, &Params::default()).unwrap()
+        with_params(name, capacity, &[])
+    }
+
+    pub fn with_params(name: &str, capacity: u64, params: &[(&str, f64)]) -> AnyPolicy {
+        AnyPolicy::new(name, capacity, &Params::new(params.iter().map(|(k, v)| (k.to_string(), *v)).collect())).unwrap()
+    }
+
+    /// A new `name` cache of `capacity` bytes replays `reqs` with these hits and misses (see
+    /// `replay`); returned for further checks.
+    pub fn golden(name: &str, capacity: u64, reqs: &[(u64, u64)], expect: &str) -> AnyPolicy {
+        let mut p = policy(name, capacity);
+        assert_eq!(replay(&mut p, reqs), expect, "{name} at capacity {capacity}");
+        p
+    }
+
+    /// `remove(id)` drops a resident file, and a second remove finds nothing.
+    pub fn removes_once(p: &mut AnyPolicy, id: u64) {
+        assert!(p.remove(id).is_some(), "{} holds {id}", p.name());
+        assert!(p.remove(id).is_none());
     }
 
     /// Unit-size trace from a string of single-letter ids.

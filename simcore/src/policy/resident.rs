@@ -3,10 +3,11 @@
 //! ordering (lists, buckets, heaps) and call these to insert, evict and drop files, so the
 //! byte accounting and eviction reports are written once.
 
-use super::{Evictions, Request};
+use super::{Evictions, Outcome, Request};
 use crate::util::arena::{Arena, List};
 use crate::util::slotmap::SlotMap;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// What the shared bookkeeping needs from a policy's entry type.
 pub trait Entry: Copy + Default {
@@ -17,8 +18,32 @@ pub trait Entry: Copy + Default {
     fn born(&self) -> u32;
 }
 
-/// Implements `Entry` for a struct with `id`, `size`, `tier` and `born` fields.
+/// `entry!(struct Entry { own fields })` defines a policy's entry: `id`, `size`, `tier` and
+/// `born` (arrival time) first, then the policy's own fields (the order is the snapshot
+/// format), with `Entry::of(req)` for the file a request brings in (own fields at their
+/// default) and the `Entry` trait. `entry!(Type)` implements the trait for a struct with
+/// those four fields.
 macro_rules! entry {
+    (struct $name:ident { $($(#[$doc:meta])* $field:ident: $ty:ty,)* }) => {
+        #[derive(Clone, Copy, Default, Serialize, Deserialize)]
+        struct $name {
+            id: u64,
+            size: u64,
+            tier: u8,
+            /// Arrival time (`Request::ts`).
+            born: u32,
+            $($(#[$doc])* $field: $ty,)*
+        }
+        impl $name {
+            /// The entry of the file `req` brings in.
+            #[inline(always)]
+            #[allow(dead_code)]
+            fn of(req: &$crate::policy::Request) -> Self {
+                $name { id: req.id, size: req.size, tier: req.tier, born: req.ts, ..Default::default() }
+            }
+        }
+        $crate::policy::resident::entry!($name);
+    };
     ($ty:ty) => {
         impl $crate::policy::resident::Entry for $ty {
             #[inline]
@@ -120,6 +145,10 @@ impl<E: Entry> Table<E> {
     }
 }
 
+/// Lists of files keyed by a rank (LFU's frequency, LFUDA's key), lowest first; only
+/// non-empty lists are kept. Head = newest arrival.
+pub type Buckets = BTreeMap<u64, List>;
+
 /// One resident set of byte capacity `capacity`: a `Table` plus the bytes it holds.
 #[derive(Clone, Serialize, Deserialize)]
 pub struct Resident<E> {
@@ -186,23 +215,77 @@ impl<E: Entry> Resident<E> {
     }
 
     /// The whole-file miss path: too big → not cached; else `evict_one` until the file fits,
-    /// then `insert`. Returns the new slot (None for a file larger than the cache); the caller
-    /// links it into its order.
+    /// then `insert` it and `link` it into the policy's `order` (its lists, buckets or heap).
     #[inline(always)]
-    pub fn admit(
+    pub fn admit<O: ?Sized>(
         &mut self,
         req: &Request,
         ev: &mut Evictions,
         entry: E,
-        mut evict_one: impl FnMut(&mut Self, &mut Evictions),
-    ) -> Option<u32> {
+        order: &mut O,
+        mut evict_one: impl FnMut(&mut Self, &mut O, &mut Evictions),
+        link: impl FnOnce(&mut Self, &mut O, u32),
+    ) -> Outcome {
         if self.too_big(req.size) {
-            return None;
+            return Outcome::miss(0);
         }
         while self.must_evict(req.size) {
-            evict_one(self, ev);
+            evict_one(self, order, ev);
         }
-        Some(self.insert(entry))
+        let slot = self.insert(entry);
+        link(self, order, slot);
+        Outcome::admitted(req)
+    }
+
+    /// Evict the oldest file of `list` (the tail): the eviction of a policy with one queue.
+    #[inline(always)]
+    pub fn evict_tail(&mut self, list: &mut List, ev: &mut Evictions) {
+        let victim = self.arena().pop_back(list).expect("used > 0 implies a resident file");
+        self.evict(victim, ev);
+    }
+
+    /// Link a new file at the newest end of `list` (the head).
+    #[inline(always)]
+    pub fn push_head(&mut self, list: &mut List, slot: u32) {
+        self.arena().push_front(list, slot);
+    }
+
+    /// Drop a file by id (deleted at the source) once `unlink` took it out of the policy's
+    /// order; its arrival time if it was resident.
+    #[inline]
+    pub fn remove(&mut self, id: u64, unlink: impl FnOnce(&mut Self, u32)) -> Option<u32> {
+        let slot = self.slot(id)?;
+        unlink(self, slot);
+        Some(self.drop_slot(slot).born())
+    }
+
+    /// Link `slot` at the newest end of bucket `key`.
+    #[inline(always)]
+    pub fn bucket_push(&mut self, buckets: &mut Buckets, key: u64, slot: u32) {
+        self.arena().push_front(buckets.entry(key).or_default(), slot);
+    }
+
+    /// Unlink `slot` from bucket `key`, dropping the bucket when it empties.
+    #[inline]
+    pub fn bucket_unlink(&mut self, buckets: &mut Buckets, key: u64, slot: u32) {
+        let list = buckets.get_mut(&key).expect("a resident file is in its bucket");
+        self.arena().unlink(list, slot);
+        if list.is_empty() {
+            buckets.remove(&key);
+        }
+    }
+
+    /// Evict the oldest file of the lowest bucket; returns that bucket's key.
+    #[inline]
+    pub fn bucket_evict_lowest(&mut self, buckets: &mut Buckets, ev: &mut Evictions) -> u64 {
+        let mut lowest = buckets.first_entry().expect("used > 0 implies a resident file");
+        let key = *lowest.key();
+        let slot = self.arena().pop_back(lowest.get_mut()).expect("buckets are non-empty");
+        if lowest.get().is_empty() {
+            lowest.remove();
+        }
+        self.evict(slot, ev);
+        key
     }
 
     #[inline(always)]
@@ -254,10 +337,13 @@ pub trait Queued: Entry {
 }
 
 /// Implements `Entry` and `Queued` for a struct with `id`, `size`, `tier`, `born` and a `u8`
-/// queue field.
+/// queue field; `queued_entry!(struct Entry { … } queue: field)` also defines it (see `entry!`).
 macro_rules! queued_entry {
-    ($ty:ty, $field:ident) => {
-        $crate::policy::resident::entry!($ty);
+    (struct $name:ident { $($body:tt)* } queue: $field:ident) => {
+        $crate::policy::resident::entry!(struct $name { $($body)* });
+        $crate::policy::resident::queued_entry!(@queued $name, $field);
+    };
+    (@queued $ty:ty, $field:ident) => {
         impl $crate::policy::resident::Queued for $ty {
             #[inline]
             fn queue(&self) -> u8 {
@@ -269,10 +355,15 @@ macro_rules! queued_entry {
             }
         }
     };
+    ($ty:ty, $field:ident) => {
+        $crate::policy::resident::entry!($ty);
+        $crate::policy::resident::queued_entry!(@queued $ty, $field);
+    };
 }
 pub(crate) use queued_entry;
 
 /// Up to four queues in one table, each with the bytes of its entries. Head = newest end.
+/// Queues 0 and 1 hold resident files, 2 and 3 ghosts (ids only: evicted, remembered).
 #[derive(Clone, Copy, Default, Serialize, Deserialize)]
 pub struct Queues {
     pub lists: [List; 4],
@@ -315,12 +406,77 @@ impl Queues {
         let q = table.arena.get(slot).queue();
         table.arena.move_to_front(&mut self.lists[q as usize], slot);
     }
-    /// Drop a file by id (deleted at the source): it leaves its queue and the table. Returns
-    /// its entry (`queue()` says where it was).
+    /// A new file (or ghost) at the newest end of queue `q`.
     #[inline]
-    pub fn remove<E: Queued>(&mut self, table: &mut Table<E>, id: u64) -> Option<E> {
-        let slot = table.slot(id)?;
+    pub fn insert<E: Queued>(&mut self, table: &mut Table<E>, q: u8, e: E) {
+        let slot = table.insert(e);
+        self.push(table, q, slot);
+    }
+    /// Unlink an entry and forget it (a ghost that was hit, or dropped for room).
+    #[inline]
+    pub fn forget<E: Queued>(&mut self, table: &mut Table<E>, slot: u32) -> E {
         self.unlink(table, slot);
-        Some(table.free(slot))
+        table.free(slot)
+    }
+    /// Evict the oldest file of queue `q` without a ghost, reporting it.
+    #[inline]
+    pub fn evict_tail<E: Queued>(&mut self, table: &mut Table<E>, q: u8, ev: &mut Evictions) {
+        let slot = self.pop_tail(table, q);
+        let e = table.free(slot);
+        ev.push(e.size(), e.tier(), e.id(), e.born());
+    }
+    /// Whether queue `q` holds resident files (not ghosts).
+    #[inline(always)]
+    pub fn is_resident(q: u8) -> bool {
+        q < 2
+    }
+    /// Bytes of the resident files.
+    #[inline(always)]
+    pub fn resident_bytes(&self) -> u64 {
+        self.bytes[0] + self.bytes[1]
+    }
+    #[inline]
+    pub fn resident_len(&self) -> usize {
+        self.lists[0].len() + self.lists[1].len()
+    }
+    /// Drop a file by id (deleted at the source): it leaves its queue and the table. Returns
+    /// its arrival time if it was resident (not a ghost).
+    #[inline]
+    pub fn remove<E: Queued>(&mut self, table: &mut Table<E>, id: u64) -> Option<u32> {
+        let slot = table.slot(id)?;
+        let e = self.forget(table, slot);
+        Queues::is_resident(e.queue()).then_some(e.born())
     }
 }
+
+/// `remove`, `contains`, `used_bytes`, `capacity`, `len`, `prefetch` and `use_dense_ids` of a
+/// policy whose files are in the fields `table` (a `Table`) and `q` (its `Queues`), within the
+/// byte capacity `capacity`.
+macro_rules! queued_queries {
+    () => {
+        fn remove(&mut self, id: u64) -> Option<u32> {
+            self.q.remove(&mut self.table, id)
+        }
+        fn contains(&self, id: u64) -> bool {
+            self.table.slot(id).is_some_and(|s| Queues::is_resident($crate::policy::resident::Queued::queue(self.table.get(s))))
+        }
+        #[inline]
+        fn used_bytes(&self) -> u64 {
+            self.q.resident_bytes()
+        }
+        fn capacity(&self) -> u64 {
+            self.capacity
+        }
+        fn len(&self) -> usize {
+            self.q.resident_len()
+        }
+        fn use_dense_ids(&mut self) -> bool {
+            self.table.use_dense_ids()
+        }
+        #[inline(always)]
+        fn prefetch(&self, id: u64, stage: $crate::policy::Stage) {
+            self.table.prefetch(id, stage)
+        }
+    };
+}
+pub(crate) use queued_queries;

@@ -90,17 +90,14 @@ impl S3Fifo {
     }
 
     fn evict_main(&mut self, ev: &mut Evictions) {
-        while !self.q.is_empty(MAIN) {
-            let slot = self.q.pop_tail(&mut self.table, MAIN);
+        // the oldest file: a counter ≥ 1 sends it round again, 0 evicts it
+        while let Some(slot) = self.q.lists[MAIN as usize].tail() {
             let e = self.table.get_mut(slot);
-            if e.freq >= 1 {
-                e.freq = e.freq.min(3) - 1;
-                self.q.push(&mut self.table, MAIN, slot);
-            } else {
-                let e = self.table.free(slot);
-                ev.push(e.size, e.tier, e.id, e.born);
-                return;
+            if e.freq == 0 {
+                return self.q.evict_tail(&mut self.table, MAIN, ev);
             }
+            e.freq = e.freq.min(3) - 1;
+            self.q.move_to_front(&mut self.table, slot);
         }
     }
 
@@ -113,25 +110,14 @@ impl S3Fifo {
         }
     }
 
-    #[inline]
-    fn used(&self) -> u64 {
-        self.q.bytes[SMALL as usize] + self.q.bytes[MAIN as usize]
-    }
 }
 
 impl Policy for S3Fifo {
     const KEEPS_ARRIVALS: bool = true;
 
-    fn use_dense_ids(&mut self) -> bool {
-        self.table.use_dense_ids()
-    }
-
     fn build(capacity: u64, params: &Params) -> Result<Self, String> {
         let small = params.fraction("small_ratio", 0.1, false)?;
-        let ghost = params.get("ghost_ratio", 0.9);
-        if !(ghost >= 0.0 && ghost.is_finite()) {
-            return Err(format!("parameter ghost_ratio={ghost} must be a non-negative number"));
-        }
+        let ghost = params.non_negative("ghost_ratio", 0.9)?;
         let t = params.get("move_threshold", 2.0);
         if !((1.0..=1e9).contains(&t) && t.fract() == 0.0) {
             return Err(format!("parameter move_threshold={t} must be a positive integer"));
@@ -158,14 +144,13 @@ impl Policy for S3Fifo {
                 e.freq = e.freq.saturating_add(1);
                 return Outcome::hit(req);
             }
-            self.q.unlink(&mut self.table, slot);
-            self.table.free(slot);
+            self.q.forget(&mut self.table, slot);
             ghost_hit = true;
         }
         if req.size > self.small_cap || req.size > self.capacity {
             return Outcome::miss(0);
         }
-        while req.size > self.capacity - self.used() {
+        while req.size > self.capacity - self.q.resident_bytes() {
             self.evict(ev);
         }
         let q = if ghost_hit {
@@ -175,31 +160,11 @@ impl Policy for S3Fifo {
         } else {
             SMALL
         };
-        let slot = self.table.insert(Entry { id: req.id, size: req.size, freq: 0, tier: req.tier, born: req.ts, queue: q });
-        self.q.push(&mut self.table, q, slot);
+        self.q.insert(&mut self.table, q, Entry { id: req.id, size: req.size, freq: 0, tier: req.tier, born: req.ts, queue: q });
         Outcome::admitted(req)
     }
 
-    fn remove(&mut self, id: u64) -> Option<u32> {
-        self.q.remove(&mut self.table, id).filter(|e| e.queue != GHOST).map(|e| e.born)
-    }
-
-    fn contains(&self, id: u64) -> bool {
-        self.table.slot(id).is_some_and(|s| self.table.get(s).queue != GHOST)
-    }
-    fn used_bytes(&self) -> u64 {
-        self.used()
-    }
-    fn capacity(&self) -> u64 {
-        self.capacity
-    }
-    fn len(&self) -> usize {
-        self.q.len(SMALL) + self.q.len(MAIN)
-    }
-    #[inline(always)]
-    fn prefetch(&self, id: u64, stage: Stage) {
-        self.table.prefetch(id, stage)
-    }
+    queued_queries!();
 }
 
 #[cfg(test)]
@@ -208,8 +173,7 @@ mod tests {
     use super::super::*;
 
     fn s3(capacity: u64, small: f64, ghost: f64) -> AnyPolicy {
-        let params = Params::new([("small_ratio".to_string(), small), ("ghost_ratio".to_string(), ghost)].into());
-        AnyPolicy::new("s3fifo", capacity, &params).unwrap()
+        with_params("s3fifo", capacity, &[("small_ratio", small), ("ghost_ratio", ghost)])
     }
 
     #[test]
@@ -287,12 +251,10 @@ mod tests {
         // B4: exactly small_cap: room is made (none needed) but it is not inserted (libCacheSim).
         // C3 → small=[C3]. C hit → C(1).  D3 E2 F3 G3 → small=[G F E D C] (14 bytes).
         // H50 > capacity: miss, nothing evicted. C hit → C(2). E hit → E(1).
-        let mut p = policy("s3fifo", 40);
         let t = [(1, 5), (2, 4), (3, 3), (3, 3), (4, 3), (5, 2), (6, 3), (7, 3), (8, 50), (3, 3), (5, 2)];
-        assert_eq!(replay(&mut p, &t), "mmmHmmmmmHH");
+        let mut p = golden("s3fifo", 40, &t, "mmmHmmmmmHH");
         assert_eq!((p.used_bytes(), p.len()), (14, 5));
-        assert!(p.remove(3).is_some());
-        assert!(p.remove(3).is_none());
+        removes_once(&mut p, 3);
         assert_eq!((p.used_bytes(), p.len()), (11, 4));
     }
 

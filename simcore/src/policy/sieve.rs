@@ -25,16 +25,9 @@
 
 use super::*;
 
-#[derive(Clone, Copy, Default, Serialize, Deserialize)]
-struct Entry {
-    id: u64,
-    size: u64,
-    tier: u8,
-    /// Arrival time (`Request::ts`).
-    born: u32,
+resident::entry!(struct Entry {
     visited: bool,
-}
-resident::entry!(Entry);
+});
 
 #[derive(Clone, Serialize, Deserialize)]
 pub struct Sieve {
@@ -45,9 +38,9 @@ pub struct Sieve {
 
 /// Move the hand from the tail towards the head past visited files (clearing them) and evict
 /// the first unvisited one; the hand stays just above it.
-fn evict_one(res: &mut Resident<Entry>, queue: &mut List, hand: &mut u32, ev: &mut Evictions) {
+fn evict_one(res: &mut Resident<Entry>, (queue, hand): &mut (&mut List, &mut u32), ev: &mut Evictions) {
     let tail = queue.tail().expect("used > 0 implies a resident file");
-    let mut slot = if *hand == NIL { tail } else { *hand };
+    let mut slot = if **hand == NIL { tail } else { **hand };
     loop {
         let e = res.get_mut(slot);
         if !e.visited {
@@ -56,7 +49,7 @@ fn evict_one(res: &mut Resident<Entry>, queue: &mut List, hand: &mut u32, ev: &m
         e.visited = false;
         slot = res.table.arena.prev(slot).unwrap_or(tail);
     }
-    *hand = res.table.arena.prev(slot).unwrap_or(NIL);
+    **hand = res.table.arena.prev(slot).unwrap_or(NIL);
     res.arena().unlink(queue, slot);
     res.evict(slot, ev);
 }
@@ -74,28 +67,17 @@ impl Policy for Sieve {
             self.res.get_mut(slot).visited = true;
             return Outcome::hit(req);
         }
-        let (queue, hand) = (&mut self.queue, &mut self.hand);
-        let entry = Entry { id: req.id, size: req.size, tier: req.tier, born: req.ts, visited: false };
-        match self.res.admit(req, ev, entry, |r, ev| evict_one(r, queue, hand, ev)) {
-            Some(slot) => {
-                self.res.arena().push_front(&mut self.queue, slot);
-                Outcome::admitted(req)
-            }
-            None => Outcome::miss(0),
-        }
+        let mut order = (&mut self.queue, &mut self.hand);
+        self.res.admit(req, ev, Entry::of(req), &mut order, evict_one, |r, (queue, _), slot| r.push_head(queue, slot))
     }
 
     fn remove(&mut self, id: u64) -> Option<u32> {
-        match self.res.slot(id) {
-            Some(slot) => {
-                if self.hand == slot {
-                    self.hand = self.res.table.arena.prev(slot).unwrap_or(NIL);
-                }
-                self.res.arena().unlink(&mut self.queue, slot);
-                Some(self.res.drop_slot(slot).born)
+        self.res.remove(id, |r, slot| {
+            if self.hand == slot {
+                self.hand = r.table.arena.prev(slot).unwrap_or(NIL);
             }
-            None => None,
-        }
+            r.arena().unlink(&mut self.queue, slot);
+        })
     }
 
     resident_queries!(res);
@@ -120,8 +102,7 @@ mod tests {
         // c: miss; e evicted, hand on b.       c b^ a*
         // d: miss; b evicted, hand on c.       d c^ a*
         // a: hit: the hand never came back round to a.
-        let mut p = policy("sieve", 3);
-        assert_eq!(replay(&mut p, &unit("abcadaebacda")), "mmmHmHmmHmmH");
+        golden("sieve", 3, &unit("abcadaebacda"), "mmmHmHmmHmmH");
     }
 
     #[test]
@@ -133,10 +114,8 @@ mod tests {
         // a: hit.
         // CLOCK instead moves a to the head at d (queue d a c), evicts c at e and a at f,
         // so the last a misses.
-        let mut p = policy("sieve", 3);
-        assert_eq!(replay(&mut p, &unit("abcadefa")), "mmmHmmmH");
-        let mut p = policy("clock", 3);
-        assert_eq!(replay(&mut p, &unit("abcadefa")), "mmmHmmmm");
+        golden("sieve", 3, &unit("abcadefa"), "mmmHmmmH");
+        golden("clock", 3, &unit("abcadefa"), "mmmHmmmm");
     }
 
     #[test]
@@ -151,16 +130,13 @@ mod tests {
         // G2: 12 > 10; C* cleared, E evicted (5), hand on F. G F^ C (7).
         // C hit: C*. E5: 12 > 10; F evicted (6), hand on G; 11 > 10, G evicted (4), hand
         //     none. E C* (9).
-        let mut p = policy("sieve", 10);
         let t = [(1, 6), (2, 3), (1, 6), (3, 4), (4, 11), (3, 4), (5, 5), (6, 1), (7, 2), (3, 4), (5, 5)];
-        assert_eq!(replay(&mut p, &t), "mmHmmHmmmHm");
+        let mut p = golden("sieve", 10, &t, "mmHmmHmmmHm");
         assert_eq!((p.used_bytes(), p.len()), (9, 2));
-        assert!(p.remove(3).is_some());
-        assert!(p.remove(3).is_none());
+        removes_once(&mut p, 3);
         assert_eq!((p.used_bytes(), p.len()), (5, 1));
         // sizes above 4 GiB are not truncated
-        let mut p = policy("sieve", 10 << 30);
-        assert_eq!(replay(&mut p, &[(1, 6 << 30), (2, 5 << 30), (1, 6 << 30), (3, 4 << 30), (1, 6 << 30)]), "mmmmH");
+        let p = golden("sieve", 10 << 30, &[(1, 6 << 30), (2, 5 << 30), (1, 6 << 30), (3, 4 << 30), (1, 6 << 30)], "mmmmH");
         assert_eq!(p.used_bytes(), 10 << 30);
     }
 
@@ -171,8 +147,7 @@ mod tests {
         // e fits: e d^ a. f: d unvisited -> evicted, hand on e: f e^ a. a: hit.
         // d: e evicted. Had the hand gone back to the tail on the remove, f would have
         // evicted a (cleared by the first sweep) and a would miss.
-        let mut p = policy("sieve", 3);
-        assert_eq!(replay(&mut p, &unit("abcad")), "mmmHm");
+        let mut p = golden("sieve", 3, &unit("abcad"), "mmmHm");
         assert!(p.remove(b'c' as u64).is_some());
         assert_eq!(replay(&mut p, &unit("efad")), "mmHm");
         assert!(p.contains(b'f' as u64) && !p.contains(b'e' as u64));

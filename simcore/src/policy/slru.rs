@@ -32,16 +32,9 @@
 
 use super::*;
 
-#[derive(Clone, Copy, Default, Serialize, Deserialize)]
-struct Entry {
-    id: u64,
-    size: u64,
-    tier: u8,
-    /// Arrival time (`Request::ts`).
-    born: u32,
+resident::entry!(struct Entry {
     seg: u8,
-}
-resident::entry!(Entry);
+});
 
 #[derive(Clone, Serialize, Deserialize)]
 pub struct Slru {
@@ -96,11 +89,7 @@ impl Policy for Slru {
     const KEEPS_ARRIVALS: bool = true;
 
     fn build(capacity: u64, params: &Params) -> Result<Self, String> {
-        let n = params.get("segments", 4.0);
-        if !(n.fract() == 0.0 && (1.0..=32.0).contains(&n)) {
-            return Err(format!("parameter segments={n} must be an integer in 1..=32"));
-        }
-        let n = n as usize;
+        let n = params.integer("segments", 4.0, 1, 32)? as usize;
         Ok(Slru {
             seg_max: capacity / n as u64,
             res: Resident::new(capacity),
@@ -128,31 +117,21 @@ impl Policy for Slru {
         if req.size > self.seg_max {
             return Outcome::miss(0);
         }
-        let segs = &mut self.segs;
-        let entry = Entry { id: req.id, size: req.size, tier: req.tier, born: req.ts, seg: 0 };
-        match self.res.admit(req, ev, entry, |r, ev| segs.evict_one(r, ev)) {
-            Some(slot) => {
-                let s = self.segs.bytes.iter().position(|&b| b + req.size <= self.seg_max).unwrap_or(0);
-                self.res.get_mut(slot).seg = s as u8;
-                self.res.arena().push_front(&mut self.segs.lists[s], slot);
-                self.segs.bytes[s] += req.size;
-                Outcome::admitted(req)
-            }
-            None => Outcome::miss(0),
-        }
+        let link = |r: &mut Resident<Entry>, segs: &mut Segments, slot| {
+            let s = segs.bytes.iter().position(|&b| b + req.size <= self.seg_max).unwrap_or(0);
+            r.get_mut(slot).seg = s as u8;
+            r.push_head(&mut segs.lists[s], slot);
+            segs.bytes[s] += req.size;
+        };
+        self.res.admit(req, ev, Entry::of(req), &mut self.segs, |r, segs, ev| segs.evict_one(r, ev), link)
     }
 
     fn remove(&mut self, id: u64) -> Option<u32> {
-        match self.res.slot(id) {
-            Some(slot) => {
-                let s = self.res.get(slot).seg as usize;
-                self.res.arena().unlink(&mut self.segs.lists[s], slot);
-                let e = self.res.drop_slot(slot);
-                self.segs.bytes[s] -= e.size;
-                Some(e.born)
-            }
-            None => None,
-        }
+        self.res.remove(id, |r, slot| {
+            let e = *r.get(slot);
+            r.arena().unlink(&mut self.segs.lists[e.seg as usize], slot);
+            self.segs.bytes[e.seg as usize] -= e.size;
+        })
     }
 
     resident_queries!(res);
@@ -194,8 +173,7 @@ mod tests {
         // e: miss, full: evict S0's LRU b; S0 has room: [e|c|d|a].
         // b: miss; evict e: [b|c|d|a].  c: hit -> S2, d demoted to S1: [b|d|c|a].
         // d: hit -> S2, c demoted to S1: [b|c|d|a].  e: miss, b evicted.  a: hit.
-        let mut p = policy("slru", 4);
-        assert_eq!(replay(&mut p, &unit("abcdaaaebcdea")), "mmmmHHHmmHHmH");
+        golden("slru", 4, &unit("abcdaaaebcdea"), "mmmmHHHmmHHmH");
     }
 
     #[test]
@@ -244,9 +222,8 @@ mod tests {
         // room: S0, over its share: [G B|C|F D|E]. H1: 11 > 10: evict S0's LRU B (8); no
         // segment has room for 1: [H G|C|F D|E] (9). B2: 11 > 10: evict G (7): [B H|...] (9).
         // E: hit (top segment). A3: not admitted.
-        let mut p = policy("slru", 10);
         let t = [(1, 3), (2, 2), (3, 2), (4, 1), (5, 2), (6, 1), (7, 2), (8, 1), (2, 2), (5, 2), (1, 3)];
-        assert_eq!(replay(&mut p, &t), "mmmmmmmmmHm");
+        let mut p = golden("slru", 10, &t, "mmmmmmmmmHm");
         assert_eq!((p.used_bytes(), p.len()), (9, 6));
         // remove, and a file larger than the whole cache
         assert!(p.remove(5).is_some());
@@ -263,9 +240,8 @@ mod tests {
         // sizes above 4 GiB are not truncated: 40 GiB in 4 segments of 10 GiB. A6 -> S0;
         // B5: S0 has no room -> S1 (11). A: hit -> S1 = A B (11 > 10): B demoted to S0.
         // C11 is larger than a segment: not admitted. B: hit.
-        let mut p = policy("slru", 40 << 30);
         let t = [(1, 6 << 30), (2, 5 << 30), (1, 6 << 30), (3, 11 << 30), (2, 5 << 30)];
-        assert_eq!(replay(&mut p, &t), "mmHmH");
+        let p = golden("slru", 40 << 30, &t, "mmHmH");
         assert_eq!(p.used_bytes(), 11 << 30);
     }
 

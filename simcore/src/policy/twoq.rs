@@ -35,16 +35,9 @@ const AIN: u8 = 0;
 const AM: u8 = 1;
 const AOUT: u8 = 2;
 
-#[derive(Clone, Copy, Default, Serialize, Deserialize)]
-struct Entry {
-    id: u64,
-    size: u64,
-    tier: u8,
-    /// Arrival time (`Request::ts`).
-    born: u32,
+resident::queued_entry!(struct Entry {
     queue: u8,
-}
-resident::queued_entry!(Entry, queue);
+} queue: queue);
 
 #[derive(Clone, Serialize, Deserialize)]
 pub struct TwoQ {
@@ -75,30 +68,16 @@ impl TwoQ {
     }
 
     fn evict_am(&mut self, ev: &mut Evictions) {
-        let slot = self.q.pop_tail(&mut self.table, AM);
-        let e = self.table.free(slot);
-        ev.push(e.size, e.tier, e.id, e.born);
-    }
-
-    #[inline]
-    fn used(&self) -> u64 {
-        self.q.bytes[AIN as usize] + self.q.bytes[AM as usize]
+        self.q.evict_tail(&mut self.table, AM, ev);
     }
 }
 
 impl Policy for TwoQ {
     const KEEPS_ARRIVALS: bool = true;
 
-    fn use_dense_ids(&mut self) -> bool {
-        self.table.use_dense_ids()
-    }
-
     fn build(capacity: u64, params: &Params) -> Result<Self, String> {
         let ain = params.fraction("ain_ratio", 0.25, false)?;
-        let aout = params.get("aout_ratio", 0.5);
-        if !(aout >= 0.0 && aout.is_finite()) {
-            return Err(format!("parameter aout_ratio={aout} must be a non-negative number"));
-        }
+        let aout = params.non_negative("aout_ratio", 0.5)?;
         // libCacheSim: int64 = uint64 * double (truncation)
         let ain_cap = (capacity as f64 * ain) as u64;
         let aout_cap = (capacity as f64 * aout) as u64;
@@ -123,8 +102,7 @@ impl Policy for TwoQ {
                     return Outcome::hit(req);
                 }
                 _ => {
-                    self.q.unlink(&mut self.table, slot);
-                    self.table.free(slot);
+                    self.q.forget(&mut self.table, slot);
                     ghost_hit = true;
                 }
             }
@@ -132,7 +110,7 @@ impl Policy for TwoQ {
         if req.size > self.ain_cap || req.size > self.capacity {
             return Outcome::miss(0);
         }
-        while req.size > self.capacity - self.used() {
+        while req.size > self.capacity - self.q.resident_bytes() {
             if self.q.bytes[AIN as usize] > self.ain_cap || self.q.is_empty(AM) {
                 self.evict_ain(ev);
             } else {
@@ -150,42 +128,16 @@ impl Policy for TwoQ {
         } else {
             AIN
         };
-        let slot = self.table.insert(Entry { id: req.id, size: req.size, tier: req.tier, born: req.ts, queue: q });
-        self.q.push(&mut self.table, q, slot);
+        self.q.insert(&mut self.table, q, Entry::of(req));
         Outcome::admitted(req)
     }
 
-    fn remove(&mut self, id: u64) -> Option<u32> {
-        self.q.remove(&mut self.table, id).filter(|e| e.queue != AOUT).map(|e| e.born)
-    }
-
-    fn contains(&self, id: u64) -> bool {
-        self.table.slot(id).is_some_and(|s| self.table.get(s).queue != AOUT)
-    }
-    fn used_bytes(&self) -> u64 {
-        self.used()
-    }
-    fn capacity(&self) -> u64 {
-        self.capacity
-    }
-    fn len(&self) -> usize {
-        self.q.len(AIN) + self.q.len(AM)
-    }
-    #[inline(always)]
-    fn prefetch(&self, id: u64, stage: Stage) {
-        self.table.prefetch(id, stage)
-    }
+    queued_queries!();
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::testing::*;
-    use super::super::*;
-
-    fn twoq(capacity: u64, ain: f64, aout: f64) -> AnyPolicy {
-        let params = Params::new([("ain_ratio".to_string(), ain), ("aout_ratio".to_string(), aout)].into());
-        AnyPolicy::new("twoq", capacity, &params).unwrap()
-    }
 
     #[test]
     fn golden_unit_sizes() {
@@ -203,7 +155,7 @@ mod tests {
         // c: ghost hit; 3+1+1 > 4 → evict d (A1out=[d]); c → Am=[c a].
         // b: miss (forgotten): 2+2+1 > 4 → |A1in|=2 → evict Am's LRU a; A1in=[b f e] Am=[c].
         // a: miss (Am evictions leave no ghost): 3+1+1 > 4 → evict e (A1out=[e d]); A1in=[a b f].
-        let mut p = twoq(4, 0.5, 0.5);
+        let mut p = with_params("twoq", 4, &[("ain_ratio", 0.5), ("aout_ratio", 0.5)]);
         assert_eq!(replay(&mut p, &unit("abcadeabafcba")), "mmmHmmmmHmmmm");
         assert_eq!(p.len(), 4);
     }
@@ -214,8 +166,7 @@ mod tests {
         // a..h fill A1in (8). i: evict a (A1out=[a]). j: evict b (A1out=[b a]).
         // a: ghost hit; evict c; a → Am. b: ghost hit; evict d; b → Am.
         // a, b hit in Am.  Final: A1in=[j i h g f e] (6) Am=[b a].
-        let mut p = policy("twoq", 8);
-        assert_eq!(replay(&mut p, &unit("abcdefghij ab ab")), "mmmmmmmmmmmmHH");
+        golden("twoq", 8, &unit("abcdefghij ab ab"), "mmmmmmmmmmmmHH");
     }
 
     #[test]
@@ -230,9 +181,8 @@ mod tests {
         // C4: ghost hit (A1out empty); 13+5+4 > 20 → evict E (A1out=[E5]); 8+5+4 ≤ 20;
         //     C → Am=[C B].
         // B hit. C hit.
-        let mut p = policy("twoq", 20);
         let t = [(1, 6), (2, 5), (3, 4), (4, 25), (5, 5), (6, 5), (7, 3), (2, 5), (3, 4), (2, 5), (3, 4)];
-        assert_eq!(replay(&mut p, &t), "mmmmmmmmmHH");
+        let mut p = golden("twoq", 20, &t, "mmmmmmmmmHH");
         assert_eq!(p.used_bytes(), 3 + 5 + 9);
         assert!(p.remove(2).is_some());
         assert!(p.remove(5).is_none(), "E is only a ghost");

@@ -538,8 +538,7 @@ mod tests {
         // full: a new file caches nothing and gets no entry
         assert_eq!(read(&mut p, 0, 4, 50, 50), (false, 0, 0, 0));
         assert!(!p.contains(4));
-        assert!(p.remove(3).is_some());
-        assert!(p.remove(3).is_none());
+        super::super::testing::removes_once(&mut p, 3);
         assert_eq!((p.used_bytes(), p.len()), (95, 1));
         // a removed file starts again from nothing
         assert_eq!(read(&mut p, 0, 3, 5000, 15), (false, 0, 20, 0));
