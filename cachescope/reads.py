@@ -102,6 +102,9 @@ _COUNTERS = ("sum(requests) AS requests, sum(hits) AS hits, sum(bytes_requested)
              "sum(bytes_hit) AS bytes_hit, sum(bytes_filled) AS bytes_filled, sum(evictions) AS evictions")
 _EFFICIENCIES = ("if(requests = 0, nan, hits / requests) AS hit_efficiency, "
                  "if(bytes_requested = 0, nan, bytes_hit / bytes_requested) AS transfer_efficiency")
+#: the JSON contracts' names (`cachescope simulate --json`, POST /v1/whatif, every curve point) for
+#: the read layer's efficiencies: the same numbers, renamed here and nowhere else
+CONTRACT_NAMES = {"hit_efficiency": "hit_ratio", "transfer_efficiency": "byte_hit_ratio"}
 #: `by_tier` = 0 folds the tiers into one 'ALL' row (a parameter, so one SQL text serves both)
 _TIER_KEY = "if({by_tier:UInt8} = 1, tier, 'ALL') AS tier_key"
 
