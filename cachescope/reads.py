@@ -408,17 +408,18 @@ CACHE_SPLIT = NamedQuery(
     f"FROM {tables.EFFICIENCY} FINAL WHERE {_RANGE} AND startsWith(cache_group, concat({{site:String}}, char(47))) "
     "GROUP BY policy, size_bytes) AS p ON s.policy = p.policy AND s.size_bytes = p.size_bytes * p.servers "
     "WHERE s.requests > 0 AND p.requests > 0 ORDER BY policy, total_size_bytes",
-    "one shared cache (cache group = the site) against one per server (groups site/server, server mode) "
-    "at equal total size: both groupings must be running",
+    "one shared cache (cache group = the site) against one per server (groups site/server: the site "
+    "group's per-server caches, pipeline.server_caches, or server mode) at equal total size",
 )
 
 WINDOW_COMPLETENESS = NamedQuery(
     "window_completeness",
     "SELECT toStartOfInterval(window_start, toIntervalSecond({step_s:UInt32})) AS time, cache_group, "
-    "uniqExact(window_start) * {window_s:UInt32} / {step_s:UInt32} AS completeness "
+    "uniqExact(window_start) * max(dateDiff('second', window_start, window_end)) / {step_s:UInt32} AS completeness "
     f"FROM {tables.EFFICIENCY} FINAL WHERE {_RANGE} AND " + _any_of("cache_group", "cache_groups") + " "
     "GROUP BY time, cache_group ORDER BY cache_group, time",
-    "share of the windows of each time bucket that were written (1 = a row for every window)",
+    "share of the windows of each time bucket that were written (1 = a row for every window), each "
+    "group's windows as long as its rows say (a per-server comparison group's are hours)",
 )
 
 EFFICIENCY_VS_BASELINE = NamedQuery(
