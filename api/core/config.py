@@ -36,8 +36,11 @@ class Settings(BaseSettings):
     api_tokens_file: Optional[Path] = None
     #: origins allowed by CORS; empty = CORS off
     cors_origins: list[str] = []
-    #: what-if bounds: range (warm-up included), stored accesses, requests at once, (policy, size) pairs
-    whatif_max_days: float = Field(62.0, gt=0)
+    #: what-if bounds: range (warm-up included), stored accesses, requests at once, (policy, size) pairs.
+    #: Memory does not grow with the range (the accesses stream by chunks; belady keeps its range's,
+    #: bounded by whatif_max_accesses): the days bound the time a replay holds a core. 200 days: a
+    #: half year (184) with two weeks of warm-up
+    whatif_max_days: float = Field(200.0, gt=0)
     whatif_max_accesses: int = Field(300_000_000, gt=0)
     whatif_concurrency: int = Field(2, ge=1)
     whatif_max_configs: int = Field(64, ge=1)
