@@ -164,8 +164,9 @@ class ServerCaches(_Strict):
     only: in server mode the groups are the servers already."""
 
     enabled: bool = True
-    #: the per-server caches' policies and sizes (default: the group's); the dashboard compares
-    #: a shared cache of size S with N servers' caches of size S/N, so list S/N for your N
+    #: the per-server caches' policies and sizes (default: the group's first policy, at the group's
+    #: sizes: the group's caches again would cost a replay about a quarter more CPU); the dashboard
+    #: compares a shared cache of size S with N servers' caches of size S/N, so list S/N for your N
     policies: Optional[list[str]] = None
     sizes: Optional[list[Size]] = None
 
@@ -191,9 +192,13 @@ class PipelineConfig(_Strict):
         if not sc.enabled:
             return None
         shadow = self.shadow.model_dump()
-        shadow.update({k: v for k, v in (("policies", sc.policies), ("sizes", sc.sizes)) if v is not None})
-        if sc.policies is not None:  # parameters only of the policies kept
-            shadow["params"] = {p: v for p, v in shadow["params"].items() if p in sc.policies}
+        shadow["policies"] = sc.policies if sc.policies is not None else shadow["policies"][:1]
+        if sc.sizes is not None:
+            shadow["sizes"] = sc.sizes
+        # parameters and the real cache's files only of the policies kept
+        shadow["params"] = {p: v for p, v in shadow["params"].items() if p in shadow["policies"]}
+        if "xcache" not in shadow["policies"]:
+            shadow["xcache_config"], shadow["xcache_seeds"] = None, {}
         # hour windows: the comparison is read over ranges, and N servers' minute rows would
         # multiply the group's writes
         windows = {**self.windows.model_dump(), "efficiency": "1h", "curve": "1h"}
