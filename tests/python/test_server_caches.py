@@ -129,3 +129,19 @@ def test_per_server_policies_and_sizes_are_checked_at_start(tmp_path):
     (tmp_path / "bad.yaml").write_text("pipeline: {server_caches: {policies: [nope]}}\n")
     with pytest.raises(UsageError, match="server_caches"):
         load_config(tmp_path / "bad.yaml")
+
+
+def test_one_insert_holds_the_groups_minutes_and_its_servers_hours():
+    # the writer merges whatever waits: a group's minute rows and its per-server caches' hour rows
+    from cachescope.core.efficiency_rows import EfficiencyRows
+    from cachescope.store import tables
+
+    st = GroupState.new("S", load_config().pipeline)
+    st.process(_batch(5000, ["s1", "s2"]))
+    st.finish()
+    parts = [r for own in (st, *st.servers.values()) for r in own.outbox.pending[tables.EFFICIENCY]]
+    rows = EfficiencyRows.merged(parts)
+    span = (rows["window_end"] - rows["window_start"]).astype("timedelta64[s]").astype(np.int64)
+    groups = np.asarray(rows["cache_group"]).astype(str)
+    assert set(span[groups == "S"]) == {60} and set(span[groups != "S"]) == {3600}
+    assert set(groups) == {"S", "S/s1", "S/s2"}
