@@ -50,8 +50,8 @@ class GroupState:
         return emitted.late
 
     def _per_server(self, events: EventColumns) -> None:
-        """The batch's reads of each server through that server's caches (late events are the
-        group's to report: the same events are late here)."""
+        """The batch's events of each server through that server's caches (hour windows: an event
+        late to the group's minutes is counted here; late events are the group's to report)."""
         codes, names = factorize_text(events.server)
         for code, server in enumerate(names):
             if not server:
