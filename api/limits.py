@@ -26,7 +26,8 @@ class Limits:
         days = (req.end - req.start + req.warmup).total_seconds() / 86_400
         if days > s.whatif_max_days:
             raise ApiError(413, "to", f"a what-if covers at most {s.whatif_max_days:g} days (warm-up included), "
-                                      f"this one {days:.1f}: shorten the range", where)
+                                      f"this one {days:.1f}: shorten the range, or raise the server's bound "
+                                      "(CACHESCOPE_WHATIF_MAX_DAYS: it limits how long a replay holds a core)", where)
         n = len(req.specs())
         if n > s.whatif_max_configs:
             raise ApiError(413, "size", f"{n} (policy, size) pairs; at most {s.whatif_max_configs} per request", where)

@@ -102,6 +102,9 @@ _COUNTERS = ("sum(requests) AS requests, sum(hits) AS hits, sum(bytes_requested)
              "sum(bytes_hit) AS bytes_hit, sum(bytes_filled) AS bytes_filled, sum(evictions) AS evictions")
 _EFFICIENCIES = ("if(requests = 0, nan, hits / requests) AS hit_efficiency, "
                  "if(bytes_requested = 0, nan, bytes_hit / bytes_requested) AS transfer_efficiency")
+#: the JSON contracts' names (`cachescope simulate --json`, POST /v1/whatif, every curve point) for
+#: the read layer's efficiencies: the same numbers, renamed here and nowhere else
+CONTRACT_NAMES = {"hit_efficiency": "hit_ratio", "transfer_efficiency": "byte_hit_ratio"}
 #: `by_tier` = 0 folds the tiers into one 'ALL' row (a parameter, so one SQL text serves both)
 _TIER_KEY = "if({by_tier:UInt8} = 1, tier, 'ALL') AS tier_key"
 
@@ -405,17 +408,18 @@ CACHE_SPLIT = NamedQuery(
     f"FROM {tables.EFFICIENCY} FINAL WHERE {_RANGE} AND startsWith(cache_group, concat({{site:String}}, char(47))) "
     "GROUP BY policy, size_bytes) AS p ON s.policy = p.policy AND s.size_bytes = p.size_bytes * p.servers "
     "WHERE s.requests > 0 AND p.requests > 0 ORDER BY policy, total_size_bytes",
-    "one shared cache (cache group = the site) against one per server (groups site/server, server mode) "
-    "at equal total size: both groupings must be running",
+    "one shared cache (cache group = the site) against one per server (groups site/server: the site "
+    "group's per-server caches, pipeline.server_caches, or server mode) at equal total size",
 )
 
 WINDOW_COMPLETENESS = NamedQuery(
     "window_completeness",
     "SELECT toStartOfInterval(window_start, toIntervalSecond({step_s:UInt32})) AS time, cache_group, "
-    "uniqExact(window_start) * {window_s:UInt32} / {step_s:UInt32} AS completeness "
+    "uniqExact(window_start) * max(dateDiff('second', window_start, window_end)) / {step_s:UInt32} AS completeness "
     f"FROM {tables.EFFICIENCY} FINAL WHERE {_RANGE} AND " + _any_of("cache_group", "cache_groups") + " "
     "GROUP BY time, cache_group ORDER BY cache_group, time",
-    "share of the windows of each time bucket that were written (1 = a row for every window)",
+    "share of the windows of each time bucket that were written (1 = a row for every window), each "
+    "group's windows as long as its rows say (a per-server comparison group's are hours)",
 )
 
 EFFICIENCY_VS_BASELINE = NamedQuery(

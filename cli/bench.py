@@ -156,7 +156,7 @@ def accuracy(
     from rich.table import Table
 
     t = Table(title=f"error vs full simulation, {len(trace):,} requests, policies {policies}, 1/5/10/30% of working set")
-    for col in ("variant", "max |Δ hit ratio|", "mean |Δ hit ratio|"):
+    for col in ("variant", "max |Δ hit efficiency|", "mean |Δ hit efficiency|"):
         t.add_column(col)
     for r in rows + curve:
         t.add_row(r["variant"], f"{r['max_abs_error']:.4f}", f"{r['mean_abs_error']:.4f}")

@@ -207,7 +207,7 @@ def _print_results(summary, as_json: bool) -> None:
             sys.stdout.buffer.write(orjson.dumps(row, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
         return
     table = Table(title=f"shadow caches over {summary.events:,} events", title_justify="left")
-    for col in ("cache group", "policy", "size", "requests", "hit ratio", "byte hit ratio"):
+    for col in ("cache group", "policy", "size", "requests", "hit efficiency", "transfer efficiency"):
         table.add_column(col, justify="left" if col in ("cache group", "policy") else "right")
     for r in df.sort_values(["cache_group", "policy", "size_bytes"]).itertuples():
         table.add_row(r.cache_group, r.policy, format_size(int(r.size_bytes)), f"{r.requests:,}",

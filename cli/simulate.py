@@ -223,7 +223,7 @@ def _print_tables(results: list[dict], curve: list[dict], n: int, working_set: i
     console = Console()
     if results:
         t = Table(title=f"{n:,} requests" + (f", working set {format_size(working_set)}" if working_set else ""))
-        for col in ("policy", "size", "hit ratio", "byte hit ratio", "hits", "bytes hit", "evictions"):
+        for col in ("policy", "size", "hit efficiency", "transfer efficiency", "hits", "bytes hit", "evictions"):
             t.add_column(col, justify="left" if col in ("policy", "size") else "right")
         for r in results:
             t.add_row(r["policy"], format_size(r["size_bytes"]), format_efficiency(r["hit_ratio"]), format_efficiency(r["byte_hit_ratio"]),
@@ -231,7 +231,7 @@ def _print_tables(results: list[dict], curve: list[dict], n: int, working_set: i
         console.print(t)
     if curve:
         t = Table(title="exact LRU miss-ratio curve")
-        for col in ("capacity", "hit ratio", "byte hit ratio"):
+        for col in ("capacity", "hit efficiency", "transfer efficiency"):
             t.add_column(col, justify="right")
         for p in curve:
             t.add_row(format_size(p["capacity_bytes"]), format_efficiency(p["hit_ratio"]), format_efficiency(p["byte_hit_ratio"]))

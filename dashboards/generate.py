@@ -48,7 +48,6 @@ BINDINGS = {
     "by_tier": "0",
     "site": "'${site}'",
     "sites": "['${site}']",
-    "window_s": "${window_s}",
     "states": "['firing', 'resolved']",
 }
 
@@ -126,7 +125,6 @@ def _variables(d: dashboard.Dashboard, with_site: bool = True) -> dashboard.Dash
     d = d.with_variable(q("policy", "Policy", reads.POLICIES))
     d = d.with_variable(q("size", "Size (bytes)", reads.SIZES, sort=dm.VariableSort.NUMERICAL_ASC))
     d = d.with_variable(q("tier", "Data tier", reads.TIERS))
-    d = d.with_variable(dashboard.ConstantVariable("window_s").value("60"))  # pipeline.windows.efficiency
     return d
 
 
@@ -229,8 +227,9 @@ def tiers() -> dashboard.Dashboard:
 def cache_servers() -> dashboard.Dashboard:
     d = _dashboard("cachescope-cache-servers", "cachescope · Cache servers",
                    "One shared cache for the site (cache group = site) against one cache per server (cache groups "
-                   "site/server) of equal total size. Both groupings must run (two pipelines, cache_groups.mode "
-                   "site and server).")
+                   "site/server) of equal total size: the site group runs its caches again per server "
+                   "(pipeline.server_caches, on by default; list sizes S/N there to compare every size S over N "
+                   "servers).")
     split = bind(reads.CACHE_SPLIT)
     d = d.with_panel(_table("Shared vs one per server", split, width=24))
     d = d.with_panel(_bars("Hit efficiency: shared vs per server", narrow(

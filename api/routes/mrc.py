@@ -26,7 +26,8 @@ def mrc(
     from_: Optional[dt.datetime] = Query(None, alias="from"),
     to: Optional[dt.datetime] = Query(None),
 ):
-    """Hit ratio and byte hit ratio against capacity (LRU, one pass of the live pipeline's curve)."""
+    """Hit and transfer efficiency against capacity (LRU, one pass of the live pipeline's curve): the points
+    carry them as `hit_ratio` and `byte_hit_ratio`, the names of every curve in the JSON contracts."""
     def compute():
         start, end = P.time_range(store, from_, to)
         groups = P.groups_of(store, cache_group, site)
@@ -40,13 +41,12 @@ def mrc(
             if not len(df):
                 continue
             rate = float(df["sample_rate"].max())
-            hr, bhr = P.floats(df["hit_efficiency"]), P.floats(df["transfer_efficiency"])
-            for i, (key, cap, rq, h, brq, bh) in enumerate(zip(df["tier_key"].tolist(), df["capacity_bytes"].tolist(),
-                                                              P.floats(df["requests"]), P.floats(df["hits"]),
-                                                              P.floats(df["bytes_requested"]), P.floats(df["bytes_hit"]))):
-                curves.setdefault(str(key), []).append({"capacity_bytes": int(cap), "requests": rq, "hits": h,
-                                                        "bytes_requested": brq, "bytes_hit": bh,
-                                                        "hit_ratio": hr[i], "byte_hit_ratio": bhr[i]})
+            df = df.rename(columns=reads.CONTRACT_NAMES)
+            values = {c: P.floats(df[c]) for c in ("requests", "hits", "bytes_requested", "bytes_hit",
+                                                   *reads.CONTRACT_NAMES.values())}
+            for i, (key, cap) in enumerate(zip(df["tier_key"].tolist(), df["capacity_bytes"].tolist())):
+                curves.setdefault(str(key), []).append({"capacity_bytes": int(cap),
+                                                        **{c: v[i] for c, v in values.items()}})
         return P.json_response({"policy": "lru", "from": start.isoformat(), "to": end.isoformat(), "sample_rate": rate,
                                 "curves": curves})
 

@@ -14,7 +14,7 @@ def _hit_ratios(totals: np.ndarray) -> np.ndarray:
 
 def variant_errors(trace: Trace, policies: list[str], capacities: list[int],
                    variants: list[tuple[str, float, int]]) -> list[dict]:
-    """Largest |hit ratio − full simulation| per (label, sample_rate, partitions) variant."""
+    """Largest |hit efficiency − full simulation| per (label, sample_rate, partitions) variant."""
     full = _hit_ratios(simulate(trace, [CacheSpec(p, c) for p in policies for c in capacities]))
     out = []
     for label, rate, parts in variants:
@@ -26,7 +26,7 @@ def variant_errors(trace: Trace, policies: list[str], capacities: list[int],
 
 
 def curve_errors(trace: Trace, grid: list[int], variants: list[tuple[str, float, int]]) -> list[dict]:
-    """Largest |hit ratio − exact| over the grid for sampled LRU curves (fixed rate / fixed size)."""
+    """Largest |hit efficiency − exact| over the grid for sampled LRU curves (fixed rate / fixed size)."""
     ops = np.zeros(len(trace), dtype=np.uint8)
 
     def ratios(rate: float, max_objects: int) -> np.ndarray:

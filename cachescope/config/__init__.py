@@ -237,11 +237,17 @@ def load_config(path: str | Path | None = None, **overrides: Any) -> CachescopeC
     # the core evaluates the alert rules: they travel with the pipeline configuration (Flink state
     # too), checked against the configured shadow caches here
     try:
-        config.pipeline = PipelineConfig.model_validate({**config.pipeline.model_dump(by_alias=True),
-                                                         "alert_rules": [r.model_dump(by_alias=True)
-                                                                         for r in config.alerts.resolved()]})
+        pipeline = config.pipeline.model_dump(by_alias=True)
+        if config.cache_groups.mode != "site":  # the groups are servers already, or one region
+            pipeline["server_caches"]["enabled"] = False
+        config.pipeline = PipelineConfig.model_validate({**pipeline, "alert_rules": [
+            r.model_dump(by_alias=True) for r in config.alerts.resolved()]})
     except ValidationError as exc:
         raise UsageError(f"{where}: alerts: {_describe(exc)}") from None
+    try:
+        config.pipeline.per_server()  # the per-server caches' own policies and sizes, checked now
+    except ValidationError as exc:
+        raise UsageError(f"{where}: pipeline.server_caches: {_describe(exc)}") from None
     except (OSError, ValueError) as exc:
         raise UsageError(f"{where}: alerts: {' '.join(str(exc).split())}") from None
     return config

@@ -168,8 +168,23 @@ class Curve(_Strict):
         return log_grid(parse_size(self.min), parse_size(self.max), self.points)
 
 
+class ServerCaches(_Strict):
+    """Shared against one cache per server (the Cache servers dashboard): beside a site-wide
+    group, its caches again once per server, in groups `GROUP/SERVER` fed each its server's reads
+    (no raw events, real-cache rows, curve or alerts of their own; hour windows). On in site mode
+    only: in server mode the groups are the servers already."""
+
+    enabled: bool = True
+    #: the per-server caches' policies and sizes (default: the group's first policy, at the group's
+    #: sizes: the group's caches again would cost a replay about a quarter more CPU); the dashboard
+    #: compares a shared cache of size S with N servers' caches of size S/N, so list S/N for your N
+    policies: Optional[list[str]] = None
+    sizes: Optional[list[Size]] = None
+
+
 class PipelineConfig(_Strict):
     shadow: ShadowCaches = ShadowCaches()
+    server_caches: ServerCaches = ServerCaches()
     windows: Windows = Windows()
     curve: Curve = Curve()
     #: spread each cache group over this many keyed sub-streams (Flink subtasks): files are
@@ -181,6 +196,26 @@ class PipelineConfig(_Strict):
     #: the alert rules every cache group evaluates as its windows close; filled from the site
     #: configuration's `alerts:` section (shipped defaults + site rules), empty when built bare
     alert_rules: list[AlertRule] = []
+
+    def per_server(self) -> "PipelineConfig | None":
+        """The configuration of a group's per-server caches (None: off)."""
+        sc = self.server_caches
+        if not sc.enabled:
+            return None
+        shadow = self.shadow.model_dump()
+        shadow["policies"] = sc.policies if sc.policies is not None else shadow["policies"][:1]
+        if sc.sizes is not None:
+            shadow["sizes"] = sc.sizes
+        # parameters and the real cache's files only of the policies kept
+        shadow["params"] = {p: v for p, v in shadow["params"].items() if p in shadow["policies"]}
+        if "xcache" not in shadow["policies"]:
+            shadow["xcache_config"], shadow["xcache_seeds"] = None, {}
+        # hour windows: the comparison is read over ranges, and N servers' minute rows would
+        # multiply the group's writes
+        windows = {**self.windows.model_dump(), "efficiency": "1h", "curve": "1h"}
+        return PipelineConfig.model_validate({**self.model_dump(), "shadow": shadow, "windows": windows,
+                                              "curve": {"enabled": False}, "alert_rules": [],
+                                              "server_caches": {"enabled": False}})
 
     @model_validator(mode="after")
     def _rules_fit(self) -> "PipelineConfig":

@@ -29,7 +29,9 @@ class ApiConfig(_Section):
                         "`metrics` joined by `+`) separated by commas or new lines; the hash is sha256 of the token")
     tokens_file: Optional[Path] = Field(None, description="a file of such entries, one a line (# comments allowed)")
     cors_origins: list[str] = Field([], description="origins allowed by CORS (a JSON list); empty: CORS off")
-    whatif_max_days: float = Field(62.0, gt=0, description="what-if: longest range in days, warm-up included")
+    whatif_max_days: float = Field(200.0, gt=0, description="what-if: longest range in days, warm-up included (a half "
+                                   "year with two weeks of warm-up; memory does not grow with the range, the days bound "
+                                   "how long a replay holds a core)")
     whatif_max_accesses: int = Field(300_000_000, gt=0, description="what-if: most stored accesses one request replays")
     whatif_concurrency: int = Field(2, ge=1, description="what-if requests at once (one more: 429)")
     whatif_max_configs: int = Field(64, ge=1, description="what-if: most (policy, size) pairs in one request")

@@ -62,10 +62,11 @@ class EfficiencyRows:
         tier_labels, tier_code = np.unique([t for p in parts for t in p.tier_names], return_inverse=True)
         size = np.array([s.capacity for _, s in specs], dtype=np.uint64)
         counters = stacked_columns([np.ascontiguousarray(v) for p in parts for v in p.values])
+        # one length per part: a group's per-server caches keep hour windows in the minute table
         lengths = {p.length_us for p in parts}
-        if len(lengths) != 1:
-            raise ValueError(f"rows of one table have one window length, not {sorted(lengths)} µs")
-        length = lengths.pop()
+        length = lengths.pop() if len(lengths) == 1 else \
+            np.concatenate([np.zeros(0, np.int64)] + [np.full(len(s), p.length_us, dtype=np.int64)
+                                                      for p in parts for s in p.starts])
         rows = {
             "window_start": start.astype("datetime64[us]"),
             "window_end": (start + length).astype("datetime64[us]"),

@@ -446,6 +446,16 @@ def test_bounds_answer_413_and_429(client):
     assert client.get("/v1/efficiency", params={"step": "1s", "from": "2000-01-01T00:00:00Z"}).status_code == 413
 
 
+def test_a_half_year_whatif_is_answered_and_the_bound_names_its_setting(client):
+    # 184 days and a week of warm-up (191) are within the default bound; the data lie inside
+    half = whatif(client, policy="lru", size="1TB", cache_group="SITE-A", **{"from": "2023-06-01T00:00:00Z",
+                                                                            "to": "2023-12-02T00:00:00Z"}, warmup="P7D")
+    assert half["requests"] == whatif(client, policy="lru", size="1TB", cache_group="SITE-A")["requests"] == 6000
+    r = client.post("/v1/whatif", json={"policy": "lru", "size": "1TB", "from": "2023-03-01T00:00:00Z", "to": TO})
+    assert r.status_code == 413 and r.json()["field"] == "to"
+    assert "at most 200 days" in r.text and "CACHESCOPE_WHATIF_MAX_DAYS" in r.text
+
+
 def test_tokens_are_required_with_their_scopes(data, monkeypatch):
     from fastapi.testclient import TestClient
 

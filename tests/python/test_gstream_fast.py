@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,7 +25,6 @@ from ingest.generate import make_workload, render
 from mutations import mutate
 from ingest.pipeline import LineParser
 
-SAMPLES = Path("/work/shared/samples")
 CONFIG = load_config()
 
 
@@ -87,9 +85,9 @@ def generated() -> list[str]:
     return [line for _, _, _, line in render("xrootd-gstream", w)]
 
 
-def test_fixture_sample_and_generated_lines_agree(generated):
+def test_fixture_sample_and_generated_lines_agree(generated, shared_dir):
     samples = [line for name in ("xrootd_gstream_pfc_file_close.jsonl", "xrootd_gstream_pfc_atlas_xcache.txt")
-               if (SAMPLES / name).exists() for line in (SAMPLES / name).read_text().splitlines()]
+               for line in (shared_dir / "samples" / name).read_text().splitlines()]
     _compare(fixture_lines("xrootd_gstream.jsonl") + samples + generated)
     _compare([line + "\n" for line in generated])  # as a file reader hands them over
     assert len(generated) > 8192  # more than one block of lines

@@ -37,13 +37,15 @@ def test_every_resolution_and_the_totals_agree_with_the_replay(filled):
     store, summary = filled
     first, last = reads.time_span(store)
     want = summary.efficiency.set_index(["cache_group", "policy", "size_bytes"])[["requests", "hits", "bytes_hit"]]
+    groups = list(summary.efficiency["cache_group"].unique())  # the summary's: not the per-server caches
     for step in (60, 300, 3600, 86400):
-        got = reads.efficiency_series(store, first, last, step).groupby(
+        got = reads.efficiency_series(store, first, last, step, cache_groups=groups).groupby(
             ["cache_group", "policy", "size_bytes"])[["requests", "hits", "bytes_hit"]].sum()
         assert (got.sort_index().to_numpy() == want.sort_index().to_numpy()).all(), step
-    tot = reads.efficiency_totals(store, first, last).set_index(["cache_group", "policy", "size_bytes"])
+    tot = reads.efficiency_totals(store, first, last, cache_groups=groups).set_index(["cache_group", "policy",
+                                                                                     "size_bytes"])
     assert (tot[["requests", "hits", "bytes_hit"]].sort_index().to_numpy() == want.sort_index().to_numpy()).all()
-    by_tier = reads.efficiency_totals(store, first, last, by_tier=True)
+    by_tier = reads.efficiency_totals(store, first, last, by_tier=True, cache_groups=groups)
     assert len(set(by_tier["tier_key"])) > 1 and "ALL" not in set(by_tier["tier_key"])
     assert by_tier["requests"].sum() == tot["requests"].sum()
     e = tot["hit_efficiency"]
@@ -67,7 +69,11 @@ def test_filters_curves_real_cache_and_whatif_read(filled):
     assert key == sorted(key)
     assert acc["file_id"].dtype == np.uint64 and set(acc["op_code"].unique()) <= {0, 1, 2}
     configs = reads.live_configs(store)
-    assert len(configs) == len(summary.efficiency)
+    groups = set(summary.efficiency["cache_group"])
+    assert len(configs[configs.cache_group.isin(groups)]) == len(summary.efficiency)
+    # and each group's per-server caches (pipeline.server_caches: its first policy, at its sizes)
+    per_server = configs[~configs.cache_group.isin(groups)]
+    assert len(per_server) and all(g.split("/", 1)[0] in groups for g in per_server.cache_group)
     assert len(reads.cache_groups(store)) == summary.efficiency["cache_group"].nunique()
     health = reads.pipeline_health(store, dt.datetime(2000, 1, 1), dt.datetime(2100, 1, 1), 3600)
     assert {"events_in", "rows_written"} <= set(health["metric"])
@@ -109,7 +115,8 @@ def test_residence_ages_add_up_at_every_resolution(filled):
             for step in (60, 3600, 86400)]
     for other in sums[1:]:
         assert (other.to_numpy() == sums[0].to_numpy()).all()
-    per_cache = sums[0]
+    # the summary's groups (the per-server caches add up alike, above, and have no summary row)
+    per_cache = sums[0][sums[0].index.get_level_values("cache_group").isin(set(summary.efficiency["cache_group"]))]
     want = summary.efficiency.set_index(keys).sort_index()
     assert len(per_cache) == len(want)
     assert (per_cache["age_reads"].to_numpy() == want["requests"].to_numpy()).all()  # every read samples the age
