@@ -174,11 +174,13 @@ class ServerCaches(_Strict):
     (no raw events, real-cache rows, curve or alerts of their own; hour windows). On in site mode
     only: in server mode the groups are the servers already."""
 
+    #: run the per-server caches beside each site-wide group (site mode only)
     enabled: bool = True
     #: the per-server caches' policies and sizes (default: the group's first policy, at the group's
     #: sizes: the group's caches again would cost a replay about a quarter more CPU); the dashboard
     #: compares a shared cache of size S with N servers' caches of size S/N, so list S/N for your N
     policies: Optional[list[str]] = None
+    #: the per-server caches' sizes (default: the group's sizes)
     sizes: Optional[list[Size]] = None
 
 
