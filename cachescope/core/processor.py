@@ -75,6 +75,7 @@ class GroupProcessor:
         self.cache_group = cache_group
         self.config = config
         self.shard = shard
+        self.parallel_caches = parallel_caches  # per-server groups (group_state.py) run alike
         w = config.windows
         self.window_us = w.us("efficiency")
         self.time = EventTime(self.window_us, w.us("max_out_of_orderness"), w.us("allowed_lateness"))
