@@ -222,3 +222,39 @@ def test_sigkill_of_the_jobmanager_and_resubmission_from_the_newest_retained_che
     restored = cluster.get(f"/jobs/{job2}/checkpoints")["latest"]["restored"]
     assert restored and Path(restored["external_path"].removeprefix("file:")) == newest
     assert_store_equals(database, want)
+
+
+def group_members(pgid: int) -> set[int]:
+    """The processes of a process group (each TaskManager leads its own: scripts/services)."""
+    out = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            out.add(int(stat.parent.name))
+    return out
+
+
+def test_stop_ends_the_python_workers_of_a_sigkilled_taskmanager(
+        cluster, kafka, clickhouse, database, kafka_topic, tmp_path):
+    log = tmp_path / "gstream.log"
+    generate(log, 3000, seed=29)
+    ship(log, kafka.bootstrap, kafka_topic)
+    n = len(topic_items(kafka.bootstrap, kafka_topic))
+    job = submit(cluster, tmp_path, kafka.bootstrap, url(clickhouse, database), kafka_topic, "--parallelism", "2")
+    wait_rows(cluster, job, database, {"access_events": n})
+    tms = cluster.taskmanager_pids()
+    workers = {tm: group_members(tm) - {tm} for tm in tms}
+    assert all(workers.values()), f"a TaskManager without Python workers in its process group: {workers}"
+    victim = tms[0]
+    sigkill(victim, "a TaskManager")
+    print(f"Python workers of the killed TaskManager still running: {sorted(p for p in workers[victim] if not gone(p))}",
+          flush=True)
+    p = subprocess.run([str(SERVICES), "stop", "flink"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    left = [p for ws in workers.values() for p in ws if not gone(p)] + [p for tm in tms for p in group_members(tm)]
+    assert not left, f"processes of the TaskManagers left after scripts/services stop flink: {left}"
+    cluster.env = services("start", "flink", "--taskmanagers", "2")  # for the tests that follow
+    cluster.rest = cluster.env["FLINK_REST"]
