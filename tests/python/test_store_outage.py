@@ -23,7 +23,7 @@ from cachescope import reads
 from cachescope.config import load_config
 from cachescope.store import ClickHouseStore
 from clusters import (REPO, clickhouse_shards, cluster, completed_checkpoints, flink_cluster,  # noqa: F401 (fixtures)
-                      halves, restarts, services, sigkill, submit, wait, wait_rows)
+                      halves, job_state, restarts, services, sigkill, submit, wait, wait_rows)
 from services import topic_items
 from test_flink_job import assert_store_equals, expected, ship
 
@@ -74,7 +74,11 @@ def test_a_clickhouse_shard_killed_mid_stream_and_started_again_loses_and_double
         with log.open("a") as f:
             f.write("".join(lines[head:]))
         ship(log, kafka.bootstrap, kafka_topic)
-        wait("the writer retrying", lambda: retry_lines(cluster.env["FLINK_LOG_DIR"]) >= before + 2)
+        # a writer that does not retry fails the job instead: it restarts (or fails) without a retry line
+        wait("the writer retrying", lambda: retry_lines(cluster.env["FLINK_LOG_DIR"]) >= before + 2
+             or restarts(cluster, job) > 0 or job_state(cluster, job) != "RUNNING")
+        assert restarts(cluster, job) == 0 and retry_lines(cluster.env["FLINK_LOG_DIR"]) >= before + 2, \
+            "the job failed on the shard's outage instead of its writer retrying"
         e2 = services("start", "clickhouse", "--shards", "2", env=env)  # same directory and ports
         assert e2["CLICKHOUSE_TCP_PORTS"] == e["CLICKHOUSE_TCP_PORTS"]
         assert int(e2["CLICKHOUSE_PIDS"].split(",")[1]) != victim
