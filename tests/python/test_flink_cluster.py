@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from cachescope.config import load_config
-from clusters import (REPO, completed_checkpoints, halves, job_state, services, sigkill, submit, wait,
+from clusters import (REPO, completed_checkpoints, gone, halves, job_state, services, sigkill, submit, wait,
                       wait_rows)
 from clusters import cluster, flink_cluster  # noqa: F401 (fixtures)
 from services import SERVICES, topic_items
