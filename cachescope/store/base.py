@@ -35,7 +35,7 @@ def is_disk_full(message: str) -> bool:
 
 #: ClickHouse error codes of a server (or a shard behind a Distributed table) that is down,
 #: restarting or briefly overloaded: the same insert succeeds later
-_TRANSIENT_CODES = {32, 159, 202, 209, 210, 241, 252, 279, 394, 425, 1000, 1002}
+_TRANSIENT_CODES = {32, 159, 202, 209, 210, 252, 279, 394, 425, 1000, 1002}
 _TRANSIENT = ("Connection refused", "Connection reset", "Broken pipe", "Unexpected EOF", "timed out",
               "ALL_CONNECTION_TRIES_FAILED", "NETWORK_ERROR", "SOCKET_TIMEOUT", "TOO_MANY_SIMULTANEOUS_QUERIES")
 _CODE = re.compile(r"Code: (\d+)")
