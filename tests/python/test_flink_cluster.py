@@ -54,6 +54,7 @@ def test_sigkill_of_a_taskmanager_mid_stream_restarts_from_the_last_checkpoint_a
     print(f"killed TaskManager {victim} with {row_count(database, 'access_events')} raw events stored", flush=True)
     cluster.env = services("start", "flink", "--taskmanagers", "2")
     assert victim not in cluster.taskmanager_pids()
+    assert not group_members(victim), "the killed TaskManager's Python workers outlived its replacement's start"
     events = topic_items(kafka.bootstrap, kafka_topic)
     want = expected(events, load_config().pipeline, finish=False)
     wait_rows(cluster, job, database, {t: len(df) for t, df in want.items()})
