@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from services import SERVICES, services_env
-from test_flink_job import generate, row_count
+from services import SERVICES, services_env, topic_items
+from test_flink_job import generate, row_count, ship
 
 REPO = Path(__file__).resolve().parents[2]
 NAME = "cachescope shadow caches"  # the job's default name (--job-name)
@@ -159,10 +159,22 @@ def restarts(cluster: Cluster, job: str) -> int:
     return int(float(got[0]["value"])) if got else 0
 
 
-def halves(tmp: Path, events: int, seed: int) -> tuple[list[str], int]:
-    """Generated lines and a split point at a file close past the middle."""
-    lines = generate(tmp / "all.log", events, seed=seed)
-    return lines, next(i for i in range(len(lines) // 2, len(lines)) if '"file_close"' in lines[i])
+class Halves:
+    """A generated g-stream log shipped in two halves, split at a file close past the middle: the
+    first on creation (`first`: events in the topic then), the rest by rest()."""
+
+    def __init__(self, tmp: Path, bootstrap: str, topic: str, events: int, seed: int):
+        self.lines = generate(tmp / "all.log", events, seed=seed)
+        self.head = next(i for i in range(len(self.lines) // 2, len(self.lines)) if '"file_close"' in self.lines[i])
+        self.log, self.bootstrap, self.topic = tmp / "gstream.log", bootstrap, topic
+        self.log.write_text("".join(self.lines[:self.head]))
+        ship(self.log, bootstrap, topic)
+        self.first = len(topic_items(bootstrap, topic))
+
+    def rest(self) -> None:
+        with self.log.open("a") as f:
+            f.write("".join(self.lines[self.head:]))
+        ship(self.log, self.bootstrap, self.topic)
 
 
 @pytest.fixture

@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 
 from cachescope.config import load_config
-from clusters import REPO, cluster, flink_cluster, halves, submit, submit_env, wait_rows  # noqa: F401 (fixtures)
+from clusters import REPO, Halves, cluster, flink_cluster, submit, submit_env, wait_rows  # noqa: F401 (fixtures)
 from services import topic_items
-from test_flink_job import KEYS, assert_store_equals, database, expected, ship  # noqa: F401 (fixture)
+from test_flink_job import KEYS, assert_store_equals, database, expected  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.services
 SECTION = "### Adding a policy or a size without losing state"
@@ -34,13 +34,10 @@ def readme_block() -> str:
 
 def test_the_readmes_procedure_adds_a_shadow_cache_beside_the_running_job(
         cluster, kafka, clickhouse, database, kafka_topic, tmp_path):
-    lines, head = halves(tmp_path, 12_000, seed=31)
-    log = tmp_path / "gstream.log"
-    log.write_text("".join(lines[:head]))
-    ship(log, kafka.bootstrap, kafka_topic)
+    stream = Halves(tmp_path, kafka.bootstrap, kafka_topic, 12_000, seed=31)
     url = f"{clickhouse.url.rsplit('/', 1)[0]}/{database.database}"
     first = submit(cluster, tmp_path, kafka.bootstrap, url, kafka_topic, "--parallelism", "1")
-    wait_rows(cluster, first, database, {"access_events": len(topic_items(kafka.bootstrap, kafka_topic))})
+    wait_rows(cluster, first, database, {"access_events": stream.first})
 
     env = dict(submit_env(cluster, tmp_path), FLINK_REST=cluster.rest, KAFKA_BOOTSTRAP=kafka.bootstrap,
                CLICKHOUSE_URL=url, TOPIC=kafka_topic, CACHESCOPE_VAR_DIR=str(tmp_path / "var"))
@@ -56,9 +53,7 @@ def test_the_readmes_procedure_adds_a_shadow_cache_beside_the_running_job(
                            capture_output=True, text=True)
     assert again.returncode == 0 and "already runs" in again.stdout, again.stdout + again.stderr
 
-    with log.open("a") as f:  # the stream goes on: both jobs take the second half
-        f.write("".join(lines[head:]))
-    ship(log, kafka.bootstrap, kafka_topic)
+    stream.rest()  # the stream goes on: both jobs take the second half
     events = topic_items(kafka.bootstrap, kafka_topic)
     old = expected(events, load_config().pipeline, finish=False)
     new = expected(events, load_config(tmp_path / "var" / "shadow-caches-2" / "pipeline.yaml").pipeline,

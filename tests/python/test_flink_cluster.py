@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from cachescope.config import load_config
-from clusters import (REPO, completed_checkpoints, gone, halves, job_state, services, sigkill, submit, wait,
+from clusters import (REPO, Halves, completed_checkpoints, gone, job_state, services, sigkill, submit, wait,
                       wait_rows)
 from clusters import cluster, flink_cluster  # noqa: F401 (fixtures)
 from services import SERVICES, topic_items
@@ -34,18 +34,13 @@ def url(clickhouse, database) -> str:
 
 def test_sigkill_of_a_taskmanager_mid_stream_restarts_from_the_last_checkpoint_and_changes_nothing(
         cluster, kafka, clickhouse, database, kafka_topic, tmp_path):
-    lines, head = halves(tmp_path, 16_000, seed=11)
-    log = tmp_path / "gstream.log"
-    log.write_text("".join(lines[:head]))
-    ship(log, kafka.bootstrap, kafka_topic)
-    first = len(topic_items(kafka.bootstrap, kafka_topic))
+    stream = Halves(tmp_path, kafka.bootstrap, kafka_topic, 16_000, seed=11)
+    first = stream.first
     job = submit(cluster, tmp_path, kafka.bootstrap, url(clickhouse, database), kafka_topic, "--parallelism", "2")
     wait_rows(cluster, job, database, {"access_events": first})
     done = completed_checkpoints(cluster, job)
     wait("a checkpoint holding the first half", lambda: completed_checkpoints(cluster, job) > done)
-    with log.open("a") as f:
-        f.write("".join(lines[head:]))
-    ship(log, kafka.bootstrap, kafka_topic)
+    stream.rest()
     # both TaskManagers run a subtask (parallelism 2, one slot each): the first one dies as soon
     # as rows of the second half are written, and a replacement is started
     wait("part of the second half written", lambda: row_count(database, "access_events") > first)
@@ -66,11 +61,8 @@ def test_sigkill_of_a_taskmanager_mid_stream_restarts_from_the_last_checkpoint_a
 
 def test_stop_with_savepoint_at_parallelism_1_and_resume_at_2_changes_nothing(
         cluster, kafka, clickhouse, database, kafka_topic, tmp_path):
-    lines, head = halves(tmp_path, 12_000, seed=5)
-    log = tmp_path / "gstream.log"
-    log.write_text("".join(lines[:head]))
-    ship(log, kafka.bootstrap, kafka_topic)
-    first = len(topic_items(kafka.bootstrap, kafka_topic))
+    stream = Halves(tmp_path, kafka.bootstrap, kafka_topic, 12_000, seed=5)
+    first = stream.first
     job = submit(cluster, tmp_path, kafka.bootstrap, url(clickhouse, database), kafka_topic, "--parallelism", "1")
     again = subprocess.run(["bash", str(REPO / "flink-jobs" / "submit.sh"), cluster.rest, "--"],
                            capture_output=True, text=True, env=dict(os.environ, PYTHON=sys.executable))
@@ -82,9 +74,7 @@ def test_stop_with_savepoint_at_parallelism_1_and_resume_at_2_changes_nothing(
     savepoint = p.stdout.strip()
     assert savepoint.startswith("file:") and (Path(savepoint.removeprefix("file:")) / "_metadata").exists()
     assert job_state(cluster, job) == "FINISHED"
-    with log.open("a") as f:
-        f.write("".join(lines[head:]))
-    ship(log, kafka.bootstrap, kafka_topic)
+    stream.rest()
     job2 = submit(cluster, tmp_path, kafka.bootstrap, url(clickhouse, database), kafka_topic, "--parallelism", "2",
                   restore=savepoint)
     assert cluster.get(f"/jobs/{job2}/plan")["plan"]["nodes"][-1]["parallelism"] in (1, 2)
@@ -190,18 +180,13 @@ def test_sigkill_of_the_jobmanager_and_resubmission_from_the_newest_retained_che
     """No HA here (the Kubernetes deployment has it): the JobManager is started again by
     scripts/services, the TaskManagers that outlived it re-register, and submit.sh resumes the job
     from the newest checkpoint under CHECKPOINT_DIR, as compose's flink-submit does on restart."""
-    lines, head = halves(tmp_path, 12_000, seed=17)
-    log = tmp_path / "gstream.log"
-    log.write_text("".join(lines[:head]))
-    ship(log, kafka.bootstrap, kafka_topic)
-    first = len(topic_items(kafka.bootstrap, kafka_topic))
+    stream = Halves(tmp_path, kafka.bootstrap, kafka_topic, 12_000, seed=17)
+    first = stream.first
     job = submit(cluster, tmp_path, kafka.bootstrap, url(clickhouse, database), kafka_topic, "--parallelism", "1")
     wait_rows(cluster, job, database, {"access_events": first})
     done = completed_checkpoints(cluster, job)
     wait("a checkpoint holding the first half", lambda: completed_checkpoints(cluster, job) > done)
-    with log.open("a") as f:
-        f.write("".join(lines[head:]))
-    ship(log, kafka.bootstrap, kafka_topic)
+    stream.rest()
     jm = int(cluster.env["FLINK_JOBMANAGER_PID"])
     sigkill(jm, "the JobManager")
     print(f"killed JobManager {jm} with {row_count(database, 'access_events')} raw events stored", flush=True)

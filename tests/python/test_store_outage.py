@@ -22,10 +22,10 @@ import pytest
 from cachescope import reads
 from cachescope.config import load_config
 from cachescope.store import ClickHouseStore
-from clusters import (REPO, clickhouse_shards, cluster, completed_checkpoints, flink_cluster,  # noqa: F401 (fixtures)
-                      halves, job_state, restarts, services, sigkill, submit, wait, wait_rows)
+from clusters import (REPO, Halves, clickhouse_shards, cluster, completed_checkpoints,  # noqa: F401 (fixtures)
+                      flink_cluster, job_state, restarts, services, sigkill, submit, wait, wait_rows)
 from services import topic_items
-from test_flink_job import assert_store_equals, expected, ship
+from test_flink_job import assert_store_equals, expected
 
 pytestmark = pytest.mark.services
 RETRIED = "the store is unreachable"  # the writer's log line at each retry
@@ -56,11 +56,8 @@ def test_a_clickhouse_shard_killed_mid_stream_and_started_again_loses_and_double
     assert url != e["CLICKHOUSE_URL"]
     store = ClickHouseStore(url)  # the Distributed tables, as serve reads them
     try:
-        lines, head = halves(tmp_path, 16_000, seed=23)
-        log = tmp_path / "gstream.log"
-        log.write_text("".join(lines[:head]))
-        ship(log, kafka.bootstrap, kafka_topic)
-        first = len(topic_items(kafka.bootstrap, kafka_topic))
+        stream = Halves(tmp_path, kafka.bootstrap, kafka_topic, 16_000, seed=23)
+        first = stream.first
         job = submit(cluster, tmp_path, kafka.bootstrap, url, kafka_topic, "--parallelism", "1")
         wait_rows(cluster, job, store, {"access_events": first})
         done = completed_checkpoints(cluster, job)
@@ -71,9 +68,7 @@ def test_a_clickhouse_shard_killed_mid_stream_and_started_again_loses_and_double
         victim = int(e["CLICKHOUSE_PIDS"].split(",")[1])
         sigkill(victim, "ClickHouse shard 2")
         # the second half arrives while the shard is down: every write of it meets the outage
-        with log.open("a") as f:
-            f.write("".join(lines[head:]))
-        ship(log, kafka.bootstrap, kafka_topic)
+        stream.rest()
         # a writer that does not retry fails the job instead: it restarts (or fails) without a retry line
         wait("the writer retrying", lambda: retry_lines(cluster.env["FLINK_LOG_DIR"]) >= before + 2
              or restarts(cluster, job) > 0 or job_state(cluster, job) != "RUNNING")
