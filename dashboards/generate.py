@@ -282,6 +282,10 @@ def pipeline_health() -> dashboard.Dashboard:
                                  ("Rows written", "['rows_written']", "short")):
         sql = narrow(bind(health, metrics=metrics), "time, concat(component, ' · ', cache_group) AS series, value")
         d = d.with_panel(_series(title, sql, unit=unit))
+    d = d.with_panel(_series("Store outages", narrow(
+        bind(health, metrics="['store_retries', 'store_unavailable_s']"), "time, metric AS series, value"),
+        unit="short", desc="inserts the row writers retried while ClickHouse (or a shard) was unreachable, and "
+                           "how long it was (seconds), reported once the store took the rows again"))
     d = d.with_panel(_series("Lines, accesses, rejects and skipped lines by reason", narrow(
         bind(reads.PARSE_HEALTH), "time, concat(component, ' · ', cache_group, ' · ', metric) AS series, value"),
         unit="short", desc="per interval, from the shippers (per transaction), the Flink job and the embedded replay"))

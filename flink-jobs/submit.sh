@@ -7,6 +7,8 @@
 #   FLINK=.venv/lib/python3.11/site-packages/pyflink/bin/flink PYTHON=.venv/bin/python
 #   JOB=flink-jobs/shadow_caches.py CONNECTOR_JAR=.cache/flink-jars/… CHECKPOINT_DIR=var/flink/checkpoints
 # RESTORE=PATH resumes from that savepoint or checkpoint instead of the newest checkpoint.
+# JOB_NAME names the job (a second job beside the first, with other shadow caches: its own name,
+# CHECKPOINT_DIR and --consumer-group; deploy/README.md, "Adding a policy or a size").
 set -euo pipefail
 jm="$1"; shift
 [ "${1:-}" = "--" ] && shift
@@ -16,7 +18,7 @@ py="${PYTHON:-/opt/venv/bin/python}"
 flink="${FLINK:-flink}"
 job="${JOB:-/opt/cachescope/shadow_caches.py}"
 jar="${CONNECTOR_JAR:-/opt/cachescope/jars/flink-sql-connector-kafka-5.0.0-2.2.jar}"
-name="cachescope shadow caches"
+name="${JOB_NAME:-cachescope shadow caches}"
 
 running="$("$py" - "$jm" "$name" <<'PY'
 import json, sys, urllib.request
@@ -48,4 +50,4 @@ fi
 # the configuration) does not run for this command
 exec "$flink" run --detached --target remote -Drest.address="${jm%:*}" -Drest.port="${jm##*:}" \
   --python "$job" -pyclientexec "$py" -pyexec "$py" \
-  "$@" --jar "$jar" "${restore[@]}"
+  "$@" --job-name "$name" --jar "$jar" "${restore[@]}"

@@ -23,10 +23,13 @@ import sys
 from pathlib import Path
 from urllib.parse import urlparse
 
+from cachescope.config.services import FlinkConfig
+
 REPO = Path(__file__).resolve().parents[1]  # a checkout: its .cache/flink-jars
 CONNECTOR_JAR = "flink-sql-connector-kafka-5.0.0-2.2.jar"
 END_OF_INPUT = 2**63 - 2  # event-time timer that only a finished bounded source reaches
 MIN_WRITE_GAP_MS = 1000
+JOB_NAME = FlinkConfig.model_fields["job_name"].default  # the default job keeps its transactional ids
 
 
 def make_function(config_json: str, clickhouse_url: str, database: str, flush_seconds: float, flush_rows: int,
@@ -258,8 +261,11 @@ def _text(message: bytes | str) -> str:
     return message.decode("utf-8", "replace") if isinstance(message, bytes) else message
 
 
-def kafka_sink(bootstrap: str, topic: str):
-    """Exactly once into Kafka: records are committed with the checkpoint (consumers: read_committed)."""
+def kafka_sink(bootstrap: str, topic: str, job_name: str = JOB_NAME):
+    """Exactly once into Kafka: records are committed with the checkpoint (consumers: read_committed).
+    Each job's transactional ids are its own: a second job writing the same late topic would
+    otherwise fence the first one's transactions (the first job's ids are kept as they were, so
+    its restore aborts what it left open)."""
     from pyflink.common.serialization import SimpleStringSchema
     from pyflink.datastream.connectors.base import DeliveryGuarantee
     from pyflink.datastream.connectors.kafka import KafkaRecordSerializationSchema, KafkaSink
@@ -269,7 +275,8 @@ def kafka_sink(bootstrap: str, topic: str):
             .set_record_serializer(KafkaRecordSerializationSchema.builder().set_topic(topic)
                                    .set_value_serialization_schema(SimpleStringSchema()).build())
             .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE)
-            .set_transactional_id_prefix(f"cachescope-{topic}")
+            .set_transactional_id_prefix(f"cachescope-{topic}" if job_name == JOB_NAME
+                                         else f"cachescope-{topic}-{job_name.replace(' ', '-')}")
             # below the broker's transaction.max.timeout.ms (15 min by default)
             .set_property("transaction.timeout.ms", "600000")
             .build())
@@ -423,10 +430,10 @@ def main(argv: list[str] | None = None) -> None:
                        output_type=Types.STRING())
               .name("shadow caches → ClickHouse"))
     for tag, topic in ((late_tag, args.late_topic), (reject_tag, args.reject_topic)):
-        shadow.get_side_output(tag).sink_to(kafka_sink(args.bootstrap, topic)).name("→ " + topic)
+        shadow.get_side_output(tag).sink_to(kafka_sink(args.bootstrap, topic, args.job_name)).name("→ " + topic)
     monitor = start_monitor(args, url, database)
     try:
-        env.execute("cachescope shadow caches")
+        env.execute(args.job_name)
     except Exception as e:  # noqa: BLE001 - Py4J hands every job failure over as one Java stack
         # restarts exhausted: rows it had not confirmed are not in the store, so never exit 0
         print(f"shadow_caches: the job failed ({failure_cause(e)}); rows it had not written are missing from "

@@ -73,6 +73,9 @@ class FlinkConfig(_Section):
     jar_dir: Optional[Path] = Field(None, description="directory of the Kafka connector jar (default: "
                                     ".cache/flink-jars of the checkout)")
     monitor_every: str = Field("15s", description="the pipeline monitor's period (a thread of the driver); 0: off")
+    job_name: str = Field("cachescope shadow caches", min_length=1, description="the job's name on the cluster: a "
+                          "second job beside the first (new shadow caches) needs its own, and so does its submit.sh "
+                          "(JOB_NAME)")
 
 
 class StoreConfig(_Section):

@@ -3,8 +3,13 @@
 In the background, ClickHouse's share of an insert (parsing, sorting, the rollup views: most of
 an insert's time is the server's) overlaps the processing of the next events. A batch counts
 as written only when the store accepted all of it; until then it stays in its GroupState's
-outbox (in flight), so a checkpoint taken meanwhile still holds it. A failed write is raised in
-the caller's thread at its next call: the job fails and restarts from its last checkpoint.
+outbox (in flight), so a checkpoint taken meanwhile still holds it. An insert the store refuses
+because it (or one of its shards) is unreachable is retried with a doubling back-off for up to
+`retry_for` seconds, logged at each retry; once written, the outage goes into pipeline_health
+(component `writer`: `store_retries`, `store_unavailable_s`). A retried insert that was partly
+written (one shard took its share) writes those rows again, and the tables' replacing engines
+collapse them. Any other failure, or an outage longer than that, is raised in the caller's
+thread at its next call: the job fails and restarts from its last checkpoint.
 
 A batch can also be handed over to be written later (`submit(…, hold_until=…)`): the writer's
 thread keeps it, in flight, until that time or until something else is written, and writes it
@@ -15,6 +20,7 @@ between bundles).
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 import time
@@ -22,9 +28,12 @@ from collections.abc import Callable
 
 import numpy as np
 
+from cachescope.core.health import health_rows
 from cachescope.core.outbox import Batch
 from cachescope.store import tables
-from cachescope.store.base import StoreFull
+from cachescope.store.base import StoreError, StoreFull, is_transient
+
+log = logging.getLogger(__name__)
 
 Written = Callable[[dict[str, dict[str, np.ndarray]]], None]
 _STOP = object()
@@ -35,18 +44,29 @@ MAX_COALESCED = 64
 #: drains ×1.5–1.7 faster). While the producer runs, both cores are busy and one large block per
 #: table costs less CPU.
 DRAIN_SETTINGS = {"min_insert_block_size_rows": 262_144, "max_insert_threads": 2}
+#: retries of an unreachable store: first wait, longest wait, and how long in all before the
+#: failure goes to the caller (a Flink job then restarts from its checkpoint, which covers longer
+#: outages too, at the cost of a replay)
+RETRY_FIRST_S, RETRY_MAX_S, RETRY_FOR_S = 0.5, 8.0, 300.0
 
 
 class RowWriter:
     def __init__(self, store, background: bool = True, max_queued: int = 4, on_written: Written | None = None,
-                 prepare: Callable[[], object] | None = None, max_held_rows: int = 100_000):
+                 prepare: Callable[[], object] | None = None, max_held_rows: int = 100_000,
+                 retry_for: float = RETRY_FOR_S):
         """`max_queued` batches may wait for the thread: beyond that submit() blocks, which is the
         back-pressure that keeps a slow store from filling memory. `prepare` (the store's
         migrations) runs first on the writer's thread, before any insert, while the caller goes
         on processing; its error is raised as it is, at the caller's next call. Held batches are
-        written early once they hold `max_held_rows` rows."""
+        written early once they hold `max_held_rows` rows. An unreachable store is retried for
+        `retry_for` seconds (0: never)."""
         self.store = store
         self.max_held_rows = max_held_rows
+        self.retry_for = retry_for
+        #: inserts retried and seconds the store was unreachable, since the writer started
+        self.retries = 0
+        self.unavailable_s = 0.0
+        self._outage: tuple[int, float] | None = None  # (retries, seconds) of an outage not yet reported
         self.on_written = on_written
         self._error: BaseException | None = None
         self._prepare_error: BaseException | None = None
@@ -108,7 +128,7 @@ class RowWriter:
         for table, columns in written.items():
             # read per table: the producer may stop while a batch is being written, and the rest
             # of that batch then has the cores to itself too
-            self.store.insert(table, columns, DRAIN_SETTINGS if self._draining else None)
+            self._insert(table, columns, DRAIN_SETTINGS if self._draining else None)
         for b, _ in items:
             b.done = True
         newest: dict[str, dict[str, np.ndarray]] = {}
@@ -116,10 +136,40 @@ class RowWriter:
             if h is not None and len(h["cache_group"]):
                 newest[h["cache_group"][0]] = h
         health = list(newest.values())
+        if self._outage is not None:  # the store is back: say how long it was not
+            retries, seconds = self._outage
+            health.append(health_rows("writer", "", {"store_retries": retries, "store_unavailable_s": seconds}))
         if health:
-            self.store.insert(tables.PIPELINE_HEALTH, {k: np.concatenate([h[k] for h in health]) for k in health[0]})
+            self._insert(tables.PIPELINE_HEALTH, {k: np.concatenate([h[k] for h in health]) for k in health[0]})
+            self._outage = None
         if self.on_written is not None:
             self.on_written(written)
+
+    def _insert(self, table: str, columns, settings=None) -> None:
+        """store.insert, retried with a doubling back-off while the store is unreachable."""
+        delay, start = RETRY_FIRST_S, None
+        while True:
+            try:
+                self.store.insert(table, columns, settings)
+                break
+            except StoreError as e:
+                now = time.monotonic()
+                start = now if start is None else start
+                if isinstance(e, StoreFull) or not is_transient(str(e)) or now - start + delay > self.retry_for:
+                    raise
+                self.retries += 1
+                retries, seconds = self._outage or (0, 0.0)
+                self._outage = (retries + 1, seconds)
+                log.warning("the store is unreachable (%s): insert into %s retried in %.1f s (retry %d)",
+                            str(e).splitlines()[0][:300], table, delay, self.retries)
+                time.sleep(delay)
+                delay = min(2 * delay, RETRY_MAX_S)
+        if start is not None:
+            lasted = time.monotonic() - start
+            self.unavailable_s += lasted
+            retries, seconds = self._outage
+            self._outage = (retries, seconds + lasted)
+            log.warning("the store took the insert into %s after %.1f s unreachable", table, lasted)
 
     def _run(self, prepare: Callable[[], object] | None) -> None:
         if prepare is not None:

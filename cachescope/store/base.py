@@ -36,6 +36,22 @@ def is_disk_full(message: str) -> bool:
     return any(m in message for m in _FULL)
 
 
+#: ClickHouse error codes of a server (or a shard behind a Distributed table) that is down,
+#: restarting or briefly overloaded: the same insert succeeds later
+_TRANSIENT_CODES = {32, 159, 202, 209, 210, 252, 279, 394, 425, 1000, 1002}
+_TRANSIENT = ("Connection refused", "Connection reset", "Broken pipe", "Unexpected EOF", "timed out",
+              "ALL_CONNECTION_TRIES_FAILED", "NETWORK_ERROR", "SOCKET_TIMEOUT", "TOO_MANY_SIMULTANEOUS_QUERIES")
+_CODE = re.compile(r"Code: (\d+)")
+
+
+def is_transient(message: str) -> bool:
+    """Whether a refused query is worth retrying as it is (the server or a shard is unreachable)."""
+    if is_disk_full(message):
+        return False
+    m = _CODE.search(message)
+    return (m is not None and int(m.group(1)) in _TRANSIENT_CODES) or any(t in message for t in _TRANSIENT)
+
+
 @dataclass
 class QueryResult:
     """Rows of a query, with column names and ClickHouse types.

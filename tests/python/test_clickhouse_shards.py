@@ -10,14 +10,12 @@ nothing is lost or doubled.
 from __future__ import annotations
 
 import datetime as dt
-import os
-import signal
 import subprocess
-import time
 
 import pytest
 
 from cachescope.store import ClickHouseStore, StoreError
+from clusters import clickhouse_shards, gone, services, sigkill  # noqa: F401 (fixture)
 from services import SERVICES, services_env
 
 pytestmark = pytest.mark.services
@@ -25,33 +23,6 @@ pytestmark = pytest.mark.services
 
 def _run(env: dict, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(SERVICES), *args], capture_output=True, text=True, env=env)
-
-
-def _start(env: dict) -> dict[str, str]:
-    p = _run(env, "start", "clickhouse", "--shards", "2")
-    if p.returncode != 0:
-        pytest.fail(f"scripts/services start clickhouse --shards 2 failed:\n{p.stderr}", pytrace=False)
-    e = services_env("clickhouse", env)
-    assert e is not None
-    return e
-
-
-def _wait(what: str, cond, every: float = 0.2) -> None:
-    """Until cond() holds (no time limit: a stuck run shows in the log every 30 s)."""
-    t0 = last = time.monotonic()
-    while not cond():
-        if time.monotonic() - last > 30:
-            last = time.monotonic()
-            print(f"still waiting for {what} ({last - t0:.0f} s)", flush=True)
-        time.sleep(every)
-
-
-def _gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] == "Z"
-    except FileNotFoundError:
-        return True
 
 
 def _events(groups: list[str], first: int, n: int) -> dict[str, list]:
@@ -68,16 +39,8 @@ def _events(groups: list[str], first: int, n: int) -> dict[str, list]:
     }
 
 
-@pytest.fixture
-def shards(tmp_path):
-    env = dict(os.environ, CACHESCOPE_VAR_DIR=str(tmp_path / "var"))
-    e = _start(env)
-    yield env, e
-    _run(env, "stop", "clickhouse")
-
-
-def test_two_shards_with_the_distributed_schema_survive_a_killed_shard(shards):
-    env, e = shards
+def test_two_shards_with_the_distributed_schema_survive_a_killed_shard(clickhouse_shards):
+    env, e = clickhouse_shards
     pids = [int(p) for p in e["CLICKHOUSE_PIDS"].split(",")]
     ports = [int(p) for p in e["CLICKHOUSE_TCP_PORTS"].split(",")]
     assert len(pids) == len(ports) == 2 and e["CLICKHOUSE_SHARDS"] == "2"
@@ -99,12 +62,11 @@ def test_two_shards_with_the_distributed_schema_survive_a_killed_shard(shards):
         on_second = local[1].query("SELECT count() FROM access_events_local").scalar()
         assert 0 < on_second < 320, "both shards hold rows"
 
-        os.kill(pids[1], signal.SIGKILL)
-        _wait("shard 2's exit", lambda: _gone(pids[1]))
+        sigkill(pids[1], "shard 2")
         with pytest.raises(StoreError):  # refused while shard 2 is down (shard 1's part may be written)
             writer.insert("access_events", _events(groups, 40, 40))
 
-        e2 = _start(env)  # starts the dead shard again, on its ports and data
+        e2 = services("start", "clickhouse", "--shards", "2", env=env)  # starts the dead shard again, on its ports and data
         assert e2["CLICKHOUSE_TCP_PORTS"] == e["CLICKHOUSE_TCP_PORTS"]
         new = [int(p) for p in e2["CLICKHOUSE_PIDS"].split(",")]
         assert new[0] == pids[0] and new[1] != pids[1]
@@ -124,5 +86,5 @@ def test_two_shards_with_the_distributed_schema_survive_a_killed_shard(shards):
 
     p = _run(env, "stop", "clickhouse")
     assert p.returncode == 0, p.stderr
-    assert all(_gone(p) for p in new)
+    assert all(gone(p) for p in new)
     assert services_env("clickhouse", env) is None

@@ -81,6 +81,11 @@ def _fill(store, logs) -> None:
     tmp, files = logs
     for cfg in ("site.yaml", "servers.yaml"):
         replay(files, "xrootd-gstream", config=load_config(tmp / cfg), store=store)
+    # an outage as a row writer reports it once the store is back (a real one: test_store_outage.py)
+    from cachescope.core.health import health_rows
+    from cachescope.store import tables
+
+    store.insert(tables.PIPELINE_HEALTH, health_rows("writer", "", {"store_retries": 4, "store_unavailable_s": 7.5}))
 
 
 @pytest.fixture(scope="module")
@@ -213,7 +218,7 @@ def _numeric(df) -> list[str]:
 
 #: panels of what components report about themselves: stamped with the wall clock when written
 WALL_CLOCK = {"Event-time lag", "Late events", "Rows written", "Lines, accesses, rejects and skipped lines by reason",
-              "Kafka consumer lag"}
+              "Kafka consumer lag", "Store outages"}
 #: panels whose rows come from a running Kafka (the pipeline monitor): the server test fills them
 KAFKA = {"Kafka consumer lag"}
 

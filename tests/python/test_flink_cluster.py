@@ -7,162 +7,49 @@ and the job is rescaled through a savepoint (flink-jobs/stop_with_savepoint.py).
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import signal
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from cachescope.config import load_config
-from services import SERVICES, services_env, topic_items
+from clusters import (REPO, Halves, completed_checkpoints, gone, job_state, services, sigkill, submit, wait,
+                      wait_rows)
+from clusters import cluster, flink_cluster  # noqa: F401 (fixtures)
+from services import SERVICES, topic_items
 from test_flink_job import assert_store_equals, database, expected, generate, row_count, ship  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.services
-REPO = Path(__file__).resolve().parents[2]
-NAME = "cachescope shadow caches"
 sys.path.insert(0, str(REPO / "flink-jobs"))
-from stop_with_savepoint import stop_with_savepoint  # noqa: E402
 
 
-class Cluster:
-    def __init__(self, env: dict[str, str]):
-        self.env = env
-        self.rest = env["FLINK_REST"]
-
-    def get(self, path: str):
-        with urllib.request.urlopen(f"http://{self.rest}{path}", timeout=30) as r:
-            return json.load(r)
-
-    def jobs(self, states=("RUNNING", "CREATED", "RESTARTING", "INITIALIZING")) -> list[dict]:
-        return [j for j in self.get("/jobs/overview")["jobs"] if j["name"] == NAME and j["state"] in states]
-
-    def cancel_all(self) -> None:
-        for j in self.jobs():
-            req = urllib.request.Request(f"http://{self.rest}/jobs/{j['jid']}?mode=cancel", method="PATCH")
-            urllib.request.urlopen(req, timeout=30).read()
-        wait("no job of ours running", lambda: not self.jobs())
-
-    def taskmanager_pids(self) -> list[int]:
-        return [int(p) for p in self.env["FLINK_TASKMANAGER_PIDS"].split(",") if p]
-
-
-def services(*args: str) -> dict[str, str]:
-    p = subprocess.run([str(SERVICES), *args], capture_output=True, text=True)
-    if p.returncode != 0:
-        pytest.fail(f"scripts/services {' '.join(args)} failed:\n{p.stdout}\n{p.stderr}", pytrace=False)
-    return services_env("flink")
-
-
-def wait(what: str, cond, every: float = 0.5) -> None:
-    """Until cond() holds, saying what it waits for every 30 s (no time limit: a stuck run shows in the log)."""
-    t0 = last = time.monotonic()
-    while not cond():
-        if time.monotonic() - last > 30:
-            last = time.monotonic()
-            print(f"still waiting for {what} ({last - t0:.0f} s)", flush=True)
-        time.sleep(every)
-
-
-@pytest.fixture(scope="session")
-def flink_cluster(flink_jars):
-    env = services_env("flink")
-    started = env is None
-    cluster = Cluster(services("start", "flink", "--taskmanagers", "2"))
-    yield cluster
-    if started:
-        subprocess.run([str(SERVICES), "stop", "flink"], check=True, capture_output=True)
-
-
-@pytest.fixture
-def cluster(flink_cluster):
-    flink_cluster.env = services("start", "flink", "--taskmanagers", "2")  # replaces any a test killed
-    flink_cluster.cancel_all()
-    yield flink_cluster
-    flink_cluster.cancel_all()
-
-
-def submit(cluster: Cluster, tmp: Path, kafka, clickhouse, topic: str, database: str, *extra: str,
-           restore: str | None = None) -> str:
-    """flink-jobs/submit.sh with the paths outside the image; the new job's id."""
-    env = dict(os.environ, FLINK=str(Path(cluster.env["FLINK_HOME"]) / "bin" / "flink"), PYTHON=sys.executable,
-               JOB=str(REPO / "flink-jobs" / "shadow_caches.py"), CONNECTOR_JAR=cluster.env["FLINK_CONNECTOR_JAR"],
-               CHECKPOINT_DIR=str(tmp / "checkpoints"), FLINK_LOG_DIR=str(tmp / "client-log"),
-               PYTHONPATH=str(REPO))
-    env.pop("RESTORE", None)
-    if restore:
-        env["RESTORE"] = restore
-    p = subprocess.run(
-        ["bash", str(REPO / "flink-jobs" / "submit.sh"), cluster.rest, "--",
-         "--bootstrap", kafka.bootstrap, "--topic", topic, "--late-topic", topic + ".late",
-         "--reject-topic", topic + ".job-rejects", "--consumer-group", topic,
-         "--clickhouse", f"{clickhouse.url.rsplit('/', 1)[0]}/{database}",
-         "--checkpoint-dir", (tmp / "checkpoints").as_uri(), "--checkpoint-interval", "3s",
-         "--flush-seconds", "0.5", "--monitor-every", "0", *extra],
-        capture_output=True, text=True, env=env, cwd=tmp)
-    print(p.stdout[-3000:], p.stderr[-3000:], flush=True)
-    assert p.returncode == 0, f"submit.sh failed:\n{p.stdout[-4000:]}\n{p.stderr[-4000:]}"
-    m = re.search(r"JobID ([0-9a-f]{32})", p.stdout)
-    assert m, f"submit.sh printed no job id:\n{p.stdout[-4000:]}"
-    return m.group(1)
-
-
-def job_state(cluster: Cluster, job: str) -> str:
-    return cluster.get(f"/jobs/{job}")["state"]
-
-
-def wait_rows(cluster: Cluster, job: str, store, counts: dict[str, int]) -> None:
-    def done() -> bool:
-        state = job_state(cluster, job)
-        if state in ("FAILED", "CANCELED", "FINISHED"):
-            exc = cluster.get(f"/jobs/{job}/exceptions").get("root-exception") or ""
-            pytest.fail(f"job {job} is {state} while waiting for its rows:\n{exc[:4000]}")
-        return all(row_count(store, t) >= n for t, n in counts.items())
-
-    wait(f"every row of the stream from job {job}", done)
-
-
-def completed_checkpoints(cluster: Cluster, job: str) -> int:
-    return int(cluster.get(f"/jobs/{job}/checkpoints")["counts"]["completed"])
+def url(clickhouse, database) -> str:
+    return f"{clickhouse.url.rsplit('/', 1)[0]}/{database.database}"
 
 
 # --------------------------------------------------------------------------- tests
 
-def halves(tmp: Path, events: int, seed: int) -> tuple[list[str], int]:
-    """Generated lines and a split point at a file close past the middle."""
-    lines = generate(tmp / "all.log", events, seed=seed)
-    return lines, next(i for i in range(len(lines) // 2, len(lines)) if '"file_close"' in lines[i])
-
-
 def test_sigkill_of_a_taskmanager_mid_stream_restarts_from_the_last_checkpoint_and_changes_nothing(
         cluster, kafka, clickhouse, database, kafka_topic, tmp_path):
-    lines, head = halves(tmp_path, 16_000, seed=11)
-    log = tmp_path / "gstream.log"
-    log.write_text("".join(lines[:head]))
-    ship(log, kafka.bootstrap, kafka_topic)
-    first = len(topic_items(kafka.bootstrap, kafka_topic))
-    job = submit(cluster, tmp_path, kafka, clickhouse, kafka_topic, database.database, "--parallelism", "2")
+    stream = Halves(tmp_path, kafka.bootstrap, kafka_topic, 16_000, seed=11)
+    first = stream.first
+    job = submit(cluster, tmp_path, kafka.bootstrap, url(clickhouse, database), kafka_topic, "--parallelism", "2")
     wait_rows(cluster, job, database, {"access_events": first})
     done = completed_checkpoints(cluster, job)
     wait("a checkpoint holding the first half", lambda: completed_checkpoints(cluster, job) > done)
-    with log.open("a") as f:
-        f.write("".join(lines[head:]))
-    ship(log, kafka.bootstrap, kafka_topic)
+    stream.rest()
     # both TaskManagers run a subtask (parallelism 2, one slot each): the first one dies as soon
     # as rows of the second half are written, and a replacement is started
     wait("part of the second half written", lambda: row_count(database, "access_events") > first)
     victim = cluster.taskmanager_pids()[0]
-    os.kill(victim, signal.SIGKILL)
+    sigkill(victim, "a TaskManager")
     print(f"killed TaskManager {victim} with {row_count(database, 'access_events')} raw events stored", flush=True)
-    wait("the TaskManager's exit", lambda: not os.path.exists(f"/proc/{victim}")
-         or open(f"/proc/{victim}/stat").read().split()[2] == "Z")
     cluster.env = services("start", "flink", "--taskmanagers", "2")
     assert victim not in cluster.taskmanager_pids()
+    assert not group_members(victim), "the killed TaskManager's Python workers outlived its replacement's start"
     events = topic_items(kafka.bootstrap, kafka_topic)
     want = expected(events, load_config().pipeline, finish=False)
     wait_rows(cluster, job, database, {t: len(df) for t, df in want.items()})
@@ -174,12 +61,9 @@ def test_sigkill_of_a_taskmanager_mid_stream_restarts_from_the_last_checkpoint_a
 
 def test_stop_with_savepoint_at_parallelism_1_and_resume_at_2_changes_nothing(
         cluster, kafka, clickhouse, database, kafka_topic, tmp_path):
-    lines, head = halves(tmp_path, 12_000, seed=5)
-    log = tmp_path / "gstream.log"
-    log.write_text("".join(lines[:head]))
-    ship(log, kafka.bootstrap, kafka_topic)
-    first = len(topic_items(kafka.bootstrap, kafka_topic))
-    job = submit(cluster, tmp_path, kafka, clickhouse, kafka_topic, database.database, "--parallelism", "1")
+    stream = Halves(tmp_path, kafka.bootstrap, kafka_topic, 12_000, seed=5)
+    first = stream.first
+    job = submit(cluster, tmp_path, kafka.bootstrap, url(clickhouse, database), kafka_topic, "--parallelism", "1")
     again = subprocess.run(["bash", str(REPO / "flink-jobs" / "submit.sh"), cluster.rest, "--"],
                            capture_output=True, text=True, env=dict(os.environ, PYTHON=sys.executable))
     assert again.returncode == 0 and "already runs" in again.stdout, again.stdout + again.stderr
@@ -190,10 +74,8 @@ def test_stop_with_savepoint_at_parallelism_1_and_resume_at_2_changes_nothing(
     savepoint = p.stdout.strip()
     assert savepoint.startswith("file:") and (Path(savepoint.removeprefix("file:")) / "_metadata").exists()
     assert job_state(cluster, job) == "FINISHED"
-    with log.open("a") as f:
-        f.write("".join(lines[head:]))
-    ship(log, kafka.bootstrap, kafka_topic)
-    job2 = submit(cluster, tmp_path, kafka, clickhouse, kafka_topic, database.database, "--parallelism", "2",
+    stream.rest()
+    job2 = submit(cluster, tmp_path, kafka.bootstrap, url(clickhouse, database), kafka_topic, "--parallelism", "2",
                   restore=savepoint)
     assert cluster.get(f"/jobs/{job2}/plan")["plan"]["nodes"][-1]["parallelism"] in (1, 2)
     assert max(n["parallelism"] for n in cluster.get(f"/jobs/{job2}/plan")["plan"]["nodes"]) == 2
@@ -211,10 +93,7 @@ def test_stop_with_savepoint_at_parallelism_1_and_resume_at_2_changes_nothing(
 def kafka3(tmp_path_factory):
     """Three KRaft brokers (scripts/services start kafka --brokers 3) in a var/ of their own."""
     env = dict(os.environ, CACHESCOPE_VAR_DIR=str(tmp_path_factory.mktemp("kafka3-var")))
-    p = subprocess.run([str(SERVICES), "start", "kafka", "--brokers", "3"], capture_output=True, text=True, env=env)
-    if p.returncode != 0:
-        pytest.fail(f"scripts/services start kafka --brokers 3 failed:\n{p.stderr}", pytrace=False)
-    e = services_env("kafka", env)
+    e = services("start", "kafka", "--brokers", "3", env=env)
     yield type("Kafka3", (), {"bootstrap": e["KAFKA_BOOTSTRAP"], "env": e})
     subprocess.run([str(SERVICES), "stop", "kafka"], capture_output=True, env=env)
 
@@ -252,7 +131,7 @@ def test_sigkill_of_the_partition_leader_while_shippers_produce_loses_and_double
     meta = AdminClient({"bootstrap.servers": kafka3.bootstrap}).list_topics(timeout=30)
     for t in (kafka_topic, kafka_topic + ".rejects"):
         assert len(meta.topics[t].partitions[0].replicas) == 3, f"{t} is not replicated"
-    job = submit(cluster, tmp_path, kafka3, clickhouse, kafka_topic, database.database, "--parallelism", "1")
+    job = submit(cluster, tmp_path, kafka3.bootstrap, url(clickhouse, database), kafka_topic, "--parallelism", "1")
     shipped: list[BaseException | None] = []
     # a second shipper (its own transactional id) writes the rest while the leader dies
     sh = threading.Thread(target=_ship_to, args=(tmp_path / "b.log", kafka3.bootstrap, kafka_topic, shipped))
@@ -261,7 +140,7 @@ def test_sigkill_of_the_partition_leader_while_shippers_produce_loses_and_double
     first = end_offset(kafka3.bootstrap, kafka_topic)
     wait("the second shipper's first transaction", lambda: end_offset(kafka3.bootstrap, kafka_topic) > first, 0.02)
     pid = int(kafka3.env["KAFKA_PIDS"].split(",")[leader - 1])
-    os.kill(pid, signal.SIGKILL)
+    os.kill(pid, signal.SIGKILL)  # no waiting for its exit: the second shipper is mid-transaction
     print(f"killed broker {leader} (pid {pid}), the leader of {kafka_topic}, while the second shipper produced "
           f"({row_count(database, 'access_events')} raw events stored)", flush=True)
     assert sh.is_alive() or not shipped, "the second shipper finished before the leader died"
@@ -301,27 +180,20 @@ def test_sigkill_of_the_jobmanager_and_resubmission_from_the_newest_retained_che
     """No HA here (the Kubernetes deployment has it): the JobManager is started again by
     scripts/services, the TaskManagers that outlived it re-register, and submit.sh resumes the job
     from the newest checkpoint under CHECKPOINT_DIR, as compose's flink-submit does on restart."""
-    lines, head = halves(tmp_path, 12_000, seed=17)
-    log = tmp_path / "gstream.log"
-    log.write_text("".join(lines[:head]))
-    ship(log, kafka.bootstrap, kafka_topic)
-    first = len(topic_items(kafka.bootstrap, kafka_topic))
-    job = submit(cluster, tmp_path, kafka, clickhouse, kafka_topic, database.database, "--parallelism", "1")
+    stream = Halves(tmp_path, kafka.bootstrap, kafka_topic, 12_000, seed=17)
+    first = stream.first
+    job = submit(cluster, tmp_path, kafka.bootstrap, url(clickhouse, database), kafka_topic, "--parallelism", "1")
     wait_rows(cluster, job, database, {"access_events": first})
     done = completed_checkpoints(cluster, job)
     wait("a checkpoint holding the first half", lambda: completed_checkpoints(cluster, job) > done)
-    with log.open("a") as f:
-        f.write("".join(lines[head:]))
-    ship(log, kafka.bootstrap, kafka_topic)
+    stream.rest()
     jm = int(cluster.env["FLINK_JOBMANAGER_PID"])
-    os.kill(jm, signal.SIGKILL)
+    sigkill(jm, "the JobManager")
     print(f"killed JobManager {jm} with {row_count(database, 'access_events')} raw events stored", flush=True)
-    wait("the JobManager's exit", lambda: not os.path.exists(f"/proc/{jm}")
-         or open(f"/proc/{jm}/stat").read().split()[2] == "Z")
     cluster.env = services("start", "flink", "--taskmanagers", "2")
     assert int(cluster.env["FLINK_JOBMANAGER_PID"]) != jm
     newest = max((tmp_path / "checkpoints").glob("*/chk-*/_metadata"), key=lambda m: m.stat().st_mtime).parent
-    job2 = submit(cluster, tmp_path, kafka, clickhouse, kafka_topic, database.database, "--parallelism", "1")
+    job2 = submit(cluster, tmp_path, kafka.bootstrap, url(clickhouse, database), kafka_topic, "--parallelism", "1")
     restored = None
 
     def restored_from_checkpoint() -> bool:
@@ -336,3 +208,39 @@ def test_sigkill_of_the_jobmanager_and_resubmission_from_the_newest_retained_che
     restored = cluster.get(f"/jobs/{job2}/checkpoints")["latest"]["restored"]
     assert restored and Path(restored["external_path"].removeprefix("file:")) == newest
     assert_store_equals(database, want)
+
+
+def group_members(pgid: int) -> set[int]:
+    """The processes of a process group (each TaskManager leads its own: scripts/services)."""
+    out = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            out.add(int(stat.parent.name))
+    return out
+
+
+def test_stop_ends_the_python_workers_of_a_sigkilled_taskmanager(
+        cluster, kafka, clickhouse, database, kafka_topic, tmp_path):
+    log = tmp_path / "gstream.log"
+    generate(log, 3000, seed=29)
+    ship(log, kafka.bootstrap, kafka_topic)
+    n = len(topic_items(kafka.bootstrap, kafka_topic))
+    job = submit(cluster, tmp_path, kafka.bootstrap, url(clickhouse, database), kafka_topic, "--parallelism", "2")
+    wait_rows(cluster, job, database, {"access_events": n})
+    tms = cluster.taskmanager_pids()
+    workers = {tm: group_members(tm) - {tm} for tm in tms}
+    assert all(workers.values()), f"a TaskManager without Python workers in its process group: {workers}"
+    victim = tms[0]
+    sigkill(victim, "a TaskManager")
+    print(f"Python workers of the killed TaskManager still running: {sorted(p for p in workers[victim] if not gone(p))}",
+          flush=True)
+    p = subprocess.run([str(SERVICES), "stop", "flink"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    left = [p for ws in workers.values() for p in ws if not gone(p)] + [p for tm in tms for p in group_members(tm)]
+    assert not left, f"processes of the TaskManagers left after scripts/services stop flink: {left}"
+    cluster.env = services("start", "flink", "--taskmanagers", "2")  # for the tests that follow
+    cluster.rest = cluster.env["FLINK_REST"]

@@ -26,6 +26,7 @@ class HeldStore:
         self.hold = threading.Event()
         self.hold.set()
         self.fail = False
+        self.unreachable = 0  # inserts refused next as an unreachable shard refuses them
         self.entered = threading.Event()
         self.settings: list[dict | None] = []
 
@@ -35,6 +36,10 @@ class HeldStore:
         self.hold.wait()
         if self.fail:
             raise StoreError("server went away")
+        if self.unreachable:
+            self.unreachable -= 1
+            raise StoreError("Code: 279. DB::NetworkException: All connection tries failed. Log: "
+                             "Code: 210. DB::NetOpException: Connection refused (127.0.0.1:9001)")
         return self.store.insert(table, columns, settings)
 
     def count(self, table: str) -> int:
@@ -228,3 +233,43 @@ def test_held_rows_are_written_early_past_max_held_rows_and_at_close(held):
     waiting.start()
     waiting.join(30)
     assert not waiting.is_alive()
+
+
+def test_an_unreachable_store_is_retried_with_back_off_and_the_outage_goes_into_pipeline_health(held, monkeypatch):
+    from cachescope.core import writer as writer_module
+
+    monkeypatch.setattr(writer_module, "RETRY_FIRST_S", 0.05)
+    box, _ = _outbox_with_events()
+    store = held
+    store.unreachable = 3
+    writer = RowWriter(store, background=True)
+    writer.submit(box.take())
+    writer.wait()  # no error: retried until the store took it
+    assert box.unconfirmed == 0 and writer.retries == 3 and writer.unavailable_s >= 0.05 + 0.1 + 0.2
+    assert (store.count(tables.ACCESS_EVENTS), store.count(tables.EFFICIENCY)) == (10, 3)
+    rows = dict(store.store.query("SELECT metric, value FROM pipeline_health WHERE component = 'writer'").rows)
+    assert rows["store_retries"] == 3 and rows["store_unavailable_s"] >= 0.35
+    again, _ = _outbox_with_events()
+    writer.submit(again.take())
+    writer.wait()  # reported once: no outage since
+    assert store.count("pipeline_health") == 2
+    writer.close()
+
+
+def test_retries_are_bounded_and_a_refusal_that_is_no_outage_is_not_retried(held, monkeypatch):
+    from cachescope.core import writer as writer_module
+
+    monkeypatch.setattr(writer_module, "RETRY_FIRST_S", 0.05)
+    box, _ = _outbox_with_events()
+    held.unreachable = 1000
+    writer = RowWriter(held, background=True, retry_for=0.5)
+    writer.submit(box.take())
+    with pytest.raises(RuntimeError, match="All connection tries failed"):
+        writer.wait()
+    assert box.unconfirmed == 13 and 3 <= writer.retries <= 5  # 0.05, 0.1, 0.2 (+0.4 would pass 0.5 s)
+    held.unreachable, held.fail = 0, True
+    other = RowWriter(held, background=True)
+    other.submit(_outbox_with_events()[0].take())
+    with pytest.raises(RuntimeError, match="server went away"):
+        other.wait()
+    assert other.retries == 0
