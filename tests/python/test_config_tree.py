@@ -26,6 +26,8 @@ NOT_SETTINGS = {
     "CACHESCOPE_CACHE_DIR": "scripts/services: where downloaded servers are kept",
     "CACHESCOPE_START_TIMEOUT": "scripts/services: how long a server may take to start",
     "CACHESCOPE_UPDATE_SNAPSHOTS": "tests/python/test_migrations.py: rewrite the schema snapshots",
+    "CACHESCOPE_SIMCORE_SRC": "cachescope/engine.py: the Rust sources the compiled engine is checked against "
+                              "(read before any setting is loaded)",
 }
 
 
