@@ -97,7 +97,7 @@ def curves_section(store, start, end) -> Section:
     for row, g in enumerate(groups):
         curve = reads.mrc(store, start, end, cache_groups=[g])
         live = reads.efficiency_totals(store, start, end, cache_groups=[g])
-        sizes = sorted({int(s) for s in live["size_bytes"]})[:4]
+        sizes = sorted({int(s) for s in live["size_bytes"]})  # the bound at every size the shadows run
         bel, note = belady_points(store, start, end, g, sizes)
         if note:
             notes.append(f"{g}: {note}")
