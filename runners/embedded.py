@@ -113,7 +113,7 @@ def process_columns(groups: dict[tuple[str, int], GroupState], cols: EventColumn
             st = groups.get((group, shard))
             if st is None:
                 # the caches on one core: the store writer's thread is the chain a replay
-                # waits for (docs/benchmarks-history.md, session 11)
+                # waits for, and a second core for the caches would slow it
                 st = groups[(group, shard)] = GroupState.new(group, pipeline, shard, parallel_caches=False)
             late = st.process(part)
             if late is not None:

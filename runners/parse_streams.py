@@ -43,7 +43,7 @@ CHILD_MIN_BYTES = 16 << 20
 #: a child runs at this much lower scheduling priority than the replay: it is up to CHILD_AHEAD
 #: batches ahead, while the replay's inserts are the chain the run waits for. With both cores
 #: busy, the scheduler then gives the inserts the share the parser can spare, and the writer's
-#: backlog at the end (written while one core idles) shrinks: ×1.05–1.10 events/s side by side
+#: backlog at the end (written while one core idles) shrinks
 CHILD_NICENESS = 10
 
 Reject = Callable[[str, RejectRecord], None]
