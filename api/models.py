@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from cachescope.admission import AdmissionConfig
 from cachescope.specs import MAX_CAPACITY
 from cachescope.units import SizeError, parse_size
 
@@ -54,8 +55,9 @@ ERRORS = {code: {"model": Error, "description": d} for code, d in (
     (422, "a bad field (named in `field`)"), (429, "too many what-if replays at once"), (503, "the store failed"))}
 
 
-class Admission(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Admission(AdmissionConfig):
+    """The library's admission filter, with the API's stricter checks (no bool or float sizes, a bound on tiers)."""
+
     exclude_tiers: list[str] = Field(default=[], max_length=256, description="tiers never inserted (still requests and misses)")
     max_file_size: Optional[SizeValue] = Field(None, description="files above this size are not inserted: 10GB, 10GiB or bytes")
 

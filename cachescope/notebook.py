@@ -19,7 +19,8 @@ import pandas as pd
 
 from cachescope import reads
 from cachescope.recommend import Recommend, recommend as _recommend
-from cachescope.replay import Admission, WhatIf, run_whatif
+from cachescope.admission import AdmissionConfig
+from cachescope.replay import WhatIf, run_whatif
 from cachescope.store import Store, open_store
 from cachescope.units import parse_size
 
@@ -80,7 +81,7 @@ def whatif(store: Store | str | Path, policy: str | Sequence[str], size, start: 
         raise ValueError(f"by={by!r}: None, 'tier' or 'cache_group'")
     req = WhatIf(_names(policy), _sizes(size), _time(start), _time(end), cache_groups=_names(cache_group),
                  sites=[site] if site else [], warmup=warmup, sample_rate=sample_rate,
-                 admission=Admission(tuple(exclude_tiers), max_file_size))
+                 admission=AdmissionConfig(exclude_tiers=list(exclude_tiers), max_file_size=max_file_size))
     rows = []
     for a in run_whatif(connect(store), req).answers():
         parts = {None: {None: a}, "tier": a["by_tier"], "cache_group": a.get("by_cache_group") or {}}[by]

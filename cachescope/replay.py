@@ -35,6 +35,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from cachescope import reads
+from cachescope.admission import AdmissionConfig
 from cachescope.errors import UsageError
 from cachescope.simulation import FIELDS, OP_BYPASS, OP_READ, POLICIES, CacheSpec, ShadowBank, next_access_times
 from cachescope.specs import ratios
@@ -66,17 +67,6 @@ class WhatIfError(UsageError, ValueError):
         self.status = status
 
 
-@dataclass(frozen=True)
-class Admission:
-    """Which accesses a cache admits: not these tiers, not files above this size (bytes)."""
-
-    exclude_tiers: tuple[str, ...] = ()
-    max_file_size: int | None = None
-
-    def __bool__(self) -> bool:
-        return bool(self.exclude_tiers) or self.max_file_size is not None
-
-
 @dataclass
 class WhatIf:
     """One replay question: every (policy, size) over the accesses of [start, end)."""
@@ -94,7 +84,7 @@ class WhatIf:
     #: many), "file" (by file hash, as the engine and `cachescope simulate --partitions` do)
     partition_by: str = "auto"
     sample_rate: float = 1.0
-    admission: Admission = field(default_factory=Admission)
+    admission: AdmissionConfig = field(default_factory=AdmissionConfig)
     params: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     #: > 0: also counters per time bucket of this many seconds from `start`
     step_s: int = 0

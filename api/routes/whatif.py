@@ -10,7 +10,8 @@ from api import params as P
 from api.deps import get_store, require
 from api.errors import ApiError
 from api.models import ERRORS, WhatIfAnswer, WhatIfRequest, WhatIfResults
-from cachescope.replay import Admission, WhatIf
+from cachescope.admission import AdmissionConfig
+from cachescope.replay import WhatIf
 
 router = APIRouter(tags=["whatif"])
 
@@ -29,14 +30,13 @@ def to_whatif(body: WhatIfRequest) -> WhatIf:
         raise ApiError(422, "warmup", "the warm-up starts before 1970", "body")
     step_s = P.step_seconds(body.step, start, end) if body.step else 0
     groups = body.cache_group if isinstance(body.cache_group, list) else ([body.cache_group] if body.cache_group else [])
-    adm = body.admission
     return WhatIf(
         policies=body.policies(), sizes=body.sizes(), start=start, end=end, cache_groups=groups,
         sites=[body.site] if body.site else [], warmup=warmup,
         partitions=1 if body.partitions == "server" else body.partitions,
         partition_by="server" if body.partitions == "server" else "auto",
         sample_rate=body.sample_rate, step_s=step_s, params=body.params,
-        admission=Admission(tuple(adm.exclude_tiers), adm.max_file_size) if adm else Admission(),
+        admission=body.admission or AdmissionConfig(),
     )
 
 

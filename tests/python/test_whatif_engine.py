@@ -58,9 +58,9 @@ def fill(store) -> None:
 
 
 def cases():
-    from cachescope.replay import Admission
+    from cachescope.admission import AdmissionConfig as Admission
 
-    adm = Admission(exclude_tiers=("USER",), max_file_size=30 * GB)
+    adm = Admission(exclude_tiers=["USER"], max_file_size=30 * GB)
     both = ["GROUP-A", "GROUP-B"]
     return {
         "plain": dict(policies=["lru", "arc", "belady"], sizes=[200 * GB, 2000 * GB]),
