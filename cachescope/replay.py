@@ -115,9 +115,12 @@ class WhatIfResult:
     by_server: np.ndarray | None = None
     #: how the partitions were routed and why (None: one cache, no partitions)
     routing: dict | None = None
+    #: accesses of the range replayed (warm-up excluded), the reads of them the filter admitted, and
+    #: those of the warm-up (fed to warm the caches, not counted)
     accesses: int = 0
-    warmup_accesses: int = 0
     admitted: int = 0
+    warmup_accesses: int = 0
+    #: where the time went: reading the store, the engine, the whole replay
     read_seconds: float = 0.0
     engine_seconds: float = 0.0
     seconds: float = 0.0
