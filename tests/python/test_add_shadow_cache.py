@@ -33,7 +33,7 @@ def readme_block() -> str:
 
 
 def test_the_readmes_procedure_adds_a_shadow_cache_beside_the_running_job(
-        cluster, kafka, clickhouse, database, kafka_topic, tmp_path):
+        kafka, clickhouse, database, cluster, kafka_topic, tmp_path):
     stream = Halves(tmp_path, kafka.bootstrap, kafka_topic, 12_000, seed=31)
     url = f"{clickhouse.url.rsplit('/', 1)[0]}/{database.database}"
     first = submit(cluster, tmp_path, kafka.bootstrap, url, kafka_topic, "--parallelism", "1")

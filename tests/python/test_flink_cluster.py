@@ -33,7 +33,7 @@ def url(clickhouse, database) -> str:
 # --------------------------------------------------------------------------- tests
 
 def test_sigkill_of_a_taskmanager_mid_stream_restarts_from_the_last_checkpoint_and_changes_nothing(
-        cluster, kafka, clickhouse, database, kafka_topic, tmp_path):
+        kafka, clickhouse, database, cluster, kafka_topic, tmp_path):
     stream = Halves(tmp_path, kafka.bootstrap, kafka_topic, 16_000, seed=11)
     first = stream.first
     job = submit(cluster, tmp_path, kafka.bootstrap, url(clickhouse, database), kafka_topic, "--parallelism", "2")
@@ -60,7 +60,7 @@ def test_sigkill_of_a_taskmanager_mid_stream_restarts_from_the_last_checkpoint_a
 
 
 def test_stop_with_savepoint_at_parallelism_1_and_resume_at_2_changes_nothing(
-        cluster, kafka, clickhouse, database, kafka_topic, tmp_path):
+        kafka, clickhouse, database, cluster, kafka_topic, tmp_path):
     stream = Halves(tmp_path, kafka.bootstrap, kafka_topic, 12_000, seed=5)
     first = stream.first
     job = submit(cluster, tmp_path, kafka.bootstrap, url(clickhouse, database), kafka_topic, "--parallelism", "1")
@@ -115,7 +115,7 @@ def partition_leader(bootstrap: str, topic: str) -> int:
 
 
 def test_sigkill_of_the_partition_leader_while_shippers_produce_loses_and_doubles_nothing(
-        cluster, kafka3, clickhouse, database, kafka_topic, tmp_path):
+        kafka3, clickhouse, database, cluster, kafka_topic, tmp_path):
     import threading
 
     from ingest.pipeline import LineParser
@@ -176,7 +176,7 @@ def _ship_to(log: Path, bootstrap: str, topic: str, result: list) -> None:
 
 
 def test_sigkill_of_the_jobmanager_and_resubmission_from_the_newest_retained_checkpoint_changes_nothing(
-        cluster, kafka, clickhouse, database, kafka_topic, tmp_path):
+        kafka, clickhouse, database, cluster, kafka_topic, tmp_path):
     """No HA here (the Kubernetes deployment has it): the JobManager is started again by
     scripts/services, the TaskManagers that outlived it re-register, and submit.sh resumes the job
     from the newest checkpoint under CHECKPOINT_DIR, as compose's flink-submit does on restart."""
@@ -224,7 +224,7 @@ def group_members(pgid: int) -> set[int]:
 
 
 def test_stop_ends_the_python_workers_of_a_sigkilled_taskmanager(
-        cluster, kafka, clickhouse, database, kafka_topic, tmp_path):
+        kafka, clickhouse, database, cluster, kafka_topic, tmp_path):
     log = tmp_path / "gstream.log"
     generate(log, 3000, seed=29)
     ship(log, kafka.bootstrap, kafka_topic)
