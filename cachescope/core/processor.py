@@ -25,19 +25,14 @@ import xxhash
 from cachescope.config.pipeline import PipelineConfig
 from cachescope.core import snapshots
 from cachescope.core.alerts import AlertEvaluator
-from cachescope.core.cells import Cells, positions as _positions, _sorted_codes  # noqa: F401 (tests)
 from cachescope.core.columns import EventColumns
 from cachescope.core.curves import Curves
 from cachescope.core.efficiency_rows import EfficiencyRows
-from cachescope.core.observed import OBSERVED_FIELDS, RealCache  # noqa: F401 (OBSERVED_FIELDS: tests)
+from cachescope.core.observed import RealCache
 from cachescope.core.rollups import ROLLUPS, Rollups
 from cachescope.core.routing import ShadowRouting
 from cachescope.core.shadow import ShadowWindows
-from cachescope.core.snapshots import STATE_VERSION  # noqa: F401 (tests)
 from cachescope.core.windows import EventTime
-
-#: the one sparse cell table under its former names (the shadow caches' and the real cache's)
-_Cells = _Observed = Cells
 
 
 def run_id(origin: str, seq: int) -> int:

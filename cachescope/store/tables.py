@@ -10,7 +10,7 @@ EFFICIENCY = "efficiency"  # the configured window (1 min by default)
 # hour and day windows, emitted by the processing core itself (columns and key as `efficiency`)
 EFFICIENCY_HOURLY = "efficiency_hourly"
 EFFICIENCY_DAILY = "efficiency_daily"
-#: the processing core's rollup names (cachescope.core.processor.ROLLUPS) → their tables
+#: the processing core's rollup names (cachescope.core.rollups.ROLLUPS) → their tables
 EFFICIENCY_ROLLUPS = {"hourly": EFFICIENCY_HOURLY, "daily": EFFICIENCY_DAILY}
 MRC = "mrc"
 OBSERVED = "observed"

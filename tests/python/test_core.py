@@ -153,7 +153,7 @@ def test_tier_codes_by_factorize_equal_np_unique(monkeypatch):
 
 
 def test_cells_summed_in_compiled_code_equal_a_sort_by_their_three_columns():
-    from cachescope.core.processor import _Cells
+    from cachescope.core.cells import Cells as _Cells
 
     rng = np.random.default_rng(7)
     n, minute = 50_000, 60_000_000
@@ -174,7 +174,7 @@ def test_text_codes_in_sorted_order_equal_pandas_factorize():
     """The real cache's rows are grouped by server and tier in string order: the compiled
     factorisation (by object, then by text) ranked by Python's sort gives pandas' sorted codes,
     for equal strings that are distinct objects, non-ASCII and empty names too."""
-    from cachescope.core.processor import _sorted_codes
+    from cachescope.core.cells import _sorted_codes
 
     rng = np.random.default_rng(11)
     names = ["srv-10", "srv-9", "", "Zed", "äx", "srv-1", "x" * 300]
@@ -192,7 +192,7 @@ def test_text_codes_in_sorted_order_equal_pandas_factorize():
 def test_real_cache_rows_summed_in_compiled_code_equal_a_pandas_group_by(spread):
     """One row per (window, server, tier), in that order (names as sorted() orders them), int64
     sums wrapping as numpy's; windows too far apart for one integer key take the sort path."""
-    from cachescope.core.processor import _Observed
+    from cachescope.core.cells import Cells as _Observed
 
     rng = np.random.default_rng(3)
     n, minute = 20_000, 60_000_000
@@ -216,7 +216,7 @@ def test_real_cache_rows_summed_in_compiled_code_equal_a_pandas_group_by(spread)
 def test_open_window_pieces_add_up_to_all_cells_summed_at_once():
     """Batches of cells reaching back into the open windows: the pieces stay window-disjoint and
     in window order, and together they are every cell summed once, also after closing a prefix."""
-    from cachescope.core.processor import _Cells
+    from cachescope.core.cells import Cells as _Cells
 
     rng = np.random.default_rng(5)
     minute = 60_000_000
@@ -240,7 +240,7 @@ def test_open_window_pieces_add_up_to_all_cells_summed_at_once():
 
 
 def test_window_positions_by_run_equal_searchsorted():
-    from cachescope.core.processor import _positions
+    from cachescope.core.cells import positions as _positions
 
     rng = np.random.default_rng(9)
     for n in (0, 1, 7, 20_000):

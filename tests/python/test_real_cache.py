@@ -17,7 +17,8 @@ import pytest
 from cachescope.config import load_config
 from cachescope.config.pipeline import PipelineConfig
 from cachescope.core.columns import EventColumns
-from cachescope.core.processor import OBSERVED_FIELDS, GroupProcessor
+from cachescope.core.observed import OBSERVED_FIELDS
+from cachescope.core.processor import GroupProcessor
 from conftest import parse_lines
 from ingest.formats import xrootd_gstream as gs
 from ingest.pipeline import LineParser, open_lines

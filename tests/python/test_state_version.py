@@ -11,7 +11,8 @@ import pytest
 
 from cachescope.config import load_config
 from cachescope.core.group_state import GroupState
-from cachescope.core.processor import STATE_VERSION, GroupProcessor
+from cachescope.core.processor import GroupProcessor
+from cachescope.core.snapshots import STATE_VERSION
 from synthetic import event_stream
 
 
