@@ -268,6 +268,20 @@ class ComparePoint(BaseModel):
     shadow_hit_efficiency: dict[str, Optional[float]] = {}
     #: per window, each stored shadow's mean file age (s) as the window's reads found it
     shadow_mean_age_s: dict[str, Optional[float]] = {}
+    #: the real cache's transfer efficiency as a range: exact (low = high) when every access's record
+    #: carries its bytes from the origin (XRootD >= 5.7.2 b_todisk); else low from its verdict (hits serve
+    #: all their bytes), high from b_hit, and approximate is true
+    observed_transfer_efficiency_low: Optional[float] = None
+    observed_transfer_efficiency_high: Optional[float] = None
+    observed_transfer_efficiency_approximate: bool = False
+    #: the real cache's WAN bytes (b_todisk + b_bypass) over the accesses that carry them, and its WAN
+    #: saving 1 - origin bytes / their bytes read (negative when prefetch fetched more than was read)
+    observed_origin_accesses: int = 0
+    observed_origin_bytes: int = 0
+    observed_wan_saving: Optional[float] = None
+    #: each shadow's bytes from the origin (miss bytes; xcache: the blocks it fetched) and WAN saving
+    shadow_wan_bytes: dict[str, int] = {}
+    shadow_wan_saving: dict[str, Optional[float]] = {}
 
 
 class CompareAnswer(BaseModel):

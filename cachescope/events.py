@@ -34,6 +34,14 @@ Decisions written into the contract:
   a hit, so a cold read with prefetching reports `b_miss = 0` (306 of 327 first reads in the
   xcache-lab). Consumers count a real cache's hits from it, and only where it is null from the
   byte counters (hit bytes and neither miss nor bypass bytes: the older rule).
+* `observed_origin_bytes` is what the real cache fetched from the origin while the file was
+  attached: `b_todisk + b_bypass` of XRootD >= 5.7.2's `file_close` (xrootd PR #2373; on a real
+  6.2.1 cache `b_todisk` equalled the cache's own per-block log on 596/596 records). It includes
+  what prefetch fetched, so it may exceed `bytes_read` (it is not clamped to it: that excess is
+  the point of the real cache's WAN saving). Null when the record has no `b_todisk` (XRootD
+  < 5.7.2, cinfo reporter, collector): the bytes fetched are then not known per access. The
+  real cache's bytes served from cache follow from it: all of `bytes_read` for a hit,
+  `bytes_read - min(bytes_read, observed_origin_bytes)` for a miss.
 * One XrdPfc record covers one attach of the file (all opens that overlap it, `n_ios` in its
   cinfo). Its `access_cnt` is the file's cumulative attach count in the cache (restarting at 1
   when a purge removed the file): when it grew by k > 1 since the previous record of that file
@@ -126,6 +134,10 @@ class AccessEvent(msgspec.Struct, gc=False):
     observed_hit: Annotated[
         _FLAG | None, _doc("1 when the real cache fetched nothing from the origin for this access (its g-stream "
                            "`remotes` empty), 0 when it did, null unless the record says")
+    ]
+    observed_origin_bytes: Annotated[
+        _U64 | None, _doc("bytes the real cache fetched from the origin for this access, prefetch included "
+                          "(XRootD >= 5.7.2: b_todisk + b_bypass); null when the record does not carry b_todisk")
     ]
     origin: Annotated[str, _doc("stable id of the log stream the record came from (file:HOST:PATH, "
                                 "kafka:TOPIC/PARTITION, collector:SERVER); with seq, the event's identity")]

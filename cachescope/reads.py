@@ -102,6 +102,11 @@ _COUNTERS = ("sum(requests) AS requests, sum(hits) AS hits, sum(bytes_requested)
              "sum(bytes_hit) AS bytes_hit, sum(bytes_filled) AS bytes_filled, sum(evictions) AS evictions")
 _EFFICIENCIES = ("if(requests = 0, nan, hits / requests) AS hit_efficiency, "
                  "if(bytes_requested = 0, nan, bytes_hit / bytes_requested) AS transfer_efficiency")
+#: a shadow's bytes from the origin: its miss bytes; the xcache model fetches whole blocks (whole
+#: files with prefetch), which it counts as bytes filled (plus misses it could not store)
+_SHADOW_WAN = ("if(policy = 'xcache', greatest(toInt64(bytes_filled), toInt64(bytes_requested) - toInt64(bytes_hit)), "
+               "toInt64(bytes_requested) - toInt64(bytes_hit)) "
+               "AS wan_bytes, if(bytes_requested = 0, nan, 1 - wan_bytes / bytes_requested) AS wan_saving")
 #: the JSON contracts' names (`cachescope simulate --json`, POST /v1/whatif, every curve point) for
 #: the read layer's efficiencies: the same numbers, renamed here and nowhere else
 CONTRACT_NAMES = {"hit_efficiency": "hit_ratio", "transfer_efficiency": "byte_hit_ratio"}
@@ -113,11 +118,13 @@ def _efficiency_series(table: str) -> NamedQuery:
     return NamedQuery(
         f"efficiency_series:{table}",
         f"SELECT toStartOfInterval(window_start, toIntervalSecond({{step_s:UInt32}})) AS time, cache_group, policy, "
-        f"size_bytes, {_TIER_KEY}, {_COUNTERS}, {_EFFICIENCIES} "
+        f"size_bytes, {_TIER_KEY}, {_COUNTERS}, {_EFFICIENCIES}, {_SHADOW_WAN} "
         f"FROM {table} FINAL WHERE {_EFFICIENCY_FILTER} "
         "GROUP BY time, cache_group, policy, size_bytes, tier_key "
         "ORDER BY cache_group, policy, size_bytes, tier_key, time",
-        "hit and transfer efficiency per (cache group, policy, size[, tier]) and time bucket",
+        "hit and transfer efficiency per (cache group, policy, size[, tier]) and time bucket; wan_bytes: what the "
+        "shadow fetched from the origin (its miss bytes; xcache: the blocks it fetched, whole files with prefetch), "
+        "wan_saving = 1 - wan_bytes / bytes requested",
     )
 
 
@@ -189,24 +196,49 @@ MRC = NamedQuery(
     "exact LRU miss-ratio curve: hit and transfer efficiency against capacity, summed over the range",
 )
 
+#: the real cache's bytes served from its disk, as exact as its records allow: exact for the accesses
+#: whose record carries the bytes fetched from the origin (XRootD >= 5.7.2: b_todisk + b_bypass;
+#: origin_cache_bytes), bounded for the others (5.5 with prefetch): at least their hits' bytes by the
+#: cache's own verdict, at most their b_hit (which counts blocks in flight from the origin as hits)
+_REAL_CACHE_BYTES = (
+    "toInt64(origin_cache_bytes) + toInt64(verdict_hit_bytes) AS cache_bytes_low, "
+    "toInt64(origin_cache_bytes) + greatest(toInt64(hit_bytes) - toInt64(origin_hit_bytes), toInt64(verdict_hit_bytes)) "
+    "AS cache_bytes_high"
+)
+
 OBSERVED_SERIES = NamedQuery(
     "observed_series",
     "SELECT toStartOfInterval(window_start, toIntervalSecond({step_s:UInt32})) AS time, cache_group, "
     + _TIER_KEY + ", sum(accesses) AS accesses, sum(bytes_read) AS bytes_read, sum(hit_bytes) AS hit_bytes, "
     "sum(miss_bytes) AS miss_bytes, sum(bypass_bytes) AS bypass_bytes, sum(hits) AS hits, "
-    "if(hit_bytes + miss_bytes + bypass_bytes = 0, nan, hit_bytes / (hit_bytes + miss_bytes + bypass_bytes)) "
-    "AS transfer_efficiency, if(accesses = 0, nan, hits / accesses) AS hit_efficiency "
+    "sum(origin_accesses) AS origin_accesses, sum(origin_bytes_read) AS origin_bytes_read, "
+    "sum(origin_bytes) AS origin_bytes, sum(origin_cache_bytes) AS origin_cache_bytes, "
+    "sum(origin_hit_bytes) AS origin_hit_bytes, sum(verdict_hit_bytes) AS verdict_hit_bytes, "
+    + _REAL_CACHE_BYTES + ", "
+    "toUInt8(origin_accesses < accesses) AS transfer_efficiency_approximate, "
+    "if(bytes_read = 0, nan, cache_bytes_low / bytes_read) AS transfer_efficiency_low, "
+    "if(bytes_read = 0, nan, cache_bytes_high / bytes_read) AS transfer_efficiency_high, "
+    "if(transfer_efficiency_approximate = 0, transfer_efficiency_low, transfer_efficiency_high) "
+    "AS transfer_efficiency, if(accesses = 0, nan, hits / accesses) AS hit_efficiency, "
+    "if(origin_bytes_read = 0, nan, 1 - origin_bytes / origin_bytes_read) AS wan_saving "
     f"FROM {tables.OBSERVED} FINAL WHERE {_WINDOW_GROUP_TIER_FILTER} "
     "GROUP BY time, cache_group, tier_key ORDER BY cache_group, tier_key, time",
-    "the real cache's own numbers (XCache hit/miss/bypass bytes, each access's within its bytes read): transfer "
-    "efficiency = hit bytes / all bytes; hit efficiency = accesses for which it fetched nothing from the origin "
-    "(its verdict, observed_hit; without one: no miss or bypass bytes) / accesses",
+    "the real cache's own numbers. Transfer efficiency = bytes served from its disk / bytes read: exact when "
+    "every access's record carries the bytes fetched from the origin (a hit serves all its bytes, a miss its "
+    "bytes read - min(bytes read, origin bytes)); otherwise approximate (transfer_efficiency_approximate = 1): "
+    "the range transfer_efficiency_low (hits by its verdict) .. transfer_efficiency_high (b_hit), and "
+    "transfer_efficiency is the upper bound (b_hit's share, as before b_todisk). Hit efficiency = accesses for which it fetched nothing from "
+    "the origin (its verdict, observed_hit; without one: no miss or bypass bytes) / accesses. origin_bytes: its "
+    "WAN bytes (b_todisk + b_bypass) over the origin_accesses that carry them; wan_saving = 1 - origin_bytes / "
+    "origin_bytes_read (negative when prefetch fetched more than clients read)",
 )
 
 OBSERVED_SERVERS = NamedQuery(
     "observed_servers",
     "SELECT cache_group, server, sum(accesses) AS accesses, sum(hit_bytes) AS hit_bytes, sum(miss_bytes) AS miss_bytes, "
-    f"sum(bypass_bytes) AS bypass_bytes FROM {tables.OBSERVED} FINAL WHERE {_WINDOW_GROUP_TIER_FILTER} "
+    "sum(bypass_bytes) AS bypass_bytes, sum(origin_accesses) AS origin_accesses, sum(origin_bytes_read) AS "
+    "origin_bytes_read, sum(origin_bytes) AS origin_bytes "
+    f"FROM {tables.OBSERVED} FINAL WHERE {_WINDOW_GROUP_TIER_FILTER} "
     "GROUP BY cache_group, server ORDER BY cache_group, server",
     "the real caches (servers) behind each cache group and their byte counters",
 )
@@ -552,6 +584,24 @@ def observed_series(store: "Store", start: dt.datetime, end: dt.datetime, step_s
                     cache_groups: Sequence[str] = (), tiers: Sequence[str] = (), by_tier: bool = False) -> "pd.DataFrame":
     return OBSERVED_SERIES.run(store, start=_utc(start), end=_utc(end), step_s=int(step_s), by_tier=int(by_tier),
                                **_lists(cache_groups=cache_groups, tiers=tiers))
+
+
+def real_cache_totals(s: Mapping[str, int]) -> dict[str, Any]:
+    """The real cache's efficiencies from sums of OBSERVED_SERIES' columns (a bucket's or a whole
+    period's), by the rules of that query: transfer efficiency exact (from its verdict and the
+    origin bytes) when every access carries origin bytes, else the range low (verdict) .. high
+    (b_hit) with the high bound as its value and `approximate`; WAN bytes and saving over the
+    accesses that carry origin bytes (None when none does)."""
+    def ratio(a: float, b: float) -> float | None:
+        return a / b if b else None
+
+    approximate = bool(s["accesses"]) and s["origin_accesses"] < s["accesses"]
+    low, high = ratio(s["cache_bytes_low"], s["bytes_read"]), ratio(s["cache_bytes_high"], s["bytes_read"])
+    return {"transfer_efficiency": high if approximate else low, "transfer_efficiency_low": low,
+            "transfer_efficiency_high": high, "transfer_efficiency_approximate": approximate,
+            "hit_efficiency": ratio(s["hits"], s["accesses"]), "origin_accesses": int(s["origin_accesses"]),
+            "origin_bytes": int(s["origin_bytes"]),
+            "wan_saving": None if not s["origin_bytes_read"] else 1 - s["origin_bytes"] / s["origin_bytes_read"]}
 
 
 def observed_servers(store: "Store", start: dt.datetime, end: dt.datetime, *,

@@ -28,6 +28,13 @@ def _filters(rule: AlertRule) -> dict[str, str]:
     return b
 
 
+#: over OBSERVED_SERIES' rows: the real cache's transfer efficiency as the core's alerts take it (exact
+#: from its verdict and origin bytes when every access carries them, else b_hit's share)
+_REAL_EXACT = "toUInt8(sum(accesses) > 0 AND sum(origin_accesses) = sum(accesses))"
+_REAL_TRANSFER = (f"if({_REAL_EXACT} = 1, sum(cache_bytes_low) / sum(bytes_read), "
+                  "sum(hit_bytes) / sum(hit_bytes + miss_bytes + bypass_bytes))")
+
+
 def _query(rule: AlertRule) -> tuple[str, str, float]:
     """(SQL, comparison, threshold) of a rule: the value per cache group in column `value`."""
     b = _filters(rule)
@@ -37,8 +44,7 @@ def _query(rule: AlertRule) -> tuple[str, str, float]:
                      f"requests >= {rule.min_requests} GROUP BY cache_group")
         return sql, "lt", rule.threshold
     if rule.kind == "below":
-        sql = narrow(reads.OBSERVED_SERIES.grafana({**b, "step_s": "86400"}),
-                     "cache_group, sum(hit_bytes) / sum(hit_bytes + miss_bytes + bypass_bytes) AS value",
+        sql = narrow(reads.OBSERVED_SERIES.grafana({**b, "step_s": "86400"}), f"cache_group, {_REAL_TRANSFER} AS value",
                      f"1 GROUP BY cache_group HAVING sum(accesses) >= {rule.min_requests}")
         return sql, "lt", rule.threshold
     if rule.kind == "drop":
@@ -49,10 +55,11 @@ def _query(rule: AlertRule) -> tuple[str, str, float]:
     if rule.kind == "real_below_shadow":
         shadow = reads.EFFICIENCY_TOTALS[tables.EFFICIENCY].grafana(b)
         real = reads.OBSERVED_SERIES.grafana({**b, "step_s": "86400"})
-        sql = (f"SELECT s.cache_group AS cache_group, s.value - r.value AS value FROM ("
-               f"{narrow(shadow, 'cache_group, max(transfer_efficiency) AS value', 'requests >= ' + str(rule.min_requests) + ' GROUP BY cache_group')}"
+        # exact transfer efficiency when every access carries origin bytes (b_todisk), else hit efficiencies
+        sql = (f"SELECT s.cache_group AS cache_group, if(r.exact = 1, s.t - r.t, s.h - r.h) AS value FROM ("
+               f"{narrow(shadow, 'cache_group, max(transfer_efficiency) AS t, max(hit_efficiency) AS h', 'requests >= ' + str(rule.min_requests) + ' GROUP BY cache_group')}"
                f") AS s INNER JOIN ("
-               f"{narrow(real, 'cache_group, sum(hit_bytes) / sum(hit_bytes + miss_bytes + bypass_bytes) AS value', '1 GROUP BY cache_group')}"
+               f"{narrow(real, f'cache_group, {_REAL_EXACT} AS exact, {_REAL_TRANSFER} AS t, sum(hits) / sum(accesses) AS h', '1 GROUP BY cache_group')}"
                f") AS r ON s.cache_group = r.cache_group")
         return sql, "gt", rule.margin
     if rule.kind == "stalled":

@@ -248,7 +248,28 @@ def real_vs_shadow() -> dashboard.Dashboard:
     real = narrow(bind(reads.OBSERVED_SERIES), "time, concat('real · ', cache_group) AS cache, transfer_efficiency")
     shadow = narrow(bind(_SERIES_MIN), f"time, concat('shadow · ', cache_group, ' · ', {_CACHE_LABEL}) AS cache, "
                                        "transfer_efficiency")
-    d = d.with_panel(_series("Transfer efficiency: real XCache and its shadow", real, width=24, more=(shadow,)))
+    d = d.with_panel(_series("Transfer efficiency: real XCache and its shadow", real, width=24, more=(shadow,),
+                             desc="real: bytes served from its disk / bytes read, exact from its verdict and b_todisk "
+                                  "(XRootD >= 5.7.2); without b_todisk the upper bound (b_hit), see the range below"))
+    # without b_todisk (5.5 with prefetch) the real cache's transfer efficiency is only a range
+    real_range = narrow(bind(reads.OBSERVED_SERIES), "time, concat('real · ', cache_group) AS cache, "
+                        "transfer_efficiency_low, transfer_efficiency_high", "transfer_efficiency_approximate = 1")
+    d = d.with_panel(_series("Real XCache transfer efficiency range (approximate: records without b_todisk)",
+                             real_range, width=24,
+                             desc="low: its hits by its own verdict serve all their bytes, misses none; high: b_hit, "
+                                  "which with prefetch counts blocks still in flight from the origin as hits"))
+    real_wan = narrow(bind(reads.OBSERVED_SERIES), "time, concat('real · ', cache_group) AS cache, wan_saving",
+                      "origin_accesses > 0")
+    shadow_wan = narrow(bind(_SERIES_MIN), f"time, concat('shadow · ', cache_group, ' · ', {_CACHE_LABEL}) AS cache, "
+                                           "wan_saving")
+    d = d.with_panel(_series("WAN saving: real XCache and its shadow", real_wan, width=24, more=(shadow_wan,),
+                             desc="1 - bytes from the origin / bytes read: real b_todisk + b_bypass (negative when "
+                                  "prefetch fetched more than clients read); shadows their miss bytes, the xcache "
+                                  "model the blocks it fetched"))
+    d = d.with_panel(_series("WAN bytes: real XCache and its shadow", narrow(
+        bind(reads.OBSERVED_SERIES), "time, concat('real · ', cache_group) AS cache, origin_bytes",
+        "origin_accesses > 0"), width=24, unit="bytes", more=(narrow(
+            bind(_SERIES_MIN), f"time, concat('shadow · ', cache_group, ' · ', {_CACHE_LABEL}) AS cache, wan_bytes"),)))
     # hits: the real cache's accesses with hit bytes and no miss or bypass bytes (its records' b_hit/b_miss/b_bypass)
     real_hit = narrow(bind(reads.OBSERVED_SERIES), "time, concat('real · ', cache_group) AS cache, hit_efficiency")
     shadow_hit = narrow(bind(_SERIES_MIN), f"time, concat('shadow · ', cache_group, ' · ', {_CACHE_LABEL}) AS cache, "

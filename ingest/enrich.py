@@ -137,4 +137,4 @@ class Enricher:
         self.seq = seq + 1
         # positional: a third of the cost of keywords on this hot path (field order of AccessEvent)
         return AccessEvent(a.ts, site, self.source, server, a.client, vo, path, file_id, size, nbytes, a.op, tier,
-                           group, hit, miss, bypass, a.observed_hit, self.origin, seq)
+                           group, hit, miss, bypass, a.observed_hit, a.observed_origin_bytes, self.origin, seq)

@@ -3,6 +3,14 @@
 The shadows are the stored series of every policy the pipeline runs at that size, and the
 `xcache` model: stored when the pipeline runs it at that size, else replayed from the stored
 accesses (a what-if pass bucketed by the step). Difference = shadow − observed.
+
+The real cache's transfer efficiency is exact when every access's record carries the bytes it
+fetched from the origin (XRootD >= 5.7.2's b_todisk): a hit serves all its bytes from the cache, a
+miss its bytes read − min(bytes read, origin bytes). Otherwise (5.5 with prefetch) it is a range,
+`observed_transfer_efficiency_low` (hits by the cache's verdict) .. `_high` (b_hit, the value of
+`observed_transfer_efficiency` then), flagged `observed_transfer_efficiency_approximate`. WAN bytes:
+the real cache's bytes from the origin (b_todisk + b_bypass) beside each shadow's (miss bytes; the
+xcache model's fetched blocks), and the WAN saving 1 − WAN bytes / bytes read.
 """
 
 from __future__ import annotations
@@ -27,6 +35,17 @@ def _eff(hit: float, total: float) -> float | None:
     return hit / total if total else None
 
 
+#: the real cache's sums per bucket (reads.OBSERVED_SERIES' columns)
+_OBS_COLUMNS = ("hit_bytes", "miss_bytes", "bypass_bytes", "hits", "accesses", "bytes_read", "cache_bytes_low",
+                "cache_bytes_high", "origin_accesses", "origin_bytes", "origin_bytes_read")
+_NO = len(_OBS_COLUMNS)
+
+
+def _xcache_wan(c: np.ndarray) -> int:
+    """The xcache model's bytes from the origin (reads._SHADOW_WAN): the blocks it fetched."""
+    return int(max(int(c[F["bytes_filled"]]), int(c[F["bytes_requested"]]) - int(c[F["bytes_hit"]])))
+
+
 @router.get("/compare", response_model=CompareAnswer, responses=ERRORS, dependencies=[require("read")])
 def compare(
     request: Request,
@@ -49,25 +68,23 @@ def compare(
         ages = reads.residence_series(store, start, end, step_s, cache_groups=[cache_group], sizes=[size_b])
         # time bucket → values
         buckets: dict[str, dict] = {}
-        overall_obs = [0, 0, 0, 0]  # hit bytes, all bytes, hits, accesses
-        for t, hb, mb, bb, h, a in zip(P.iso(obs["time"]) if len(obs) else [], obs.get("hit_bytes", []),
-                                       obs.get("miss_bytes", []), obs.get("bypass_bytes", []), obs.get("hits", []),
-                                       obs.get("accesses", [])):
-            v = (int(hb), int(hb) + int(mb) + int(bb), int(h), int(a))
-            b = buckets.setdefault(t, {"obs": [0, 0, 0, 0], "shadow": {}})
-            for i in range(4):
-                b["obs"][i] += v[i]
-                overall_obs[i] += v[i]
+        overall_obs = [0] * _NO
+        cols = [obs[c].tolist() for c in _OBS_COLUMNS] if len(obs) else [[] for _ in _OBS_COLUMNS]
+        for t, *v in zip(P.iso(obs["time"]) if len(obs) else [], *cols):
+            b = buckets.setdefault(t, {"obs": [0] * _NO, "shadow": {}})
+            for i in range(_NO):
+                b["obs"][i] += int(v[i])
+                overall_obs[i] += int(v[i])
         source: dict[str, str] = {}
         overall_sh: dict[str, list[int]] = {}
         if len(shadow):
             for t, pol, *v in zip(P.iso(shadow["time"]), shadow["policy"].tolist(), shadow["bytes_hit"].tolist(),
                                   shadow["bytes_requested"].tolist(), shadow["hits"].tolist(),
-                                  shadow["requests"].tolist()):
+                                  shadow["requests"].tolist(), shadow["wan_bytes"].tolist()):
                 source[str(pol)] = "stored"
-                acc = buckets.setdefault(t, {"obs": [0, 0, 0, 0], "shadow": {}})["shadow"].setdefault(str(pol), [0] * 4)
-                tot = overall_sh.setdefault(str(pol), [0] * 4)
-                for i in range(4):
+                acc = buckets.setdefault(t, {"obs": [0] * _NO, "shadow": {}})["shadow"].setdefault(str(pol), [0] * 5)
+                tot = overall_sh.setdefault(str(pol), [0] * 5)
+                for i in range(5):
                     acc[i] += int(v[i])
                     tot[i] += int(v[i])
         note = ""
@@ -82,11 +99,13 @@ def compare(
             per = res.counters[:, :, 0].sum(axis=(1, 2))  # (buckets, fields)
             for i in np.flatnonzero(per[:, F["requests"]]).tolist():
                 t = (start + dt.timedelta(seconds=i * step_s)).isoformat()
-                acc = buckets.setdefault(t, {"obs": [0, 0, 0, 0], "shadow": {}})["shadow"].setdefault("xcache", [0] * 4)
+                acc = buckets.setdefault(t, {"obs": [0] * _NO, "shadow": {}})["shadow"].setdefault("xcache", [0] * 5)
                 for k, f in enumerate(("bytes_hit", "bytes_requested", "hits", "requests")):
                     acc[k] += int(per[i, F[f]])
+                acc[4] += _xcache_wan(per[i])
             tot = per.sum(axis=0)
             overall_sh["xcache"] = [int(tot[F[f]]) for f in ("bytes_hit", "bytes_requested", "hits", "requests")]
+            overall_sh["xcache"].append(_xcache_wan(tot))
         # how long data stays in each stored shadow (mean age of its files as the bucket's reads found them)
         age_sums: dict[str, dict[str, list[int]]] = {}
         if len(ages):
@@ -100,13 +119,23 @@ def compare(
                                                f"at size {size_b} in this range")
 
         def point(t: str, o: list[int], sh: dict[str, list[int]]) -> dict:
-            oe = _eff(o[0], o[1])
+            q = dict(zip(_OBS_COLUMNS, o))
+            served = q["hit_bytes"] + q["miss_bytes"] + q["bypass_bytes"]
+            real = reads.real_cache_totals(q)
+            oe = real["transfer_efficiency"]
             se = {p: _eff(v[0], v[1]) for p, v in sorted(sh.items())}
             # hit efficiency: the real cache's accesses it fetched nothing for from the origin / its accesses
-            return {"time": t, "observed_transfer_efficiency": oe, "observed_bytes": o[1], "shadow": se,
+            return {"time": t, "observed_transfer_efficiency": oe, "observed_bytes": served, "shadow": se,
                     "difference": {p: (None if v is None or oe is None else v - oe) for p, v in se.items()},
-                    "observed_hit_efficiency": _eff(o[2], o[3]), "observed_accesses": o[3],
-                    "shadow_hit_efficiency": {p: _eff(v[2], v[3]) for p, v in sorted(sh.items())}}
+                    "observed_hit_efficiency": _eff(q["hits"], q["accesses"]), "observed_accesses": q["accesses"],
+                    "shadow_hit_efficiency": {p: _eff(v[2], v[3]) for p, v in sorted(sh.items())},
+                    "observed_transfer_efficiency_low": real["transfer_efficiency_low"],
+                    "observed_transfer_efficiency_high": real["transfer_efficiency_high"],
+                    "observed_transfer_efficiency_approximate": real["transfer_efficiency_approximate"],
+                    "observed_origin_accesses": real["origin_accesses"], "observed_origin_bytes": real["origin_bytes"],
+                    "observed_wan_saving": real["wan_saving"],
+                    "shadow_wan_bytes": {p: v[4] for p, v in sorted(sh.items())},
+                    "shadow_wan_saving": {p: (None if not v[1] else 1 - v[4] / v[1]) for p, v in sorted(sh.items())}}
 
         windows = [point(t, b["obs"], b["shadow"]) for t, b in sorted(buckets.items())]
         for w in windows:

@@ -166,7 +166,27 @@ async function loadReal() {
     data.push(w.map((p) => (p.shadow && n in p.shadow ? p.shadow[n] : null)));
     series.push({ label: `shadow ${n}`, stroke: PALETTE[i % PALETTE.length], width: 1.5, dash: [6, 4] });
   });
+  // without b_todisk (XRootD 5.5 with prefetch) the real transfer efficiency is a range: both bounds drawn
+  if (w.some((p) => p.observed_transfer_efficiency_approximate)) {
+    data.push(w.map((p) => p.observed_transfer_efficiency_low), w.map((p) => p.observed_transfer_efficiency_high));
+    series.push({ label: "real cache, lower bound (verdict)", stroke: "#777", width: 1, dash: [1, 2] },
+                { label: "real cache, upper bound (b_hit)", stroke: "#777", width: 1, dash: [1, 2] });
+  }
   draw("real", $("real-chart"), { series, scales: { y: { range: [0, 1] } } }, data);
+  const o = ans.overall || {};
+  $("real-numbers").textContent = o.observed_transfer_efficiency_approximate
+    ? `Real cache transfer efficiency approximate: ${fmtEff(o.observed_transfer_efficiency_low)} – ` +
+      `${fmtEff(o.observed_transfer_efficiency_high)} (its records lack b_todisk, XRootD < 5.7.2: with prefetch ` +
+      "b_hit counts blocks still in flight from the origin as hits; the real-vs-shadow alert compares hit efficiency)"
+    : `Real cache transfer efficiency ${fmtEff(o.observed_transfer_efficiency)} (exact: from its verdict and b_todisk)`;
+  const wan = [["real cache", o.observed_transfer_efficiency_approximate
+    ? `${fmtEff(o.observed_transfer_efficiency_low)} – ${fmtEff(o.observed_transfer_efficiency_high)} (approx.)`
+    : fmtEff(o.observed_transfer_efficiency),
+    o.observed_origin_accesses ? fmtSize(o.observed_origin_bytes) : "– (no b_todisk)", fmtEff(o.observed_wan_saving)]];
+  Object.keys(o.shadow_wan_bytes || {}).sort().forEach((n) => wan.push([`shadow ${n}`, fmtEff((o.shadow || {})[n]),
+    fmtSize(o.shadow_wan_bytes[n]), fmtEff((o.shadow_wan_saving || {})[n])]));
+  $("wan-table").querySelector("tbody").replaceChildren(...wan.map((x) =>
+    row([x[0], [x[1], "num"], [x[2], "num"], [x[3], "num"]])));
   // residence: the mean age of the files in each stored shadow, per window (hours)
   const aged = [...new Set(w.flatMap((p) => Object.keys(p.shadow_mean_age_s || {})))].sort();
   const ages = [w.map((p) => Date.parse(p.time) / 1000)];

@@ -16,7 +16,11 @@ Kinds:
 - `drop`: efficiency over `over` more than `drop` (a fraction) below the same hours of the
   previous `baseline_days` days (counters summed over those days).
 - `real_below_shadow`: the real cache's transfer efficiency more than `margin` below the shadow
-  cache of its own size and model (`policy`, `size`), over `over`.
+  cache of its own size and model (`policy`, `size`), over `over`. The real cache's transfer
+  efficiency is exact only when every access of the period carries its bytes from the origin
+  (XRootD >= 5.7.2's b_todisk); otherwise (5.5 with prefetch: b_hit counts in-flight blocks as
+  hits) the rule compares hit efficiencies, the real cache's from its own verdict, and its row's
+  `metric` says `hit`.
 - `stalled`: fewer than `min_events` read accesses over `over` (in event time: a gap in the
   stream closes empty windows once events resume; a live job's wall-clock lag is in
   pipeline_health).
@@ -39,9 +43,11 @@ if TYPE_CHECKING:
 
 HOUR_US = 3_600_000_000
 DAY_US = 86_400_000_000
-# per window and cache: requests, hits, bytes_requested, bytes_hit; per window: observed hit,
-# miss, bypass bytes; reads; late events
+# per window and cache: requests, hits, bytes_requested, bytes_hit; per window: the real cache's
+# hit, miss, bypass bytes, accesses, hits, bytes read, accesses with origin bytes, their bytes served
+# from the cache (cachescope/core/observed.py: RealCache.alert_sums); reads; late events
 _C = 4
+_O = 8
 ALERT_COLUMNS = ("ts", "rule", "cache_group", "state", "severity", "kind", "metric", "policy", "size_bytes",
                  "value", "threshold", "reference", "starts_at", "summary", "fingerprint", "shard")
 
@@ -89,7 +95,7 @@ class AlertEvaluator:
         self.keep_hours = max([b.rule.baseline_days for b in self.bound if b.rule.kind == "drop"] or [0]) * 24 + 25
         self.has_drop = any(b.rule.kind == "drop" for b in self.bound)
         #: the last windows evaluated, as many as the longest period needs: their starts, counters
-        #: (windows × caches × 4), observed bytes (windows × hit, miss, bypass), late events
+        #: (windows × caches × 4), the real cache's numbers (windows × _O), late events
         self._recent = _Windows.empty(self.n_caches)
         #: hour start → counters (caches × 4), for drop baselines
         self.hourly: dict[int, np.ndarray] = {}
@@ -112,17 +118,20 @@ class AlertEvaluator:
 
     def add_windows(self, starts: list[int], counters: np.ndarray | None = None, observed: np.ndarray | None = None,
                     late: int = 0) -> None:
-        """`add_window` of several windows (counters: windows × caches × 4; observed: windows × 3),
-        the rule's caches picked once for all (a replay closes ten thousand windows a week)."""
+        """`add_window` of several windows (counters: windows × caches × 4; observed: windows × _O,
+        or its first 3 columns, the bytes), the rule's caches picked once for all (a replay closes
+        ten thousand windows a week)."""
         if not self.bound:
             return
         if counters is not None:
             counters = counters[:, self.columns].astype(np.int64, copy=False)
+        if observed is not None:
+            observed = _widen(np.asarray(observed, np.int64))
         for i, start in enumerate(starts):
             slot = self._pending.get(start)
             if slot is None:  # the inputs' own rows (fresh arrays) become the window's
                 self._pending[start] = [np.zeros((self.n_caches, _C), np.int64) if counters is None else counters[i],
-                                        np.zeros(3, np.int64) if observed is None else observed[i].astype(np.int64),
+                                        np.zeros(_O, np.int64) if observed is None else observed[i].astype(np.int64),
                                         late]
                 continue
             if counters is not None:
@@ -168,7 +177,7 @@ class AlertEvaluator:
         where it can change."""
         w, n = self.window_us, len(starts)
         first = int(starts[0])
-        block = _Windows(starts, np.zeros((n, self.n_caches, _C), np.int64), np.zeros((n, 3), np.int64),
+        block = _Windows(starts, np.zeros((n, self.n_caches, _C), np.int64), np.zeros((n, _O), np.int64),
                          np.zeros(n, np.int64))
         for s in [s for s in self._pending if first <= s < first + n * w]:
             i = (s - first) // w
@@ -183,7 +192,7 @@ class AlertEvaluator:
         # running sums with a zero in front: a period's sum is a difference of two (int64 wraps
         # alike both ways, so it is exact); the windows of the stream before the first count 0
         cc = np.concatenate([np.zeros((1, self.n_caches, _C), np.int64), np.cumsum(c, axis=0)])
-        co = np.concatenate([np.zeros((1, 3), np.int64), np.cumsum(o, axis=0)])
+        co = np.concatenate([np.zeros((1, _O), np.int64), np.cumsum(o, axis=0)])
         cl = np.concatenate([[0], np.cumsum(late)])
         at = np.arange(k + 1, k + n + 1)
         ends = starts + w
@@ -224,8 +233,8 @@ class AlertEvaluator:
             with np.errstate(divide="ignore", invalid="ignore"):
                 value = late / total
             return value, np.full(n, r.max_rate), total, warm & (total != 0), extra
-        real_total = o.sum(axis=1)
-        real = _ratio(o[:, 0], real_total)
+        real_total = o[:, :3].sum(axis=1)
+        real, by_hit = _real(o)
         if r.kind == "below" and r.source == "observed":
             return real, np.full(n, r.threshold), reads, warm & (real_total != 0) & (reads >= r.min_requests), extra
         cache = c[:, self.column_of[b.cache]]
@@ -237,7 +246,11 @@ class AlertEvaluator:
         if r.kind == "below":
             return value, np.full(n, r.threshold), cache[:, 0], enough, extra
         if r.kind == "real_below_shadow":
-            return real, value, cache[:, 0], enough & (real_total != 0), extra
+            # without origin bytes for every access the real transfer efficiency is only a range:
+            # hit efficiencies are compared (the real cache's from its own verdict)
+            value = np.where(by_hit, _ratio(cache[:, 1], cache[:, 0]), value)
+            real = np.where(by_hit, _ratio(o[:, 4], o[:, 3]), real)
+            return real, value, cache[:, 0], enough & (real_total != 0), by_hit.astype(np.int64)
         # drop: the same clock hours of the previous days, summed (the windows of an hour share them)
         over_us = b.over_windows * self.window_us
         first_h = (ends - over_us) - (ends - over_us) % HOUR_US
@@ -324,9 +337,17 @@ class AlertEvaluator:
         r = b.rule
         value, ref, n, extra = v
         return (end, r.name, self.cache_group, state, r.severity, r.kind,
-                r.metric if r.kind not in ("stalled", "late") else r.kind, b.policy, b.size, value,
+                self._metric(r, extra), b.policy, b.size, value,
                 self._threshold(r, ref), ref, starts_at, self._summary(b, state, value, ref, n, extra),
                 xxhash.xxh3_64_intdigest(f"{r.name}\x00{self.cache_group}".encode()), self.shard)
+
+    @staticmethod
+    def _metric(r: AlertRule, extra: str) -> str:
+        if r.kind in ("stalled", "late"):
+            return r.kind
+        if r.kind == "real_below_shadow":  # what was compared (extra "1": hit efficiencies)
+            return "hit" if extra == "1" else "transfer"
+        return r.metric
 
     @staticmethod
     def _threshold(r: AlertRule, ref: float) -> float:
@@ -349,7 +370,9 @@ class AlertEvaluator:
                     f"{pct:.0f}% below {ref:.3f} in the same hours of the previous {extra} day(s) "
                     f"(allowed drop {r.drop * 100:.0f}%, {n} reads) — {verb}")
         elif r.kind == "real_below_shadow":
-            text = (f"{self.cache_group}: real cache transfer efficiency {value:.3f} over {r.over}, "
+            what = ("hit efficiency (its records lack b_todisk: its transfer efficiency is only a range)"
+                    if extra == "1" else "transfer efficiency")
+            text = (f"{self.cache_group}: real cache {what} {value:.3f} over {r.over}, "
                     f"{ref - value:.3f} below the shadow {cache} at {ref:.3f} (margin {r.margin:.3f}) — {verb}")
         elif r.kind == "stalled":
             text = (f"{self.cache_group}: {int(value)} read accesses over {r.over} "
@@ -403,18 +426,18 @@ class AlertEvaluator:
         rec = sorted(data["recent"], key=lambda r: r[0])
         self._recent = _Windows(np.array([r[0] for r in rec], np.int64),
                                 np.array([arr(r[1]) for r in rec], np.int64).reshape(-1, *shape),
-                                np.array([r[2] for r in rec], np.int64).reshape(-1, 3),
+                                _widen(np.array([r[2] for r in rec], np.int64).reshape(len(rec), -1)),
                                 np.array([r[3] for r in rec], np.int64))
         self.hourly = {s: arr(c) for s, c in data["hourly"]}
-        self._pending = {s: [arr(c), np.asarray(o, np.int64), lt] for s, c, o, lt in data["pending"]}
+        self._pending = {s: [arr(c), _widen(np.asarray(o, np.int64)[None])[0], lt] for s, c, o, lt in data["pending"]}
         for name, st in data["state"].items():
             if name in self.state:
                 self.state[name] = list(st)
 
 
 class _Windows:
-    """Consecutive closed windows as arrays: starts, counters (windows × caches × 4), observed
-    bytes (windows × 3), late events."""
+    """Consecutive closed windows as arrays: starts, counters (windows × caches × 4), the real
+    cache's numbers (windows × _O), late events."""
 
     __slots__ = ("start", "c", "o", "late")
 
@@ -423,7 +446,7 @@ class _Windows:
 
     @classmethod
     def empty(cls, n_caches: int) -> "_Windows":
-        return cls(np.zeros(0, np.int64), np.zeros((0, n_caches, _C), np.int64), np.zeros((0, 3), np.int64),
+        return cls(np.zeros(0, np.int64), np.zeros((0, n_caches, _C), np.int64), np.zeros((0, _O), np.int64),
                    np.zeros(0, np.int64))
 
     @classmethod
@@ -437,6 +460,26 @@ class _Windows:
 
     def _rows(self, rows: slice) -> "_Windows":
         return _Windows(self.start[rows], self.c[rows], self.o[rows], self.late[rows])
+
+
+def _widen(o: np.ndarray) -> np.ndarray:
+    """The real cache's numbers as windows × _O: inputs (or states saved) with only its 3 byte
+    columns read 0 in the others."""
+    if o.shape[1] >= _O:
+        return o
+    return np.concatenate([o, np.zeros((len(o), _O - o.shape[1]), np.int64)], axis=1)
+
+
+def _real(o: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The real cache's transfer efficiency over each period's sums, and where it is only a range
+    (hit efficiencies are compared there): exact (bytes served from the cache by its verdict and
+    origin bytes / bytes read) when every access carries origin bytes, else b_hit's share of the
+    bytes (its upper bound); without access counts (bytes only) b_hit's share."""
+    accesses, known = o[:, 3], o[:, 6]
+    exact = (accesses > 0) & (known == accesses)
+    by_hit = (accesses > 0) & ~exact
+    upper = _ratio(o[:, 0], o[:, :3].sum(axis=1))
+    return np.where(exact, _ratio(o[:, 7], o[:, 5]), upper), by_hit
 
 
 def _size_text(n: int) -> str:

@@ -12,7 +12,13 @@ from cachescope.core.columns import NO_OBSERVATION, EventColumns
 #: (AccessEvent.observed_hit); a record without one: served wholly from disk by its byte counters
 #: (hit bytes, no miss or bypass bytes: the older rule, which counts a block XrdPfc was already
 #: fetching as a hit)
-OBSERVED_FIELDS = ("accesses", "bytes_read", "hit_bytes", "miss_bytes", "bypass_bytes", "hits")
+#: origin_*: over the accesses whose record carries the bytes fetched from the origin (b_todisk +
+#: b_bypass, XRootD >= 5.7.2): their count, bytes read, origin bytes, bytes served from the cache
+#: (a hit all its bytes, a miss its bytes read - min(bytes read, origin bytes): exact for whole-file
+#: reads) and b_hit; verdict_hit_bytes: the bytes read of the others' hits (what they surely took
+#: from the cache: the lower bound, b_hit the upper one)
+OBSERVED_FIELDS = ("accesses", "bytes_read", "hit_bytes", "miss_bytes", "bypass_bytes", "hits", "origin_accesses",
+                   "origin_bytes_read", "origin_bytes", "origin_cache_bytes", "origin_hit_bytes", "verdict_hit_bytes")
 
 
 def no_cells() -> Cells:
@@ -27,7 +33,7 @@ class RealCache:
     def observe(self, ev: EventColumns, win: np.ndarray) -> None:
         """Add one batch's reads that carry the real cache's numbers (`win`: their window starts)."""
         has = (ev.op == 0) & ((ev.observed_hit_bytes != NO_OBSERVATION) | (ev.observed_miss_bytes != NO_OBSERVATION)
-                              | (ev.observed_hit != NO_OBSERVATION))
+                              | (ev.observed_hit != NO_OBSERVATION) | (ev.observed_origin_bytes != NO_OBSERVATION))
         if not has.any():
             return
         idx = np.flatnonzero(has)
@@ -35,8 +41,14 @@ class RealCache:
                                                                 ev.observed_bypass_bytes))
         verdict = ev.observed_hit[idx]
         hits = np.where(verdict != NO_OBSERVATION, verdict == 1, (hit > 0) & (miss == 0) & (bypass == 0))
-        values = np.stack([np.ones(len(idx), dtype=np.int64), ev.bytes_read[idx].astype(np.int64), hit, miss, bypass,
-                           hits.astype(np.int64)], axis=1)
+        nbytes = ev.bytes_read[idx].astype(np.int64)
+        origin = ev.observed_origin_bytes[idx]
+        known = origin != NO_OBSERVATION
+        cache = np.where(hits, nbytes, nbytes - np.minimum(nbytes, np.maximum(origin, 0)))
+        values = np.stack([np.ones(len(idx), dtype=np.int64), nbytes, hit, miss, bypass, hits.astype(np.int64),
+                           known.astype(np.int64), np.where(known, nbytes, 0), np.where(known, origin, 0),
+                           np.where(known, cache, 0), np.where(known, hit, 0), np.where(~known & hits, nbytes, 0)],
+                          axis=1)
         self.open = Cells.concat([self.open, Cells(win[idx], ev.server[idx], ev.tier[idx], values)]).summed(self.window_us)
 
     def close(self, closed_before: int | None) -> Cells | None:
@@ -48,9 +60,14 @@ class RealCache:
 
     @staticmethod
     def alert_sums(obs: Cells) -> tuple[list[int], np.ndarray]:
-        """Per closed window: hit, miss and bypass bytes, all servers and tiers (rows come sorted by window)."""
+        """Per closed window, all servers and tiers (rows come sorted by window): hit, miss and bypass
+        bytes, accesses, hits, bytes read, accesses with origin bytes, their bytes served from the
+        cache (the alert evaluator's real-cache columns)."""
         at = np.flatnonzero(np.r_[True, obs.start[1:] != obs.start[:-1]])
-        return obs.start[at].tolist(), np.add.reduceat(obs.values[:, 2:5], at, axis=0)
+        f = OBSERVED_FIELDS.index
+        cols = [f(n) for n in ("hit_bytes", "miss_bytes", "bypass_bytes", "accesses", "hits", "bytes_read",
+                               "origin_accesses", "origin_cache_bytes")]
+        return obs.start[at].tolist(), np.add.reduceat(obs.values[:, cols], at, axis=0)
 
     @staticmethod
     def rows(obs: Cells, cache_group: str, shard: int, run: int) -> dict[str, np.ndarray]:

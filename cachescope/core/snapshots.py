@@ -80,7 +80,9 @@ def restore(cls: type["GroupProcessor"], cache_group: str, config: PipelineConfi
                 np.frombuffer(r, dtype=np.float64).reshape(t, 2).copy())
             for s, h, r in state["curve_open"]
         }
-    p.real.open = Cells.from_items(state["obs"], len(OBSERVED_FIELDS)).summed(p.real.window_us)
+    n_obs = len(OBSERVED_FIELDS)  # a state saved before migration 0014's fields: those read 0
+    obs = [(k, list(v) + [0] * (n_obs - len(v))) for k, v in state["obs"]]
+    p.real.open = Cells.from_items(obs, n_obs).summed(p.real.window_us)
     p.alerts.restore(state.get("alerts"))
     return p
 

@@ -10,6 +10,9 @@ possibly absent, plus `host`/`site`) parse the same way.
   Enricher clamps them to the bytes read); observed_hit = 1 when nothing was fetched from the
   origin for the access (`remotes` empty, b_todisk/b_prefetch 0 when present, no miss or bypass
   bytes), 0 when something was, null when the record has neither `remotes` nor `b_todisk`;
+  observed_origin_bytes = b_todisk + b_bypass (XRootD >= 5.7.2: what came from the origin while
+  the file was attached, prefetch included; not clamped to the bytes read; above 2⁶³ - 1 a
+  reject), null without b_todisk;
   ts = attach_t (attach/detach are those of the file's attach: opens overlapping it are merged
   into one record); server = the record's `host`, else the host of the last packet header or
   server ident in the stream (`{"code":"g"|"=",...,"src":{"host":...}}` or
@@ -93,6 +96,21 @@ def _verdict(remotes: Any, todisk: Any, prefetch: Any, miss: int, bypass: int) -
     return 0 if fetched or miss or bypass else 1
 
 
+_I64_MAX = 2**63 - 1  # the observed columns are int64
+
+
+def _origin(todisk: Any, bypass: int) -> int | None:
+    """observed_origin_bytes: b_todisk + b_bypass, None without b_todisk (checked by _verdict)."""
+    if todisk is None or todisk is _UNSET:
+        return None
+    if type(todisk) is not int:
+        todisk = uint(todisk, "b_todisk")
+    origin = todisk + bypass
+    if origin > _I64_MAX:
+        raise BadRecord(f"fields b_todisk + b_bypass: {origin} bytes from the origin is above 2^63 - 1")
+    return origin
+
+
 def _accesses(ctx: ParseContext, server: str, path: str, count: Any) -> int:
     """How many accesses a record of `path` on `server` stands for (1, or the growth of its
     access_cnt since the previous record of it); remembers the count."""
@@ -114,14 +132,16 @@ def _accesses(ctx: ParseContext, server: str, path: str, count: Any) -> int:
 
 
 def _split(k: int, ts: int, path: str, size: int, hit: int, miss: int, bypass: int, server: str, site: str,
-           verdict: int | None) -> list[Access]:
+           verdict: int | None, origin: int | None = None) -> list[Access]:
     """k accesses of one record: each counter split evenly, remainders to the first."""
     out = []
     for i in range(k):
         h = hit // k + (i < hit % k)
         m = miss // k + (i < miss % k)
         b = bypass // k + (i < bypass % k)
-        out.append(Access(ts, path, size, h + m + b, "read", server, "", "", site, h, m, b, observed_hit=verdict))
+        o = None if origin is None else origin // k + (i < origin % k)
+        out.append(Access(ts, path, size, h + m + b, "read", server, "", "", site, h, m, b, observed_hit=verdict,
+                          observed_origin_bytes=o))
     return out
 
 
@@ -150,13 +170,15 @@ def cache_record(rec: dict, ctx: ParseContext, keys: tuple[str, ...]) -> Access 
     else:
         ts = epoch_us(when, k_attach)
     verdict = _verdict(rec.get("remotes"), rec.get("b_todisk"), rec.get("b_prefetch"), miss, bypass)
+    origin = _origin(rec.get("b_todisk"), bypass)
     site = rec.get("site")
     if type(site) is not str or not site:
         site = ctx.state.get("gstream_site") or ""
     k = _accesses(ctx, server, path, rec.get("access_cnt"))
     if k > 1:
-        return _split(k, ts, path, size, hit, miss, bypass, server, site, verdict)
-    return Access(ts, path, size, served, "read", server, "", "", site, hit, miss, bypass, observed_hit=verdict)
+        return _split(k, ts, path, size, hit, miss, bypass, server, site, verdict, origin)
+    return Access(ts, path, size, served, "read", server, "", "", site, hit, miss, bypass, observed_hit=verdict,
+                  observed_origin_bytes=origin)
 
 
 #: the g-stream's key names, for cache_record(rec, ctx, GSTREAM_KEYS) on a decoded record
@@ -243,13 +265,15 @@ def _close(r: _Record, ctx: ParseContext) -> Access | Reject | list[Access]:
     else:
         ts = epoch_us(when, "attach_t")
     verdict = _verdict(r.remotes, r.b_todisk, r.b_prefetch, miss, bypass)
+    origin = _origin(r.b_todisk, bypass)
     site = r.site
     if type(site) is not str or not site:
         site = ctx.state.get("gstream_site") or ""
     k = _accesses(ctx, server, path, r.access_cnt)
     if k > 1:
-        return _split(k, ts, path, size, hit, miss, bypass, server, site, verdict)
-    return Access(ts, path, size, served, "read", server, "", "", site, hit, miss, bypass, observed_hit=verdict)
+        return _split(k, ts, path, size, hit, miss, bypass, server, site, verdict, origin)
+    return Access(ts, path, size, served, "read", server, "", "", site, hit, miss, bypass, observed_hit=verdict,
+                  observed_origin_bytes=origin)
 
 
 _HEADER_BYTES = 24  # the binary g-stream header: code, pseq, plen, stod, tBeg, tEnd, sID

@@ -680,12 +680,27 @@ def _apportion(events: list[AccessEvent], opens: list[CacheOpen], seq0: int, lin
         nbytes = [min(b, e0.file_size) for b in nbytes]
     split = [_shares(v, nbytes) for v in raw]
     says = e0.observed_hit_bytes is not None
-    out = []
+    observed, verdicts = [], []
     for i, b in enumerate(nbytes):
         hit, miss, bypass = clamp_observed(b, split[0][i], split[1][i], split[2][i]) if says else (None,) * 3
         verdict = e0.observed_hit
         if verdict == 0 and i > 0 and not miss and not bypass:
             verdict = 1  # the origin fetch is the first access's, counted once
+        observed.append((hit, miss, bypass))
+        verdicts.append(verdict)
+    # the origin bytes (prefetch included, not bounded by an access's bytes): the misses' in
+    # proportion to their bytes (a hit fetched nothing), all to the first when none is a miss
+    origin: list = [None] * len(nbytes)
+    if e0.observed_origin_bytes is not None:
+        total = sum(e.observed_origin_bytes or 0 for e in events)
+        misses = [i for i, v in enumerate(verdicts) if v != 1] or [0]
+        origin = [0] * len(nbytes)
+        for i, o in zip(misses, _shares(total, [nbytes[i] for i in misses])):
+            origin[i] = o
+    out = []
+    for i, b in enumerate(nbytes):
+        hit, miss, bypass = observed[i]
         out.append(msgspec.structs.replace(e0, bytes_read=b, observed_hit_bytes=hit, observed_miss_bytes=miss,
-                                           observed_bypass_bytes=bypass, observed_hit=verdict, seq=seq0 + i))
+                                           observed_bypass_bytes=bypass, observed_hit=verdicts[i],
+                                           observed_origin_bytes=origin[i], seq=seq0 + i))
     return out

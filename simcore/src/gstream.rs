@@ -150,6 +150,8 @@ struct Close<'a> {
     site: &'a str,
     /// observed_hit: 1, 0, or -1 (the record does not say)
     verdict: i8,
+    /// observed_origin_bytes: b_todisk + b_bypass, or -1 (no b_todisk)
+    origin: i64,
     /// access_cnt when a count (>= 1)
     count: Option<u64>,
 }
@@ -249,6 +251,17 @@ fn outcome(line: &str) -> Option<Outcome<'_>> {
             _ => return None,
         }
     }
+    // `_origin`: b_todisk + b_bypass (beyond int64 Python rejects it)
+    let origin = match r.b_todisk {
+        Some(Val::Int(x)) => {
+            let o = x as u128 + bypass as u128;
+            if o > i64::MAX as u128 {
+                return None;
+            }
+            o as i64
+        }
+        _ => -1,
+    };
     let verdict = if !says {
         -1
     } else if fetched || miss > 0 || bypass > 0 {
@@ -267,6 +280,7 @@ fn outcome(line: &str) -> Option<Outcome<'_>> {
         host: text(r.host),
         site: text(r.site),
         verdict,
+        origin,
         count: count(r.access_cnt),
     }))
 }
@@ -298,6 +312,7 @@ struct Columns {
     miss: Vec<i64>,
     bypass: Vec<i64>,
     verdict: Vec<i8>,
+    origin_bytes: Vec<i64>,
     origin: Vec<Py<PyAny>>,
     seq: Vec<u64>,
 }
@@ -445,6 +460,7 @@ impl GstreamColumns {
             let part = |x: u64| x / n + u64::from(i < x % n);
             let (hit, miss, bypass) = if n == 1 { (c.hit, c.miss, c.bypass) } else { (part(c.hit), part(c.miss), part(c.bypass)) };
             let served = if n == 1 { c.served } else { hit as u128 + miss as u128 + bypass as u128 };
+            let origin = if n == 1 || c.origin < 0 { c.origin } else { part(c.origin as u64) as i64 };
             let mut nbytes = served;
             if nbytes > c.size as u128 {
                 nbytes = c.size as u128;
@@ -477,6 +493,7 @@ impl GstreamColumns {
             k.miss.push(miss as i64);
             k.bypass.push(bypass as i64);
             k.verdict.push(c.verdict);
+            k.origin_bytes.push(origin);
             k.origin.push(self.origin.clone_ref(py));
             k.seq.push(self.seq);
             self.seq += 1;
@@ -655,10 +672,11 @@ impl GstreamColumns {
             [text("tier")?, text("cache_group")?],
             [observed("observed_hit_bytes")?, observed("observed_miss_bytes")?, observed("observed_bypass_bytes")?],
             flag("observed_hit")?,
+            observed("observed_origin_bytes")?,
             text("origin")?,
             ev.getattr("seq")?.extract::<u64>()?,
         );
-        let (ts, [site, source, server, client, vo, path], [file_id, size, nbytes], [tier, group], [h, m, b], v, origin, seq) =
+        let (ts, [site, source, server, client, vo, path], [file_id, size, nbytes], [tier, group], [h, m, b], v, o, origin, seq) =
             row;
         let k = &mut self.cols;
         k.ts.push(ts);
@@ -678,6 +696,7 @@ impl GstreamColumns {
         k.miss.push(m);
         k.bypass.push(b);
         k.verdict.push(v);
+        k.origin_bytes.push(o);
         k.origin.push(origin);
         k.seq.push(seq);
         Ok(())
@@ -708,6 +727,7 @@ impl GstreamColumns {
         d.set_item("observed_miss_bytes", PyArray1::from_vec(py, k.miss))?;
         d.set_item("observed_bypass_bytes", PyArray1::from_vec(py, k.bypass))?;
         d.set_item("observed_hit", PyArray1::from_vec(py, k.verdict))?;
+        d.set_item("observed_origin_bytes", PyArray1::from_vec(py, k.origin_bytes))?;
         d.set_item("origin", PyArray1::from_vec(py, k.origin))?;
         d.set_item("seq", PyArray1::from_vec(py, k.seq))?;
         Ok(d)
@@ -758,5 +778,17 @@ mod tests {
         assert_eq!(verdict(""), Some(-1));
         assert_eq!(verdict(r#","remotes":"x""#), Some(-1));
         assert_eq!(verdict(r#","b_todisk":"4""#), None); // Python converts or rejects it
+    }
+
+    #[test]
+    fn the_origin_bytes_are_todisk_and_bypass() {
+        let origin = |tail: &str| match outcome(&format!(r#"{{"event":"file_close","lfn":"/a","size":9,"b_hit":9,"attach_t":5{tail}}}"#)) {
+            Some(Outcome::Close(c)) => Some(c.origin),
+            _ => None,
+        };
+        assert_eq!(origin(r#","remotes":["o:1"]"#), Some(-1)); // 5.5: no b_todisk, not known
+        assert_eq!(origin(r#","remotes":["o:1"],"b_todisk":1048576,"b_bypass":3"#), Some(1048579)); // prefetch: above bytes read
+        assert_eq!(origin(r#","remotes":[],"b_todisk":0,"b_prefetch":0"#), Some(0));
+        assert_eq!(origin(r#","b_todisk":9223372036854775807,"b_bypass":1"#), None); // beyond int64: Python rejects it
     }
 }

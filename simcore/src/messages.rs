@@ -17,7 +17,7 @@ use pyo3::types::{PyBytes, PyDict, PyString};
 use rustc_hash::FxHashMap;
 
 /// AccessEvent's fields in order (cachescope.events.FIELD_NAMES; a test checks they agree).
-pub const FIELDS: [&str; 19] = [
+pub const FIELDS: [&str; 20] = [
     "ts",
     "site",
     "source",
@@ -35,6 +35,7 @@ pub const FIELDS: [&str; 19] = [
     "observed_miss_bytes",
     "observed_bypass_bytes",
     "observed_hit",
+    "observed_origin_bytes",
     "origin",
     "seq",
 ];
@@ -55,7 +56,7 @@ fn kind(field: usize) -> Kind {
         "ts" => Kind::Ts,
         "file_id" | "file_size" | "bytes_read" | "seq" => Kind::U64,
         "op" => Kind::Op,
-        "observed_hit_bytes" | "observed_miss_bytes" | "observed_bypass_bytes" => Kind::Observed,
+        "observed_hit_bytes" | "observed_miss_bytes" | "observed_bypass_bytes" | "observed_origin_bytes" => Kind::Observed,
         "observed_hit" => Kind::Flag,
         _ => Kind::Text,
     }

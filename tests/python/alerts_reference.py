@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from cachescope.core.alerts import _C, DAY_US, HOUR_US, AlertEvaluator
+from cachescope.core.alerts import _C, _O, DAY_US, HOUR_US, AlertEvaluator
 
 
 def _eff(num: float, den: float) -> float:
@@ -31,7 +31,7 @@ class ReferenceEvaluator(AlertEvaluator):
         w = self.window_us
         while self.next_window + w <= closed_before:
             start = self.next_window
-            slot = self._pending.pop(start, None) or [np.zeros((self.n_caches, _C), np.int64), np.zeros(3, np.int64), 0]
+            slot = self._pending.pop(start, None) or [np.zeros((self.n_caches, _C), np.int64), np.zeros(_O, np.int64), 0]
             self.recent[start] = (slot[0], slot[1], int(slot[2]))
             for s in [s for s in self.recent if s < start - (self.keep_windows - 1) * w]:
                 del self.recent[s]
@@ -48,7 +48,7 @@ class ReferenceEvaluator(AlertEvaluator):
         first = end - windows * self.window_us
         picked = [v for s, v in self.recent.items() if s >= first]
         c = sum((v[0] for v in picked), np.zeros((self.n_caches, _C), np.int64))
-        return c, sum((v[1] for v in picked), np.zeros(3, np.int64)), sum(v[2] for v in picked)
+        return c, sum((v[1] for v in picked), np.zeros(_O, np.int64)), sum(v[2] for v in picked)
 
     def _value(self, b, end):
         r = b.rule
@@ -64,11 +64,16 @@ class ReferenceEvaluator(AlertEvaluator):
         if r.kind == "late":
             total = reads + late
             return None if total == 0 else (late / total, r.max_rate, total, "")
-        real_total = int(o.sum())
+        real_total = int(o[:3].sum())
+        # the real cache's transfer efficiency is exact when every access carries its origin bytes
+        # (served from the cache / bytes read), else b_hit's share (the upper bound of its range)
+        accesses, known = int(o[3]), int(o[6])
+        exact = accesses > 0 and known == accesses
+        real = _eff(o[7], o[5]) if exact else (o[0] / real_total if real_total else math.nan)
         if r.kind == "below" and r.source == "observed":
             if real_total == 0 or reads < r.min_requests:
                 return None
-            return o[0] / real_total, r.threshold, reads, ""
+            return real, r.threshold, reads, ""
         cache = c[self.column_of[b.cache]]
         if cache[0] < r.min_requests:
             return None
@@ -76,7 +81,11 @@ class ReferenceEvaluator(AlertEvaluator):
         if r.kind == "below":
             return value, r.threshold, int(cache[0]), ""
         if r.kind == "real_below_shadow":
-            return None if real_total == 0 else (o[0] / real_total, value, int(cache[0]), "")
+            if real_total == 0:
+                return None
+            if accesses > 0 and not exact:  # only a range: hit efficiencies compared
+                return _eff(o[4], o[3]), _eff(cache[1], cache[0]), int(cache[0]), "1"
+            return real, value, int(cache[0]), "0"
         over_us = b.over_windows * self.window_us
         first_h = (end - over_us) - (end - over_us) % HOUR_US
         base, days = np.zeros(_C, np.int64), 0

@@ -372,6 +372,12 @@ def test_blocks_of_windows_write_the_rows_of_the_window_by_window_definition(see
             c = np.stack([np.full(3, reads), hits, np.full(3, reads * size), hits * size], axis=1).astype(np.int64)
             hit_b = int(reads * size * float(np.clip(level + rng.normal(0, 0.15), 0, 1)))
             obs = np.array([hit_b, reads * size - hit_b, int(rng.integers(0, 10**6))], dtype=np.int64)
+            kind = rng.random()
+            if kind < 0.66:  # the real cache's access counts, its origin bytes for all (exact) or some accesses
+                hits_r = int(reads * float(np.clip(level + rng.normal(0, 0.1), 0, 1)))
+                known = reads if kind < 0.33 else int(rng.integers(0, reads + 1))
+                served = int(known * size * float(np.clip(level - 0.2 + rng.normal(0, 0.1), 0, 1)))
+                obs = np.r_[obs, [reads, hits_r, reads * size, known, served]].astype(np.int64)
             late = int(rng.integers(0, 9))
             for e in (fast, ref):
                 e.add_window(start, counters=c, observed=obs, late=late)
