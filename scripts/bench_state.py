@@ -50,7 +50,7 @@ def stream(n_files: int, seed: int = 1) -> EventColumns:
                         bytes_read=sizes[files], op=np.zeros(n, dtype=np.uint8), tier=tiers[files % len(tiers)],
                         server=s, source=s, site=s, client=s, vo=s, path=s, cache_group=s, origin=s,
                         observed_hit_bytes=obs, observed_miss_bytes=obs, observed_bypass_bytes=obs,
-                        observed_hit=np.full(n, NO_OBSERVATION, dtype=np.int8))
+                        observed_hit=np.full(n, NO_OBSERVATION, dtype=np.int8), observed_origin_bytes=obs)
 
 
 def main() -> None:

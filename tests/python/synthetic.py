@@ -33,5 +33,6 @@ def event_stream(n: int = 20_000, files: int = 400, seed: int = 1, start_us: int
         cache_group=np.full(n, "site-A", dtype=object), observed_hit_bytes=hit, observed_miss_bytes=miss,
         observed_bypass_bytes=np.where(obs, 0, NO_OBSERVATION).astype(np.int64),
         observed_hit=np.full(n, NO_OBSERVATION, dtype=np.int8),
+        observed_origin_bytes=np.full(n, NO_OBSERVATION, dtype=np.int64),
         origin=np.full(n, "file:test-host:/var/log/xrootd/gstream.log", dtype=object),
     )

@@ -762,7 +762,8 @@ def test_live_pipeline_admission_matches_the_whatif_filter(client, data, tmp_pat
         source=np.full(n, "csv", dtype=object), site=df["site"].to_numpy(object), client=np.full(n, "", dtype=object),
         vo=np.full(n, "", dtype=object), path=np.full(n, "", dtype=object), cache_group=df["cache_group"].to_numpy(object),
         observed_hit_bytes=np.full(n, -1, np.int64), observed_miss_bytes=np.full(n, -1, np.int64),
-        observed_bypass_bytes=np.full(n, -1, np.int64), observed_hit=np.full(n, -1, np.int8), origin=df["origin"].to_numpy(object))
+        observed_bypass_bytes=np.full(n, -1, np.int64), observed_hit=np.full(n, -1, np.int8),
+        observed_origin_bytes=np.full(n, -1, np.int64), origin=df["origin"].to_numpy(object))
     cfg = PipelineConfig.model_validate({"shadow": {"policies": ["lru", "arc"], "sizes": ["200GB", "1TB"],
                                                     "admission": {"exclude_tiers": ["USER"], "max_file_size": "30GB"}},
                                          "curve": {"enabled": False}})

@@ -25,7 +25,7 @@ def _event(**kw):
         ts=1_700_000_000_000_000, site="MWT2", source="csv", server="pool1", client="", vo="atlas",
         path="/atlas/rucio/mc16_13TeV/61/1d/EVNT.18541195._000368.pool.root.1", file_id=U64_MAX,
         file_size=5 * 2**30, bytes_read=2**31, op="read", tier="EVNT", cache_group="MWT2",
-        observed_hit_bytes=None, observed_miss_bytes=None, observed_bypass_bytes=None, observed_hit=None,
+        observed_hit_bytes=None, observed_miss_bytes=None, observed_bypass_bytes=None, observed_hit=None, observed_origin_bytes=None,
         origin="file:h:/log", seq=0,
     )
     base.update(kw)
@@ -56,7 +56,7 @@ def test_json_field_order_and_null_observed():
     assert list(json.loads(line)) == [
         "ts", "site", "source", "server", "client", "vo", "path", "file_id", "file_size", "bytes_read", "op",
         "tier", "cache_group", "observed_hit_bytes", "observed_miss_bytes", "observed_bypass_bytes", "observed_hit",
-        "origin", "seq",
+        "observed_origin_bytes", "origin", "seq",
     ]
     assert '"observed_hit_bytes":null' in line
     assert '"file_id":18446744073709551615' in line

@@ -20,7 +20,8 @@ def _event(i: int, **kw) -> AccessEvent:
              vo="atlas", path=f"/atlas/rucio/mc23/f{i}.root", file_id=2**64 - 1 - i, file_size=10 + i, bytes_read=i % 10,
              op=("read", "write", "delete")[i % 3], tier="DAOD_PHYS", cache_group="MWT2",
              observed_hit_bytes=None if i % 2 else i, observed_miss_bytes=None if i % 2 else 0,
-             observed_bypass_bytes=None, observed_hit=None if i % 3 == 0 else i % 2, origin="file:h:/log", seq=i)
+             observed_bypass_bytes=None, observed_hit=None if i % 3 == 0 else i % 2,
+             observed_origin_bytes=None if i % 3 == 0 else 7 * i, origin="file:h:/log", seq=i)
     d.update(kw)
     return AccessEvent(**d)
 

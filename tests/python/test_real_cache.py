@@ -218,6 +218,7 @@ def test_real_hits_come_from_the_verdict_and_the_byte_rule_only_without_one():
         observed_miss_bytes=np.array([0, 0, 0, 50], dtype=np.int64),
         observed_bypass_bytes=np.zeros(n, dtype=np.int64),
         observed_hit=np.array([0, 1, -1, -1], dtype=np.int8),  # b_miss 0 but fetched; verdict hit; no verdict x2
+        observed_origin_bytes=np.full(n, -1, dtype=np.int64),
         origin=np.full(n, "file:h:/x", dtype=object), seq=np.arange(n, dtype=np.uint64))
     proc = GroupProcessor("g", PipelineConfig())
     out = proc.process(cols)

@@ -30,7 +30,7 @@ class _Listed(Stream):
 
 def _event(ts: int, origin: str, seq: int) -> AccessEvent:
     return AccessEvent(ts, "S", "csv", "srv", "", "atlas", f"/f{seq}", seq, 10, 5, "read", "AOD", "g", None, None,
-                       None, None, origin, seq)
+                       None, None, None, origin, seq)
 
 
 # streams: (origin, timestamps (unsorted), batch cut sizes); origins repeat on purpose (a file given twice)
