@@ -30,7 +30,8 @@ class AlertRule(BaseModel):
     kind: Literal["below", "drop", "real_below_shadow", "stalled", "late"]
     severity: Literal["critical", "warning", "info"] = "warning"
     metric: Literal["hit", "transfer"] = "hit"
-    #: `shadow`: one of the shadow caches; `observed`: the real cache (transfer efficiency only)
+    #: `shadow`: one of the shadow caches; `observed`: the real cache (transfer efficiency only: exact with
+    #: b_todisk on every access, else its upper bound, b_hit's share)
     source: Literal["shadow", "observed"] = "shadow"
     #: the shadow cache: a configured policy (default: the first) and size (default: the largest)
     policy: Optional[str] = None
