@@ -426,7 +426,8 @@ class AlertEvaluator:
         rec = sorted(data["recent"], key=lambda r: r[0])
         self._recent = _Windows(np.array([r[0] for r in rec], np.int64),
                                 np.array([arr(r[1]) for r in rec], np.int64).reshape(-1, *shape),
-                                _widen(np.array([r[2] for r in rec], np.int64).reshape(len(rec), -1)),
+                                _widen(np.array([r[2] for r in rec], np.int64).reshape(len(rec), -1) if rec
+                                       else np.zeros((0, _O), np.int64)),
                                 np.array([r[3] for r in rec], np.int64))
         self.hourly = {s: arr(c) for s, c in data["hourly"]}
         self._pending = {s: [arr(c), _widen(np.asarray(o, np.int64)[None])[0], lt] for s, c, o, lt in data["pending"]}
