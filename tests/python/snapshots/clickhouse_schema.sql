@@ -17,6 +17,7 @@ CREATE TABLE {database}.access_events
     `observed_miss_bytes` Nullable(UInt64),
     `observed_bypass_bytes` Nullable(UInt64),
     `observed_hit` Nullable(UInt8),
+    `observed_origin_bytes` Nullable(UInt64),
     `origin` LowCardinality(String),
     `seq` UInt64 CODEC(Delta(8), ZSTD(1))
 )
@@ -185,6 +186,12 @@ CREATE TABLE {database}.observed
     `miss_bytes` UInt64,
     `bypass_bytes` UInt64,
     `hits` UInt64 DEFAULT 0,
+    `origin_accesses` UInt64 DEFAULT 0,
+    `origin_bytes_read` UInt64 DEFAULT 0,
+    `origin_bytes` UInt64 DEFAULT 0,
+    `origin_cache_bytes` UInt64 DEFAULT 0,
+    `origin_hit_bytes` UInt64 DEFAULT 0,
+    `verdict_hit_bytes` UInt64 DEFAULT 0,
     `shard` UInt16 DEFAULT 0,
     `run` UInt64
 )
