@@ -39,6 +39,8 @@ pub struct Events<'a> {
     /// Each file's dense key (0, 1, 2, … in order of first appearance in the trace), for the
     /// caches that take dense ids (`Bank::use_dense_ids`); the others read `id`.
     pub key: Option<&'a [u64]>,
+    /// Each access's duration in microseconds (0 = not known): `xcache`'s fetch times.
+    pub duration_us: Option<&'a [u64]>,
 }
 
 impl Events<'_> {
@@ -68,6 +70,7 @@ impl Events<'_> {
             tier: self.tier[i],
             next_access: self.next_access.map_or(u64::MAX, |n| n[i]),
             ts: 0,
+            duration_us: self.duration_us.map_or(0, |d| d[i]),
         }
     }
 
@@ -75,7 +78,7 @@ impl Events<'_> {
     /// window and without next-access times (a whole trace file mostly is): the read loops then
     /// load only ids and sizes, a third less memory traffic per cache and row.
     pub(crate) fn uniform_tier(&self) -> Option<u8> {
-        if self.ts.is_some() || self.window.is_some() || self.next_access.is_some() {
+        if self.ts.is_some() || self.window.is_some() || self.next_access.is_some() || self.duration_us.is_some() {
             return None;
         }
         let t = *self.tier.first()?;
@@ -98,6 +101,7 @@ impl Events<'_> {
             ("window", self.window.map(|c| c.len())),
             ("ts", self.ts.map(|c| c.len())),
             ("key", self.key.map(|c| c.len())),
+            ("duration_us", self.duration_us.map(|c| c.len())),
         ];
         for (name, col) in optional {
             if let Some(len) = col {
@@ -185,6 +189,7 @@ impl Gathered {
             window: self.window.as_deref(),
             ts: self.ts.as_deref(),
             key: self.key.as_deref(),
+            duration_us: None,
         }
     }
 }
@@ -209,7 +214,7 @@ pub(crate) const PARALLEL_MIN_WORK: usize = 20_000;
 
 const SNAPSHOT_MAGIC: &[u8; 8] = b"CSBANK\0\0";
 /// Bump when the serialized layout of any policy changes; old snapshots are then refused.
-pub const SNAPSHOT_VERSION: u32 = 5; // 2: totals are u128; 3: residence ages; 4: arrivals in entries; 5: xcache's purge clock
+pub const SNAPSHOT_VERSION: u32 = 6; // 2: totals are u128; 3: residence ages; 4: arrivals in entries; 5: xcache's purge clock; 6: fetch times, delayed hits
 
 /// One batch through one cache into `block` ((windows, per_cache) counters); with event times,
 /// residence ages too. `uniform`: the batch's `Events::uniform_tier`, found once for all caches.
@@ -277,7 +282,7 @@ impl Visitor for FeedBlock<'_, '_> {
             }
             (None, Some(tier)) => self.feed(s, ages, |_| None, |i| {
                 let (id, size) = (ev.id[i], ev.size[i]);
-                Some(Request { id, size, bytes_read: size, tier, next_access: u64::MAX, ts: 0 })
+                Some(Request { id, size, bytes_read: size, tier, next_access: u64::MAX, ts: 0, duration_us: 0 })
             }),
             (None, None) => self.feed(s, ages, |_| None, |i| (ev.op[i] == OP_READ).then(|| ev.request(i))),
         }
@@ -561,7 +566,7 @@ mod tests {
     use super::*;
 
     fn events<'a>(id: &'a [u64], size: &'a [u64], tier: &'a [u8], op: &'a [u8]) -> Events<'a> {
-        Events { id, size, bytes_read: size, tier, op, next_access: None, window: None, ts: None, key: None }
+        Events { id, size, bytes_read: size, tier, op, next_access: None, window: None, ts: None, key: None, duration_us: None }
     }
 
     #[test]

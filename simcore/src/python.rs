@@ -45,6 +45,7 @@ impl Batch<'_> {
             window,
             ts,
             key: None,
+            duration_us: None,
         })
     }
 }

@@ -6,9 +6,12 @@
 /// (÷ evictions = mean residence before purge); `resident_age_s` sums, over the reads, the mean
 /// age of the files resident as the read found the cache, and `age_reads` counts those reads
 /// (÷ = mean age of the cache's files, as XCache's own monitoring reports it).
-pub const FIELDS: [&str; 10] = [
+/// `delayed_hits` counts reads that fetched nothing but found some of their blocks still in
+/// flight from the origin (`xcache` with fetch times; never a hit), `bytes_delayed` the bytes of
+/// reads that were in flight when the read came (neither hit bytes nor fetched).
+pub const FIELDS: [&str; 12] = [
     "requests", "hits", "bytes_requested", "bytes_hit", "bytes_filled", "evictions", "bytes_evicted",
-    "evicted_age_s", "resident_age_s", "age_reads",
+    "evicted_age_s", "resident_age_s", "age_reads", "delayed_hits", "bytes_delayed",
 ];
 pub const N_FIELDS: usize = FIELDS.len();
 pub const REQUESTS: usize = 0;
@@ -21,6 +24,8 @@ pub const BYTES_EVICTED: usize = 6;
 pub const EVICTED_AGE: usize = 7;
 pub const RESIDENT_AGE: usize = 8;
 pub const AGE_READS: usize = 9;
+pub const DELAYED_HITS: usize = 10;
+pub const BYTES_DELAYED: usize = 11;
 
 /// Counters of one (window, tier) as they leave the engine per window: u64 each (18.4 EB of
 /// bytes per window, cache and tier); the engine refuses a batch rather than wrap one.
