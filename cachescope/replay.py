@@ -179,7 +179,8 @@ class WhatIfResult:
 def _scaled(d: dict, rate: float) -> dict:
     if rate >= 1.0:
         return d
-    for k in ("requests", "hits", "bytes_requested", "bytes_hit", "bytes_filled", "evictions", "bytes_evicted"):
+    for k in ("requests", "hits", "bytes_requested", "bytes_hit", "bytes_filled", "evictions", "bytes_evicted",
+              "delayed_hits", "misses", "bytes_delayed", "bytes_missed"):
         d[k] = int(round(d[k] / rate))
     return d
 
