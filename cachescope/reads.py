@@ -99,7 +99,8 @@ _EFFICIENCY_FILTER = " AND ".join((
 _WINDOW_GROUP_TIER_FILTER = ("window_start >= {start:DateTime64(6)} AND window_start < {end:DateTime64(6)} AND "
                              + _any_of("cache_group", "cache_groups") + " AND " + _any_of("tier", "tiers"))
 _COUNTERS = ("sum(requests) AS requests, sum(hits) AS hits, sum(bytes_requested) AS bytes_requested, "
-             "sum(bytes_hit) AS bytes_hit, sum(bytes_filled) AS bytes_filled, sum(evictions) AS evictions")
+             "sum(bytes_hit) AS bytes_hit, sum(bytes_filled) AS bytes_filled, sum(evictions) AS evictions, "
+             "sum(delayed_hits) AS delayed_hits, sum(bytes_delayed) AS bytes_delayed")
 _EFFICIENCIES = ("if(requests = 0, nan, hits / requests) AS hit_efficiency, "
                  "if(bytes_requested = 0, nan, bytes_hit / bytes_requested) AS transfer_efficiency")
 #: the JSON contracts' names (`cachescope simulate --json`, POST /v1/whatif, every curve point) for
