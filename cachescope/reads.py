@@ -237,7 +237,8 @@ WHATIF_FEED = NamedQuery(
     "toUInt8(indexOf({tier_names:Array(String)}, tier)) AS tier_code, "
     "toUInt16(indexOf({cache_groups:Array(String)}, cache_group)) AS group_code, "
     "toUInt8(NOT has({exclude_tiers:Array(String)}, tier) AND file_size <= {max_file_size:UInt64}) AS admitted, "
-    "toUInt16(indexOf({servers:Array(String)}, server)) AS server_code "
+    "toUInt16(indexOf({servers:Array(String)}, server)) AS server_code, "
+    "ifNull(duration_us, 0) AS duration_us "
     f"FROM {tables.ACCESS_EVENTS} FINAL "
     + _WHATIF_RANGE +
     "ORDER BY ts, origin, seq",

@@ -43,6 +43,7 @@ class Access(msgspec.Struct, gc=False):
     tier: str = ""  # when the record states it (csv trace)
     file_id: int | None = None  # when the record states it (csv trace obj_id)
     observed_hit: int | None = None  # a real cache's verdict: 1 nothing fetched from the origin, 0 fetched
+    duration_us: int | None = None  # how long the access lasted, when the record says
 
 
 class Reject(msgspec.Struct, gc=False):

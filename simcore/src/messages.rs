@@ -37,6 +37,7 @@ pub const FIELDS: [&str; 19] = [
     "observed_hit",
     "origin",
     "seq",
+    "duration_us",
 ];
 
 #[derive(Clone, Copy, PartialEq)]
@@ -55,7 +56,8 @@ fn kind(field: usize) -> Kind {
         "ts" => Kind::Ts,
         "file_id" | "file_size" | "bytes_read" | "seq" => Kind::U64,
         "op" => Kind::Op,
-        "observed_hit_bytes" | "observed_miss_bytes" | "observed_bypass_bytes" => Kind::Observed,
+        // a nullable u64 is held as the observed counters are (int64, -1 for null)
+        "observed_hit_bytes" | "observed_miss_bytes" | "observed_bypass_bytes" | "duration_us" => Kind::Observed,
         "observed_hit" => Kind::Flag,
         _ => Kind::Text,
     }
