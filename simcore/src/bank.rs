@@ -545,10 +545,19 @@ impl Bank {
             return Err("not a cachescope bank snapshot".into());
         }
         let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
-        if version != SNAPSHOT_VERSION {
-            return Err(format!("snapshot format version {version}, this build reads version {SNAPSHOT_VERSION}"));
+        // version 5 differs only in its counters (10 fields, no delayed hits) and in xcache's
+        // entries (no fetch times): its other caches resume, an xcache's is refused below
+        let fields = match version {
+            SNAPSHOT_VERSION => N_FIELDS,
+            5 => 10,
+            _ => return Err(format!("snapshot format version {version}, this build reads version {SNAPSHOT_VERSION} (and 5)")),
+        };
+        let bank: Bank = crate::stats::totals_serde::with_read_fields(fields, || postcard::from_bytes(&bytes[12..]))
+            .map_err(|e| format!("corrupt bank snapshot: {e}"))?;
+        if version == 5 && bank.shadows.iter().any(|s| s.spec.policy == "xcache") {
+            return Err("a version 5 snapshot holds an xcache, whose state this build cannot read: start it from empty state".into());
         }
-        postcard::from_bytes(&bytes[12..]).map_err(|e| format!("corrupt bank snapshot: {e}"))
+        Ok(bank)
     }
 }
 

@@ -33,6 +33,7 @@ pub struct Shadow {
     /// Files with sample_hash below this are simulated.
     threshold: u64,
     /// Cumulative counters, indexed by tier (exact: u128).
+    #[serde(with = "crate::stats::totals_serde")]
     pub totals: Vec<Exact>,
     /// Residence ages (reads with timestamps only).
     ages: Ages,

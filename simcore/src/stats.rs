@@ -52,3 +52,85 @@ pub fn narrow(c: &Exact) -> Option<Counters> {
     }
     Some(out)
 }
+
+/// Counters per tier in a snapshot: each tier's fields as a tuple. A snapshot of an older format
+/// had fewer fields (`read_fields`, set by `Bank::restore` from its version): those read, the new
+/// ones start at 0.
+pub mod totals_serde {
+    use super::{Exact, N_FIELDS};
+    use serde::de::{DeserializeSeed, Deserializer, SeqAccess, Visitor};
+    use serde::ser::{SerializeTuple, Serializer};
+    use std::cell::Cell;
+    use std::fmt;
+
+    thread_local! {
+        static READ_FIELDS: Cell<usize> = const { Cell::new(N_FIELDS) };
+    }
+
+    /// Run `f` reading snapshots whose counters have `n` fields (≤ N_FIELDS).
+    pub fn with_read_fields<T>(n: usize, f: impl FnOnce() -> T) -> T {
+        let before = READ_FIELDS.with(|c| c.replace(n));
+        let out = f();
+        READ_FIELDS.with(|c| c.set(before));
+        out
+    }
+
+    pub fn serialize<S: Serializer>(totals: &[Exact], s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        struct Row<'a>(&'a Exact);
+        impl serde::Serialize for Row<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut t = s.serialize_tuple(N_FIELDS)?;
+                for v in self.0 {
+                    t.serialize_element(v)?;
+                }
+                t.end()
+            }
+        }
+        let mut seq = s.serialize_seq(Some(totals.len()))?;
+        for row in totals {
+            seq.serialize_element(&Row(row))?;
+        }
+        seq.end()
+    }
+
+    struct RowSeed(usize);
+    impl<'de> DeserializeSeed<'de> for RowSeed {
+        type Value = Exact;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Exact, D::Error> {
+            struct V(usize);
+            impl<'de> Visitor<'de> for V {
+                type Value = Exact;
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    write!(f, "{} counters", self.0)
+                }
+                fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Exact, A::Error> {
+                    let mut out = [0u128; N_FIELDS];
+                    for (i, slot) in out.iter_mut().enumerate().take(self.0) {
+                        *slot = a.next_element()?.ok_or_else(|| serde::de::Error::invalid_length(i, &self))?;
+                    }
+                    Ok(out)
+                }
+            }
+            d.deserialize_tuple(self.0, V(self.0))
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Exact>, D::Error> {
+        struct V(usize);
+        impl<'de> Visitor<'de> for V {
+            type Value = Vec<Exact>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("counters per tier")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Vec<Exact>, A::Error> {
+                let mut out = Vec::with_capacity(a.size_hint().unwrap_or(0).min(1 << 16));
+                while let Some(row) = a.next_element_seed(RowSeed(self.0))? {
+                    out.push(row);
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_seq(V(READ_FIELDS.with(|c| c.get())))
+    }
+}

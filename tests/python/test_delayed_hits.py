@@ -113,3 +113,56 @@ def test_golden_counts_unchanged_for_default_semantics(shared_dir):
     specs = [CacheSpec(p, 3 * 2**30) for p in ("lru", "fifo", "arc")] + [CacheSpec("xcache", 3 * 2**30, {"prefetch": 10.0})]
     totals = simulate(trace, specs)
     assert (totals[..., F["delayed_hits"]] == 0).all() and (totals[..., F["bytes_delayed"]] == 0).all()
+
+
+# --- the contract's duration_us, from the records that state it -------------------------------
+
+_GSTREAM = ('{"event":"file_close","lfn":"/store/mc/X/Y/AODSIM/v1/0000/a.root","size":10485760,"blk_size":1048576,'
+            '"n_blks":10,"n_blks_done":10,"access_cnt":1,"attach_t":1795769566,"detach_t":1795769570,'
+            '"remotes":["127.0.0.1:1094"],"b_hit":0,"b_miss":10485760,"b_bypass":0}')
+
+
+def test_gstream_duration_is_detach_minus_attach_in_both_parsers():
+    from ingest.pipeline import LineParser
+
+    lines = [_GSTREAM, _GSTREAM.replace('"detach_t":1795769570', '"detach_t":1795769560'),
+             _GSTREAM.replace(',"detach_t":1795769570', "")]
+    python = [e.duration_us for e in LineParser("xrootd-gstream", server="c1").parse_all(lines)]
+    assert python == [4_000_000, None, None]
+    # the compiled path (column_batches) gives the same column, null as -1
+    cols = [c for c in LineParser("xrootd-gstream", server="c1").column_batches(lines)]
+    compiled = np.concatenate([c.duration_us for c in cols]).tolist()
+    assert compiled == [4_000_000, -1, -1]
+
+
+def test_dcache_billing_duration_is_the_movers_connection_time(tmp_path):
+    from ingest.pipeline import LineParser
+
+    line = ("08.05 07:47:55 [pool:pool1:transfer] [0000FA09235CA0974697AB93F00FFEA61620,964544] "
+            "[/home/tester/test-file-1] <Unknown>:<Unknown>@osm 964544 74 false "
+            "{Http-1.1:0:0:0:0:0:0:0:1:0:WebDAV-dcache:dCacheDomain:/home/tester/test-file-1} "
+            "[door:WebDAV-dcache@dCacheDomain:AAWPWe0LXwA:1564991275384000] {0:\"\"}")
+    parser = LineParser("dcache-billing", year=2019)
+    events = parser.parse_all([line])
+    assert [e.duration_us for e in events] == [74_000]
+    compiled = np.concatenate([c.duration_us for c in LineParser("dcache-billing", year=2019).column_batches([line])])
+    assert compiled.tolist() == [74_000]
+
+
+def test_duration_travels_in_messages_and_old_messages_read_as_null():
+    from cachescope.core.columns import EventColumns
+    from cachescope.core.messages import decode_batch as decode_message, encode_batch as encode_events
+    from cachescope.events import AccessEvent
+
+    ev = AccessEvent(1_700_000_000_000_000, "S", "csv", "srv", "", "cms", "/p", 1, 100, 50, "read", "AOD", "g",
+                     None, None, None, None, "file:h:/x", 0, 2_500_000)
+    group, cols = decode_message(encode_events("g", [ev, AccessEvent(*[getattr(ev, f) for f in ev.__struct_fields__][:-1])]))
+    assert cols.duration_us.tolist() == [2_500_000, -1]
+    # a message from before the field: no duration_us column at all
+    import orjson
+
+    doc = orjson.loads(encode_events("g", [ev]))
+    del doc["columns"]["duration_us"]
+    _, old = decode_message(orjson.dumps(doc))
+    assert old.duration_us.tolist() == [-1]
+    assert isinstance(cols, EventColumns) and group == "g"
