@@ -182,8 +182,11 @@ def _scaled(d: dict, rate: float) -> dict:
     if rate >= 1.0:
         return d
     for k in ("requests", "hits", "bytes_requested", "bytes_hit", "bytes_filled", "evictions", "bytes_evicted",
-              "delayed_hits", "misses", "bytes_delayed", "bytes_missed"):
+              "delayed_hits", "bytes_delayed"):
         d[k] = int(round(d[k] / rate))
+    # the three kinds still add up after rounding
+    d["misses"] = d["requests"] - d["hits"] - d["delayed_hits"]
+    d["bytes_missed"] = d["bytes_requested"] - d["bytes_hit"] - d["bytes_delayed"]
     return d
 
 
