@@ -657,14 +657,14 @@ mod tests {
         let mut ev = events(&id, &size, &tier, &op);
         ev.ts = Some(&ts[..]);
         let (_, out) = bank.feed(&ev).unwrap();
-        assert_eq!(&out[EVICTIONS..], &[1, 4, 30, 10 + 25 + 20, 4]);
+        assert_eq!(&out[EVICTIONS..=AGE_READS], &[1, 4, 30, 10 + 25 + 20, 4]);
         assert_eq!(bank.shadows[0].timed_files(), 2);
         // an event older than the cache's clock (out of order) ages nothing backwards
         let ts = [120];
         let mut ev = events(&[3], &[4], &[0], &[0]);
         ev.ts = Some(&ts[..]);
         let (_, out) = bank.feed(&ev).unwrap();
-        assert_eq!(&out[RESIDENT_AGE..], &[(2 * 150 - 130 - 150) / 2, 1]);
+        assert_eq!(&out[RESIDENT_AGE..=AGE_READS], &[(2 * 150 - 130 - 150) / 2, 1]);
     }
 
     #[test]
