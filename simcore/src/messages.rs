@@ -17,7 +17,7 @@ use pyo3::types::{PyBytes, PyDict, PyString};
 use rustc_hash::FxHashMap;
 
 /// AccessEvent's fields in order (cachescope.events.FIELD_NAMES; a test checks they agree).
-pub const FIELDS: [&str; 19] = [
+pub const FIELDS: [&str; 20] = [
     "ts",
     "site",
     "source",
