@@ -11,7 +11,7 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
-from cachescope.events import FIELD_KINDS, FIELD_NAMES, NULLABLE_FIELDS, OP_CODES, OP_NAMES, AccessEvent
+from cachescope.events import DURATION_FIELDS, FIELD_KINDS, FIELD_NAMES, NULLABLE_FIELDS, OP_CODES, OP_NAMES, AccessEvent
 
 #: observed_* columns (counters and flags) use -1 for "not from a real cache" / "the record does not say"
 NO_OBSERVATION = -1
@@ -33,6 +33,10 @@ class EventColumns:
     __slots__ = FIELD_NAMES
 
     def __init__(self, **columns: np.ndarray):
+        # the one field with a default (null) may be left out, as in AccessEvent
+        for name in DURATION_FIELDS:
+            if name not in columns and "ts" in columns:
+                columns[name] = np.full(len(columns["ts"]), NO_OBSERVATION, dtype=np.int64)
         if columns.keys() != set(FIELD_NAMES):
             missing = sorted(set(FIELD_NAMES) - columns.keys())
             extra = sorted(columns.keys() - set(FIELD_NAMES))
