@@ -148,6 +148,12 @@ class Counts(BaseModel):
     byte_hit_ratio: Optional[float] = Field(..., description="transfer efficiency; null where no byte was read")
     bytes_filled: int = 0
     evictions: int = 0
+    delayed_hits: int = Field(0, description="reads that fetched nothing but waited for blocks still in flight "
+                                             "from the origin (xcache with fetch times); not hits")
+    delayed_hit_ratio: Optional[float] = Field(None, description="delayed hits / requests")
+    misses: int = Field(0, description="requests - hits - delayed_hits")
+    bytes_delayed: int = Field(0, description="bytes read that were in flight when the read came")
+    bytes_missed: int = Field(0, description="bytes_requested - bytes_hit - bytes_delayed")
 
 
 class SeriesPoint(Counts):

@@ -51,6 +51,10 @@ Decisions written into the contract:
   (a growth above 64 is taken for a restart: one access). The first record of a file in a stream, and one whose count went down (the file was purged
   and fetched again, or records arrived out of order), is one access: what came before the
   stream started is not guessed. Opens merged into one attach are not visible in the g-stream.
+* `duration_us` is how long the access lasted where the record says: an XrdPfc g-stream
+  record's `detach_t − attach_t` (whole seconds), dCache billing's transfer time; null otherwise.
+  The `xcache` model takes its fetch times from it (delayed hits). The one field with a default
+  (null), last, so positional construction of the fields before it stays valid.
 * Deletes are namespace removals (a door's, the MGM's): `server` is "" and `cache_group` is the
   one a server-less record gets (the site's; the region's in region mode). A deleted file leaves
   every shadow cache, so consumers apply a delete to all cache groups, not only the one it names.
@@ -142,6 +146,10 @@ class AccessEvent(msgspec.Struct, gc=False):
     origin: Annotated[str, _doc("stable id of the log stream the record came from (file:HOST:PATH, "
                                 "kafka:TOPIC/PARTITION, collector:SERVER); with seq, the event's identity")]
     seq: Annotated[int, msgspec.Meta(ge=0, description="ingest sequence number, increasing per origin in input order")]
+    duration_us: Annotated[
+        _U64 | None, _doc("how long the access lasted, microseconds (open to close, attach to detach, a mover's "
+                          "transfer time); null when the record does not say")
+    ] = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -151,11 +159,13 @@ FIELD_NAMES: tuple[str, ...] = AccessEvent.__struct_fields__
 
 
 def _kind(name: str, t: msgspec.inspect.Type) -> str:
-    """ts | text | u64 | op | observed | flag: how a field is held in columns and in the store."""
+    """ts | text | u64 | op | observed | flag | duration: how a field is held in columns and in the store."""
     while isinstance(t, msgspec.inspect.Metadata):
         t = t.type
     if name == "ts":
         return "ts"
+    if name == "duration_us":
+        return "duration"
     if isinstance(t, msgspec.inspect.LiteralType):
         return "op"
     if isinstance(t, msgspec.inspect.UnionType):
@@ -171,7 +181,11 @@ TEXT_FIELDS = tuple(n for n, k in FIELD_KINDS.items() if k == "text")
 U64_FIELDS = tuple(n for n, k in FIELD_KINDS.items() if k == "u64")
 OBSERVED_FIELDS = tuple(n for n, k in FIELD_KINDS.items() if k == "observed")
 FLAG_FIELDS = tuple(n for n, k in FIELD_KINDS.items() if k == "flag")
-_U64_FIELDS = U64_FIELDS + OBSERVED_FIELDS
+#: nullable u64 fields that are not the real cache's numbers (held like them: int64, null = -1)
+DURATION_FIELDS = tuple(n for n, k in FIELD_KINDS.items() if k == "duration")
+#: every field that may be null, as columns hold it (NO_OBSERVATION for null)
+NULLABLE_FIELDS = OBSERVED_FIELDS + FLAG_FIELDS + DURATION_FIELDS
+_U64_FIELDS = U64_FIELDS + OBSERVED_FIELDS + DURATION_FIELDS
 
 #: text fields with many distinct values are stored plain, the rest as LowCardinality
 _HIGH_CARDINALITY = {"path"}
@@ -186,6 +200,7 @@ CLICKHOUSE_TYPES: dict[str, str] = {
         "op": _OP_ENUM,
         "observed": "Nullable(UInt64)",
         "flag": "Nullable(UInt8)",
+        "duration": "Nullable(UInt64)",
     }[kind]
     for name, kind in FIELD_KINDS.items()
 }

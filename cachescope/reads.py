@@ -99,7 +99,8 @@ _EFFICIENCY_FILTER = " AND ".join((
 _WINDOW_GROUP_TIER_FILTER = ("window_start >= {start:DateTime64(6)} AND window_start < {end:DateTime64(6)} AND "
                              + _any_of("cache_group", "cache_groups") + " AND " + _any_of("tier", "tiers"))
 _COUNTERS = ("sum(requests) AS requests, sum(hits) AS hits, sum(bytes_requested) AS bytes_requested, "
-             "sum(bytes_hit) AS bytes_hit, sum(bytes_filled) AS bytes_filled, sum(evictions) AS evictions")
+             "sum(bytes_hit) AS bytes_hit, sum(bytes_filled) AS bytes_filled, sum(evictions) AS evictions, "
+             "sum(delayed_hits) AS delayed_hits, sum(bytes_delayed) AS bytes_delayed")
 _EFFICIENCIES = ("if(requests = 0, nan, hits / requests) AS hit_efficiency, "
                  "if(bytes_requested = 0, nan, bytes_hit / bytes_requested) AS transfer_efficiency")
 #: a shadow's bytes from the origin: its miss bytes; the xcache model fetches whole blocks (whole
@@ -268,7 +269,8 @@ WHATIF_FEED = NamedQuery(
     "toUInt8(indexOf({tier_names:Array(String)}, tier)) AS tier_code, "
     "toUInt16(indexOf({cache_groups:Array(String)}, cache_group)) AS group_code, "
     "toUInt8(NOT has({exclude_tiers:Array(String)}, tier) AND file_size <= {max_file_size:UInt64}) AS admitted, "
-    "toUInt16(indexOf({servers:Array(String)}, server)) AS server_code "
+    "toUInt16(indexOf({servers:Array(String)}, server)) AS server_code, "
+    "ifNull(duration_us, 0) AS duration_us "
     f"FROM {tables.ACCESS_EVENTS} FINAL "
     + _WHATIF_RANGE +
     "ORDER BY ts, origin, seq",

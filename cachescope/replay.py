@@ -124,6 +124,8 @@ class WhatIfResult:
     read_seconds: float = 0.0
     engine_seconds: float = 0.0
     seconds: float = 0.0
+    #: the banks get event times and durations (an xcache with fetch times)
+    timed: bool = False
 
     def answers(self) -> list[dict]:
         """One JSON-ready answer per (policy, size), in request order (policies outer)."""
@@ -179,8 +181,12 @@ class WhatIfResult:
 def _scaled(d: dict, rate: float) -> dict:
     if rate >= 1.0:
         return d
-    for k in ("requests", "hits", "bytes_requested", "bytes_hit", "bytes_filled", "evictions", "bytes_evicted"):
+    for k in ("requests", "hits", "bytes_requested", "bytes_hit", "bytes_filled", "evictions", "bytes_evicted",
+              "delayed_hits", "bytes_delayed"):
         d[k] = int(round(d[k] / rate))
+    # the three kinds still add up after rounding
+    d["misses"] = d["requests"] - d["hits"] - d["delayed_hits"]
+    d["bytes_missed"] = d["bytes_requested"] - d["bytes_hit"] - d["bytes_delayed"]
     return d
 
 
@@ -286,6 +292,9 @@ def run_whatif(store: Store, req: WhatIf, *, tier_names: Sequence[str] | None = 
     shared = np.zeros_like(counters) if shared_bank is not None else None
     rep_tot = np.zeros((len(replica_banks), len(specs), n_tiers, len(FIELDS)), dtype=np.uint64)
     res = WhatIfResult(req, specs, names, counters, shared, None, servers=servers, routing=route)
+    # an xcache whose fetches take time (origin_rate) runs on the accesses' times and durations
+    # (delayed hits, purges on event time); otherwise a what-if feeds no times, as before
+    res.timed = any(s.policy == "xcache" and s.params.get("origin_rate", 0) > 0 for s in specs)
     if servers:
         res.by_server = np.zeros((len(servers), len(specs), n_tiers, len(FIELDS)), dtype=np.uint64)
     adm = req.admission
@@ -424,13 +433,14 @@ def _feed(res: WhatIfResult, cols: dict, warm: bool, next_access, bank, shared_b
     feed_cols = [cols["file_id"][rows], cols["file_size"][rows], cols["bytes_read"][rows], tier[rows], op]
     w = win[rows].astype(np.uint32)
     part = cols["server_code"][rows].astype(np.int64) - 1 if bank.partitions else None
+    timed = {"ts": cols["ts_us"][rows], "duration_us": cols["duration_us"][rows]} if res.timed else {}
     if part is None:
-        out = bank.feed(*feed_cols, next_access=next_access, window=w)
+        out = bank.feed(*feed_cols, next_access=next_access, window=w, **timed)
     else:
-        out, by_server = bank.feed_by_partition(*feed_cols, part, next_access=next_access, window=w)
+        out, by_server = bank.feed_by_partition(*feed_cols, part, next_access=next_access, window=w, **timed)
     if shared_bank is not None:
         out_shared = shared_bank.feed(*feed_cols, next_access=next_access if next_shared is None else next_shared,
-                                      window=w)
+                                      window=w, **timed)
     if not warm:
         _add(res.counters, out, b0, n_groups)
         if shared_bank is not None:

@@ -147,7 +147,7 @@ def tiers_section(store, start, end) -> Section:
     df = pd.DataFrame()
     if ref is not None:
         df = reads.efficiency_totals(store, start, end, policies=[ref[0]], sizes=[ref[1]], by_tier=True)
-        df = df.groupby("tier_key")[["requests", "hits", "bytes_requested", "bytes_hit"]].sum().reset_index()
+        df = df.groupby("tier_key")[["requests", "hits", "delayed_hits", "bytes_requested", "bytes_hit"]].sum().reset_index()
         df["hit_efficiency"] = df["hits"] / df["requests"]
         df["transfer_efficiency"] = df["bytes_hit"] / df["bytes_requested"]
         df = df.sort_values("bytes_requested", ascending=False)
@@ -162,7 +162,8 @@ def tiers_section(store, start, end) -> Section:
         ax.set_title(f"by data tier, {ref[0]} {_fmt_size(ref[1])}")
     table = pd.DataFrame({"tier": df.get("tier_key", []), "reads": df.get("requests", []),
                           "bytes read": [_fmt_size(b) for b in df.get("bytes_requested", [])],
-                          "hit eff.": df.get("hit_efficiency", []), "transfer eff.": df.get("transfer_efficiency", [])})
+                          "hit eff.": df.get("hit_efficiency", []), "delayed hits": df.get("delayed_hits", []),
+                          "transfer eff.": df.get("transfer_efficiency", [])})
     what = f"the {ref[0]} shadow cache of {_fmt_size(ref[1])}" if ref else "no shadow cache"
     return Section("tiers", "Efficiency by data tier", f"Volume and efficiency per data tier, for {what}, "
                    "summed over the cache groups.", table, _png(fig))

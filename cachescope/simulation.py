@@ -66,22 +66,26 @@ class ShadowBank:
                                                                         partitions, salt)
 
     def feed(self, file_id, file_size, bytes_read, tier, op, next_access=None, window=None, ts=None,
-             partition=None) -> np.ndarray:
+             partition=None, duration_us=None) -> np.ndarray:
         """Counters of this batch shaped (windows, caches, tiers, fields). `ts` (event time in
         microseconds since the epoch) makes the caches count residence ages, in seconds;
-        `partition`: each event's partition (0-based), for a bank made with `partitions`."""
+        `partition`: each event's partition (0-based), for a bank made with `partitions`;
+        `duration_us`: each access's duration (µs, 0 = not known), xcache's fetch times."""
         return self._bank.feed(_columns(file_id, file_size, bytes_read, tier, op), _col(next_access, np.uint64),
-                               _col(window, np.uint32), None if ts is None else _seconds(ts), _col(partition, np.uint32))
+                               _col(window, np.uint32), None if ts is None else _seconds(ts), _col(partition, np.uint32),
+                               False, _col(duration_us, np.uint64))
 
     def feed_by_partition(self, file_id, file_size, bytes_read, tier, op, partition, next_access=None,
-                          window=None) -> tuple[np.ndarray, np.ndarray]:
+                          window=None, ts=None, duration_us=None) -> tuple[np.ndarray, np.ndarray]:
         """`feed` of a bank made with `partitions`: the counters summed over the partitions, and
         those of each partition summed over the windows, shaped (partitions, caches, tiers, fields)."""
         return self._bank.feed(_columns(file_id, file_size, bytes_read, tier, op), _col(next_access, np.uint64),
-                               _col(window, np.uint32), None, _col(partition, np.uint32), True)
+                               _col(window, np.uint32), None if ts is None else _seconds(ts),
+                               _col(partition, np.uint32), True, _col(duration_us, np.uint64))
 
     def feed_cells(self, file_id, file_size, bytes_read, tier, op, window, next_access=None,
-                   tiers_used: int | None = None, ts=None, parallel: bool = True) -> dict[str, np.ndarray]:
+                   tiers_used: int | None = None, ts=None, parallel: bool = True,
+                   duration_us=None) -> dict[str, np.ndarray]:
         """Feed a batch (`window`: each event's window number, < 2^32); returns only the counter
         cells it touched: dict(window, cache, tier, values (cells, fields) u64), sorted by
         (window, cache, tier). `tiers_used`: every tier code fed so far (this batch's and the
@@ -91,13 +95,15 @@ class ShadowBank:
         second core more (the same cells either way)."""
         return self._bank.feed_cells(_columns(file_id, file_size, bytes_read, tier, op), _col(window, np.uint32),
                                      _col(next_access, np.uint64), tiers_used, None if ts is None else _seconds(ts),
-                                     parallel)
+                                     parallel, _col(duration_us, np.uint64))
 
-    def feed_totals(self, file_id, file_size, bytes_read, tier, op, next_access=None, clock=None) -> None:
+    def feed_totals(self, file_id, file_size, bytes_read, tier, op, next_access=None, clock=None,
+                    duration_us=None) -> None:
         """Feed a batch into the exact totals only (no per-window counters). `clock`: event
-        times in seconds for the caches that run on them (`needs_clock`: xcache's purges)."""
+        times in seconds for the caches that run on them (`needs_clock`: xcache's purges);
+        `duration_us`: each access's duration (µs, 0 = not known), xcache's fetch times."""
         self._bank.feed_totals(_columns(file_id, file_size, bytes_read, tier, op), _col(next_access, np.uint64),
-                               None if clock is None else _clock(clock))
+                               None if clock is None else _clock(clock), _col(duration_us, np.uint64))
 
     @property
     def needs_clock(self) -> bool:

@@ -55,9 +55,12 @@ class CacheSpec:
 
 def ratios(counters: Sequence[int]) -> dict:
     """The field's definitions over one counter vector (fields, in FIELDS order): hit and transfer
-    efficiency, None (JSON null) where nothing was read: an empty window has no efficiency."""
+    efficiency, None (JSON null) where nothing was read: an empty window has no efficiency.
+    A delayed hit (a read that fetched nothing but waited for blocks in flight) is neither a hit
+    nor a miss: hits + delayed_hits + misses = requests, and the same for their bytes."""
     c = [int(x) for x in counters]
     req, hits, breq, bhit = c[F["requests"]], c[F["hits"]], c[F["bytes_requested"]], c[F["bytes_hit"]]
+    delayed, bdelayed = c[F["delayed_hits"]], c[F["bytes_delayed"]]
     return {
         "requests": req,
         "hits": hits,
@@ -68,6 +71,11 @@ def ratios(counters: Sequence[int]) -> dict:
         "bytes_filled": c[F["bytes_filled"]],
         "evictions": c[F["evictions"]],
         "bytes_evicted": c[F["bytes_evicted"]],
+        "delayed_hits": delayed,
+        "delayed_hit_ratio": delayed / req if req else None,
+        "misses": req - hits - delayed,
+        "bytes_delayed": bdelayed,
+        "bytes_missed": breq - bhit - bdelayed,
     }
 
 

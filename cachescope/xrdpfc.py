@@ -17,7 +17,7 @@ from cachescope.units import SizeError, parse_size
 
 #: the model's parameters and how each is written: `level` a fraction of the size (≤ 1) or a size
 #: (`300MB`), `size` bytes or a size, `seconds` seconds or a duration (`60s`, `5m`, `2h`, `7d`),
-#: `count` a whole number
+#: `count` a whole number, `rate` bytes per second or a link rate (`100Mbit/s`, `12.5MB/s`)
 XCACHE_PARAMS: dict[str, str] = {
     "block_size": "size",
     "low_watermark": "level",
@@ -30,8 +30,10 @@ XCACHE_PARAMS: dict[str, str] = {
     "purge_cold_age": "seconds",
     "purge_cold_period": "count",
     "prefetch": "count0",
+    "origin_rate": "rate",
 }
 
+_BITS = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:bit/s|bps)\s*$", re.I)
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h|d|w)?\s*$", re.I)
 _SECONDS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -70,6 +72,21 @@ def param_value(name: str, value: object) -> float:
             what = f"a whole number ≥ {low}" if kind else "a number"
             raise XrdPfcError(f"parameter {name}={value!r} must be {what}")
         return n
+    if kind == "rate":
+        # a link's rate as sites quote it (bits per second, decimal) or bytes per second
+        m = _BITS.match(str(value))
+        if m:
+            return float(m.group(1)) * 10 ** (3 * " kmgt".index((m.group(2) or " ").lower())) / 8
+        text = str(value).strip()
+        if n is None and text.lower().endswith("/s"):
+            text = text[:-2]
+        try:
+            rate = n if n is not None else float(parse_size(text))
+        except SizeError:
+            rate = -1.0
+        if rate < 0:
+            raise XrdPfcError(f"parameter {name}={value!r} must be bytes per second or a rate like 100Mbit/s, 12.5MB/s")
+        return rate
     if kind == "seconds":
         s = _seconds(value)
         if s is None or s < 0:

@@ -156,11 +156,11 @@ def _print_table(answers: list[dict], accesses: int, t0: dt.datetime, t1: dt.dat
     from cachescope.units import format_efficiency, format_size
 
     t = Table(title=f"{accesses:,} accesses, {t0:%Y-%m-%d %H:%M} – {t1:%Y-%m-%d %H:%M} UTC")
-    for col in ("policy", "size", "hit efficiency", "transfer efficiency", "reads", "hits", "bytes hit"):
+    for col in ("policy", "size", "hit efficiency", "transfer efficiency", "reads", "hits", "delayed hits", "bytes hit"):
         t.add_column(col, justify="left" if col in ("policy", "size") else "right")
     for a in answers:
         t.add_row(a["policy"], format_size(a["size_bytes"]), format_efficiency(a["hit_ratio"]), format_efficiency(a["byte_hit_ratio"]),
-                  f"{a['requests']:,}", f"{a['hits']:,}", format_size(a["bytes_hit"]))
+                  f"{a['requests']:,}", f"{a['hits']:,}", f"{a['delayed_hits']:,}", format_size(a["bytes_hit"]))
     Console().print(t)
     by = Table(title="by data tier")
     for col in ("data tier", "policy", "size", "hit efficiency", "transfer efficiency", "reads"):

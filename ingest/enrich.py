@@ -136,5 +136,9 @@ class Enricher:
         seq = self.seq
         self.seq = seq + 1
         # positional: a third of the cost of keywords on this hot path (field order of AccessEvent)
+        duration = a.duration_us
+        if duration is not None and not 0 <= duration <= U64_MAX:
+            duration = None  # a duration out of range is not known, the access still counts
         return AccessEvent(a.ts, site, self.source, server, a.client, vo, path, file_id, size, nbytes, a.op, tier,
-                           group, hit, miss, bypass, a.observed_hit, a.observed_origin_bytes, self.origin, seq)
+                           group, hit, miss, bypass, a.observed_hit, a.observed_origin_bytes, self.origin, seq,
+                           duration)

@@ -227,12 +227,13 @@ async function runWhatIf(ev) {
       api(`/v1/efficiency?${query({ cache_group: group, from: hour(body.from, 0), to: hour(body.to, 1), step: "1h" })}`),
     ]);
     const rows = [row([`what-if ${body.policy} ${fmtSize(ans.size_bytes)}`, [ans.requests, "num"],
-                       [fmtEff(ans.hit_ratio), "num"], [fmtEff(ans.byte_hit_ratio), "num"]],
+                       [fmtEff(ans.hit_ratio), "num"], [ans.delayed_hits ?? 0, "num"], [fmtEff(ans.byte_hit_ratio), "num"]],
                       { class: "answer", "data-kind": "whatif" })];
     for (const s of live.series) {
       const sum = (k) => s[k].reduce((a, b) => a + b, 0);
       const r = sum("requests"), br = sum("bytes_requested");
       rows.push(row([`live ${s.policy} ${fmtSize(s.size_bytes)}`, [r, "num"], [fmtEff(r ? sum("hits") / r : null), "num"],
+                     [s.delayed_hits ? sum("delayed_hits") : 0, "num"],
                      [fmtEff(br ? sum("bytes_hit") / br : null), "num"]], { "data-kind": "live" }));
     }
     tbody.replaceChildren(...rows);

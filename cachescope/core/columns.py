@@ -11,14 +11,14 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
-from cachescope.events import FIELD_KINDS, FIELD_NAMES, FLAG_FIELDS, OBSERVED_FIELDS, OP_CODES, OP_NAMES, AccessEvent
+from cachescope.events import DURATION_FIELDS, FIELD_KINDS, FIELD_NAMES, NULLABLE_FIELDS, OP_CODES, OP_NAMES, AccessEvent
 
 #: observed_* columns (counters and flags) use -1 for "not from a real cache" / "the record does not say"
 NO_OBSERVATION = -1
 
 #: numpy dtype of each kind of field
 KIND_DTYPES = {"ts": np.int64, "text": object, "u64": np.uint64, "op": np.uint8, "observed": np.int64,
-               "flag": np.int8}
+               "flag": np.int8, "duration": np.int64}
 DTYPES: dict[str, type] = {name: KIND_DTYPES[kind] for name, kind in FIELD_KINDS.items()}
 
 #: op code → name, for the few places that show an op to a person
@@ -28,11 +28,15 @@ OP_NAME_ARRAY = np.array(OP_NAMES, dtype=object)
 class EventColumns:
     """One numpy array per AccessEvent field, all of one length (event i is element i of each):
     ts int64 µs, text fields object (str), u64 fields uint64, op uint8 codes, observed_* counters
-    int64 and flags (observed_hit) int8, NO_OBSERVATION for null."""
+    int64 and flags (observed_hit) int8, duration_us int64, NO_OBSERVATION for null."""
 
     __slots__ = FIELD_NAMES
 
     def __init__(self, **columns: np.ndarray):
+        # the one field with a default (null) may be left out, as in AccessEvent
+        for name in DURATION_FIELDS:
+            if name not in columns and "ts" in columns:
+                columns[name] = np.full(len(columns["ts"]), NO_OBSERVATION, dtype=np.int64)
         if columns.keys() != set(FIELD_NAMES):
             missing = sorted(set(FIELD_NAMES) - columns.keys())
             extra = sorted(columns.keys() - set(FIELD_NAMES))
@@ -81,7 +85,7 @@ class EventColumns:
                     a = np.fromiter(map(OP_CODES.__getitem__, get(name)), dtype=np.uint8, count=n)
                 except KeyError as e:
                     raise ValueError(f"op {e.args[0]!r} is not one of {', '.join(OP_NAMES)}") from None
-            elif kind == "observed" or kind == "flag":
+            elif kind in ("observed", "flag", "duration"):
                 a = np.fromiter((NO_OBSERVATION if v is None else v for v in get(name)), dtype=DTYPES[name], count=n)
             else:
                 a = np.fromiter(get(name), dtype=DTYPES[name], count=n)
@@ -93,7 +97,7 @@ class EventColumns:
         observed_* masked where absent (NULL), ts as datetime64[us]."""
         rows = self.columns()
         rows["ts"] = self.ts.astype("datetime64[us]")
-        for name in OBSERVED_FIELDS + FLAG_FIELDS:
+        for name in NULLABLE_FIELDS:
             v = rows[name]
             rows[name] = np.ma.masked_array(v, mask=v < 0)
         return rows

@@ -28,7 +28,7 @@ import orjson
 
 from cachescope.core.columns import DTYPES, NO_OBSERVATION, OP_NAME_ARRAY, EventColumns
 from cachescope.engine import EngineError
-from cachescope.events import FIELD_KINDS, FIELD_NAMES, FLAG_FIELDS, OBSERVED_FIELDS, OP_CODES, AccessEvent
+from cachescope.events import DURATION_FIELDS, FIELD_KINDS, FIELD_NAMES, NULLABLE_FIELDS, OP_CODES, AccessEvent
 from cachescope.specs import MESSAGE_FIELDS, decode_message as _decode_message
 
 #: the member naming the message's cache group (first, and the record's key)
@@ -43,7 +43,9 @@ MESSAGE_EVENTS = 2500
 
 # one list per AccessEvent field, each element typed (and bounded) as the contract's field
 _ANNOTATIONS = typing.get_type_hints(AccessEvent, include_extras=True)
-_Columns = msgspec.defstruct("_Columns", [(name, list[_ANNOTATIONS[name]]) for name in FIELD_NAMES])
+# durations came after the first messages: a message without them reads as all null
+_Columns = msgspec.defstruct("_Columns", [(name, list[_ANNOTATIONS[name]], None) if name in DURATION_FIELDS
+                                          else (name, list[_ANNOTATIONS[name]]) for name in FIELD_NAMES])
 
 
 class _Message(msgspec.Struct):
@@ -104,7 +106,7 @@ def encode_columns(cache_group: str, cols: EventColumns) -> bytes:
         v = getattr(cols, f)
         if f == "op":
             columns[f] = OP_NAME_ARRAY[v].tolist()
-        elif f in OBSERVED_FIELDS or f in FLAG_FIELDS:
+        elif f in NULLABLE_FIELDS:
             columns[f] = [None if x < 0 else x for x in v.tolist()]
         else:
             columns[f] = v.tolist()
@@ -141,6 +143,9 @@ def decode_reference(message: bytes | str) -> tuple[str, EventColumns]:
             from None
     c = doc.columns
     n = len(c.ts)
+    for f in DURATION_FIELDS:
+        if getattr(c, f) is None:
+            setattr(c, f, [None] * n)
     for f in FIELDS:
         if len(getattr(c, f)) != n:
             raise ValueError(f"message column {f!r} has {len(getattr(c, f))} values, ts has {n}")
@@ -163,7 +168,7 @@ def decode_reference(message: bytes | str) -> tuple[str, EventColumns]:
             out[f] = text(values)
         elif kind == "op":
             out[f] = np.fromiter(map(OP_CODES.__getitem__, values), dtype=np.uint8, count=n)
-        elif kind == "observed" or kind == "flag":
+        elif kind in ("observed", "flag", "duration"):
             out[f] = _observed(f, values)
         else:
             out[f] = number(f, DTYPES[f])

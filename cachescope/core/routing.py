@@ -43,5 +43,7 @@ class ShadowRouting:
             out = excluded(ev.tier, ev.file_size, ev.op, adm.exclude_tiers, adm.max_file_size)
             if out.any():
                 op = np.where(out, OP_BYPASS, ev.op).astype(np.uint8)
+        # durations as the engine takes them: 0 = not known (the column's null is -1)
+        duration = ev.duration_us.clip(0).astype(np.uint64) if (ev.duration_us > 0).any() else None
         return Cells.of(bank.feed_cells(ev.file_id, ev.file_size, ev.bytes_read, tier, op, index,
-                                        tiers_used=tiers_used, ts=ev.ts, parallel=parallel))
+                                        tiers_used=tiers_used, ts=ev.ts, parallel=parallel, duration_us=duration))

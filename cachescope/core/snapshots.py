@@ -68,10 +68,10 @@ def restore(cls: type["GroupProcessor"], cache_group: str, config: PipelineConfi
     p.time.max_ts, p.events_in, p.late_total = state["max_ts"], state["events_in"], state["late_total"]
     p.run = state["run"]
     shape = tuple(state["eff_shape"])
-    cells, shadow.open_starts = Cells.from_dense(state["eff"], shape)
+    cells, shadow.open_starts = _all_fields(*Cells.from_dense(state["eff"], shape))
     shadow.open = [cells.summed(shadow.window_us)] if cells.n else []
     for name, length in ROLLUPS.items():
-        cells, p.rollups.open_starts[name] = Cells.from_dense(state["rollups"][name], shape)
+        cells, p.rollups.open_starts[name] = _all_fields(*Cells.from_dense(state["rollups"][name], shape))
         p.rollups.open[name] = cells.summed(length)
     if p.curves is not None:
         k, t = len(p.curves.curve.grid), config.n_tiers
@@ -85,6 +85,15 @@ def restore(cls: type["GroupProcessor"], cache_group: str, config: PipelineConfi
     p.real.open = Cells.from_items(obs, n_obs).summed(p.real.window_us)
     p.alerts.restore(state.get("alerts"))
     return p
+
+
+def _all_fields(cells: Cells, starts: set[int]) -> tuple[Cells, set[int]]:
+    """Counter cells of a state saved before the last counters existed (delayed hits): those
+    start at 0."""
+    missing = len(FIELDS) - cells.values.shape[1]
+    if missing > 0:
+        cells.values = np.hstack([cells.values, np.zeros((len(cells.values), missing), dtype=cells.values.dtype)])
+    return cells, starts
 
 
 def seed(p: "GroupProcessor", path: str) -> None:

@@ -44,6 +44,7 @@ class Access(msgspec.Struct, gc=False):
     file_id: int | None = None  # when the record states it (csv trace obj_id)
     observed_hit: int | None = None  # a real cache's verdict: 1 nothing fetched from the origin, 0 fetched
     observed_origin_bytes: int | None = None  # a real cache's bytes from the origin (b_todisk + b_bypass)
+    duration_us: int | None = None  # how long the access lasted, when the record says
 
 
 class Reject(msgspec.Struct, gc=False):

@@ -9,7 +9,8 @@ What each message becomes:
 * mover-info `transfer` (pool): `$created$` true -> write, false -> read; bytes = `$transferred$`,
   file size = `$filesize$` (writes: the larger of the two); server = the pool (cell name without
   `@domain`); client = the host in `{$protocol$}`; ts = `$date$`, the record's time (dCache
-  writes it when the mover ends; the start is not logged, so none is made up).
+  writes it when the mover ends; the start is not logged, so none is made up); duration_us =
+  `$connectionTime$` (ms, how long the mover ran), when the template has it.
   Skipped: rc != 0 (failed transfer), initiator `pool:...` (pool-to-pool copy, not a client
   access), reads of 0 bytes (open without data).
 * door-request `request`: skipped, the pool's transfer record carries the bytes (the line is
@@ -158,7 +159,7 @@ def _tokens(template: str) -> list[tuple[str, str]]:
 
 # fields the parser reads; the others are matched without capturing (cheaper groupdict)
 _CAPTURED = {"cellType", "cellName", "cellName.cell", "type", "pnfsid", "filesize", "path", "transferred",
-             "created", "protocol", "initiator", "rc", "message", "clientChain"}
+             "created", "protocol", "initiator", "rc", "message", "clientChain", "connectionTime"}
 
 
 def compile_template(template: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
@@ -222,7 +223,7 @@ def compile_template(template: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
 
 # what a transfer line is read for, in this order (itemgetter over the match's groups)
 _MOVER_FIELDS = ("date", "cellName__cell", "cellName", "pnfsid", "filesize", "path", "transferred", "created",
-                 "protocol", "initiator", "rc", "message")
+                 "protocol", "initiator", "rc", "message", "connectionTime")
 
 
 @dataclass(frozen=True, slots=True)
@@ -370,7 +371,7 @@ def _mover(m: re.Match[str], fmt: _Compiled, ctx: ParseContext) -> Access | Reje
 def _mover_of(fields: tuple, date_rx: re.Pattern[str], ctx: ParseContext) -> Access | Reject:
     """A transfer record from its _MOVER_FIELDS."""
     (date, cell_cell, cell_name, pnfsid, filesize, path, transferred, created, protocol, initiator, rc,
-     message) = fields
+     message, connection) = fields
     if rc is not None and rc != "0":
         return skip(f"failed transfer (rc={rc}: {message or ''})")
     if initiator and initiator.startswith("pool:"):
@@ -389,12 +390,22 @@ def _mover_of(fields: tuple, date_rx: re.Pattern[str], ctx: ParseContext) -> Acc
     at = cell.find("@")
     server = cell[:at] if at >= 0 else cell
     client = client_of_protocol(protocol or "")
+    duration = _duration_us(connection)
     if created == "true":
         return Access(ts, path, filesize if filesize >= transferred else transferred, transferred, "write", server,
-                      client)
+                      client, duration_us=duration)
     if transferred == 0:
         return skip("zero-byte read (open without data)")
-    return Access(ts, path, filesize, transferred, "read", server, client)
+    return Access(ts, path, filesize, transferred, "read", server, client, duration_us=duration)
+
+
+def _duration_us(connection: str | None) -> int | None:
+    """The mover's connectionTime (ms: how long the transfer ran) in µs; not known when absent
+    or negative (simcore/src/billing.rs, the same rule)."""
+    if connection is None:
+        return None
+    ms = int(connection)
+    return ms * 1000 if 0 <= ms <= (2**63 - 1) // 1000 else None
 
 
 def _delete(g: dict[str, str | None], date_rx: re.Pattern[str], ctx: ParseContext,

@@ -132,8 +132,9 @@ def _accesses(ctx: ParseContext, server: str, path: str, count: Any) -> int:
 
 
 def _split(k: int, ts: int, path: str, size: int, hit: int, miss: int, bypass: int, server: str, site: str,
-           verdict: int | None, origin: int | None = None) -> list[Access]:
-    """k accesses of one record: each counter split evenly, remainders to the first."""
+           verdict: int | None, origin: int | None = None, duration: int | None = None) -> list[Access]:
+    """k accesses of one record: each counter split evenly, remainders to the first (each keeps
+    the attach's duration)."""
     out = []
     for i in range(k):
         h = hit // k + (i < hit % k)
@@ -141,8 +142,16 @@ def _split(k: int, ts: int, path: str, size: int, hit: int, miss: int, bypass: i
         b = bypass // k + (i < bypass % k)
         o = None if origin is None else origin // k + (i < origin % k)
         out.append(Access(ts, path, size, h + m + b, "read", server, "", "", site, h, m, b, observed_hit=verdict,
-                          observed_origin_bytes=o))
+                          observed_origin_bytes=o, duration_us=duration))
     return out
+
+
+def _duration(attach, detach) -> int | None:
+    """How long the file was attached, µs (whole seconds apart): both epoch-second integers in
+    order, else not known (simcore/src/gstream.rs `attach_duration`, the same rule)."""
+    if type(attach) is int and type(detach) is int and 0 < attach <= detach < _SECONDS_BELOW:
+        return (detach - attach) * 1_000_000
+    return None
 
 
 def cache_record(rec: dict, ctx: ParseContext, keys: tuple[str, ...]) -> Access | Reject | list[Access]:
@@ -175,10 +184,11 @@ def cache_record(rec: dict, ctx: ParseContext, keys: tuple[str, ...]) -> Access 
     if type(site) is not str or not site:
         site = ctx.state.get("gstream_site") or ""
     k = _accesses(ctx, server, path, rec.get("access_cnt"))
+    duration = _duration(rec.get(k_attach), rec.get(k_detach))
     if k > 1:
-        return _split(k, ts, path, size, hit, miss, bypass, server, site, verdict, origin)
+        return _split(k, ts, path, size, hit, miss, bypass, server, site, verdict, origin, duration)
     return Access(ts, path, size, served, "read", server, "", "", site, hit, miss, bypass, observed_hit=verdict,
-                  observed_origin_bytes=origin)
+                  observed_origin_bytes=origin, duration_us=duration)
 
 
 #: the g-stream's key names, for cache_record(rec, ctx, GSTREAM_KEYS) on a decoded record
@@ -270,10 +280,11 @@ def _close(r: _Record, ctx: ParseContext) -> Access | Reject | list[Access]:
     if type(site) is not str or not site:
         site = ctx.state.get("gstream_site") or ""
     k = _accesses(ctx, server, path, r.access_cnt)
+    duration = _duration(r.attach_t, r.detach_t)
     if k > 1:
-        return _split(k, ts, path, size, hit, miss, bypass, server, site, verdict, origin)
+        return _split(k, ts, path, size, hit, miss, bypass, server, site, verdict, origin, duration)
     return Access(ts, path, size, served, "read", server, "", "", site, hit, miss, bypass, observed_hit=verdict,
-                  observed_origin_bytes=origin)
+                  observed_origin_bytes=origin, duration_us=duration)
 
 
 _HEADER_BYTES = 24  # the binary g-stream header: code, pseq, plen, stod, tBeg, tEnd, sID

@@ -46,6 +46,7 @@ fn main() {
                 window: None,
                 ts: ts.as_ref().map(|t| &t[i..j]),
                 key: None,
+                duration_us: None,
             };
             bank.feed_totals(&ev).unwrap();
             i = j;

@@ -39,6 +39,8 @@ pub struct Events<'a> {
     /// Each file's dense key (0, 1, 2, … in order of first appearance in the trace), for the
     /// caches that take dense ids (`Bank::use_dense_ids`); the others read `id`.
     pub key: Option<&'a [u64]>,
+    /// Each access's duration in microseconds (0 = not known): `xcache`'s fetch times.
+    pub duration_us: Option<&'a [u64]>,
 }
 
 impl Events<'_> {
@@ -68,6 +70,7 @@ impl Events<'_> {
             tier: self.tier[i],
             next_access: self.next_access.map_or(u64::MAX, |n| n[i]),
             ts: 0,
+            duration_us: self.duration_us.map_or(0, |d| d[i]),
         }
     }
 
@@ -75,7 +78,7 @@ impl Events<'_> {
     /// window and without next-access times (a whole trace file mostly is): the read loops then
     /// load only ids and sizes, a third less memory traffic per cache and row.
     pub(crate) fn uniform_tier(&self) -> Option<u8> {
-        if self.ts.is_some() || self.window.is_some() || self.next_access.is_some() {
+        if self.ts.is_some() || self.window.is_some() || self.next_access.is_some() || self.duration_us.is_some() {
             return None;
         }
         let t = *self.tier.first()?;
@@ -98,6 +101,7 @@ impl Events<'_> {
             ("window", self.window.map(|c| c.len())),
             ("ts", self.ts.map(|c| c.len())),
             ("key", self.key.map(|c| c.len())),
+            ("duration_us", self.duration_us.map(|c| c.len())),
         ];
         for (name, col) in optional {
             if let Some(len) = col {
@@ -185,6 +189,7 @@ impl Gathered {
             window: self.window.as_deref(),
             ts: self.ts.as_deref(),
             key: self.key.as_deref(),
+            duration_us: None,
         }
     }
 }
@@ -209,7 +214,7 @@ pub(crate) const PARALLEL_MIN_WORK: usize = 20_000;
 
 const SNAPSHOT_MAGIC: &[u8; 8] = b"CSBANK\0\0";
 /// Bump when the serialized layout of any policy changes; old snapshots are then refused.
-pub const SNAPSHOT_VERSION: u32 = 5; // 2: totals are u128; 3: residence ages; 4: arrivals in entries; 5: xcache's purge clock
+pub const SNAPSHOT_VERSION: u32 = 6; // 2: totals are u128; 3: residence ages; 4: arrivals in entries; 5: xcache's purge clock; 6: fetch times, delayed hits
 
 /// One batch through one cache into `block` ((windows, per_cache) counters); with event times,
 /// residence ages too. `uniform`: the batch's `Events::uniform_tier`, found once for all caches.
@@ -277,7 +282,7 @@ impl Visitor for FeedBlock<'_, '_> {
             }
             (None, Some(tier)) => self.feed(s, ages, |_| None, |i| {
                 let (id, size) = (ev.id[i], ev.size[i]);
-                Some(Request { id, size, bytes_read: size, tier, next_access: u64::MAX, ts: 0 })
+                Some(Request { id, size, bytes_read: size, tier, next_access: u64::MAX, ts: 0, duration_us: 0 })
             }),
             (None, None) => self.feed(s, ages, |_| None, |i| (ev.op[i] == OP_READ).then(|| ev.request(i))),
         }
@@ -540,10 +545,19 @@ impl Bank {
             return Err("not a cachescope bank snapshot".into());
         }
         let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
-        if version != SNAPSHOT_VERSION {
-            return Err(format!("snapshot format version {version}, this build reads version {SNAPSHOT_VERSION}"));
+        // version 5 differs only in its counters (10 fields, no delayed hits) and in xcache's
+        // entries (no fetch times): its other caches resume, an xcache's is refused below
+        let fields = match version {
+            SNAPSHOT_VERSION => N_FIELDS,
+            5 => 10,
+            _ => return Err(format!("snapshot format version {version}, this build reads version {SNAPSHOT_VERSION} (and 5)")),
+        };
+        let bank: Bank = crate::stats::totals_serde::with_read_fields(fields, || postcard::from_bytes(&bytes[12..]))
+            .map_err(|e| format!("corrupt bank snapshot: {e}"))?;
+        if version == 5 && bank.shadows.iter().any(|s| s.spec.policy == "xcache") {
+            return Err("a version 5 snapshot holds an xcache, whose state this build cannot read: start it from empty state".into());
         }
-        postcard::from_bytes(&bytes[12..]).map_err(|e| format!("corrupt bank snapshot: {e}"))
+        Ok(bank)
     }
 }
 
@@ -561,7 +575,7 @@ mod tests {
     use super::*;
 
     fn events<'a>(id: &'a [u64], size: &'a [u64], tier: &'a [u8], op: &'a [u8]) -> Events<'a> {
-        Events { id, size, bytes_read: size, tier, op, next_access: None, window: None, ts: None, key: None }
+        Events { id, size, bytes_read: size, tier, op, next_access: None, window: None, ts: None, key: None, duration_us: None }
     }
 
     #[test]
@@ -643,14 +657,14 @@ mod tests {
         let mut ev = events(&id, &size, &tier, &op);
         ev.ts = Some(&ts[..]);
         let (_, out) = bank.feed(&ev).unwrap();
-        assert_eq!(&out[EVICTIONS..], &[1, 4, 30, 10 + 25 + 20, 4]);
+        assert_eq!(&out[EVICTIONS..=AGE_READS], &[1, 4, 30, 10 + 25 + 20, 4]);
         assert_eq!(bank.shadows[0].timed_files(), 2);
         // an event older than the cache's clock (out of order) ages nothing backwards
         let ts = [120];
         let mut ev = events(&[3], &[4], &[0], &[0]);
         ev.ts = Some(&ts[..]);
         let (_, out) = bank.feed(&ev).unwrap();
-        assert_eq!(&out[RESIDENT_AGE..], &[(2 * 150 - 130 - 150) / 2, 1]);
+        assert_eq!(&out[RESIDENT_AGE..=AGE_READS], &[(2 * 150 - 130 - 150) / 2, 1]);
     }
 
     #[test]

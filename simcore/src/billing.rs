@@ -121,15 +121,15 @@ fn cell(b: u8) -> bool {
 }
 
 /// `_FAST_MOVER`'s groups but the type: date, cell, pnfsid, filesize, path, transferred,
-/// created, protocol, initiator, rc, message.
-fn mover_fields(line: &str) -> Option<[&str; 11]> {
+/// created, protocol, initiator, rc, message, connectionTime.
+fn mover_fields(line: &str) -> Option<[&str; 12]> {
     let mut c = Cur { s: line.as_bytes(), i: 0 };
     let date = c.date()?;
     let (cell, _) = c.head()?;
     let [pnfsid, size, path] = c.file()?;
     let moved = c.int()?;
     c.lit(b" ")?;
-    c.int()?;
+    let connection = c.int()?;
     c.lit(b" ")?;
     let created = if c.lit(b"true").is_some() {
         "true"
@@ -145,7 +145,7 @@ fn mover_fields(line: &str) -> Option<[&str; 11]> {
     let (rc, message) = c.rc()?;
     let g = |(a, b): (usize, usize)| line.get(a..b);
     Some([g(date)?, g(cell)?, g(pnfsid)?, g(size)?, g(path)?, g(moved)?, created, g(protocol)?, g(initiator)?,
-          g(rc)?, g(message)?])
+          g(rc)?, g(message)?, g(connection)?])
 }
 
 /// `_FAST_DOOR`'s groups: date, type, clientChain, pnfsid, path, rc, message.
@@ -284,14 +284,14 @@ impl BillingFast {
         &self,
         py: Python<'py>,
         ctx: &Ctx<'_, 'py>,
-        f: [&str; 11],
+        f: [&str; 12],
         ts_fn: &Bound<'py, PyAny>,
         client_of: &Bound<'py, PyAny>,
         access: &Bound<'py, PyAny>,
         skip: &Bound<'py, PyAny>,
         zero_read: &Bound<'py, PyAny>,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let [date, cell, pnfsid, filesize, path, transferred, created, protocol, initiator, rc, message] = f;
+        let [date, cell, pnfsid, filesize, path, transferred, created, protocol, initiator, rc, message, connection] = f;
         if rc != "0" {
             return skip.call1((format!("failed transfer (rc={rc}: {message})"),)).map(Some);
         }
@@ -313,14 +313,19 @@ impl BillingFast {
             Some(c) => PyString::new(py, c).into_any(),
             None => client_of.call1((protocol,))?,
         };
+        // `_duration_us`: the mover's connectionTime (ms), not known when negative
+        let kw = pyo3::types::PyDict::new(py);
+        if let Some(ms) = int(connection).filter(|&ms| ms >= 0 && ms <= i64::MAX / 1000) {
+            kw.set_item("duration_us", ms * 1000)?;
+        }
         if created == "true" {
             let size = if filesize >= transferred { filesize } else { transferred };
-            return access.call1((ts, path_obj, size, transferred, "write", server, client)).map(Some);
+            return access.call((ts, path_obj, size, transferred, "write", server, client), Some(&kw)).map(Some);
         }
         if transferred == 0 {
             return Ok(Some(zero_read.clone()));
         }
-        access.call1((ts, path_obj, filesize, transferred, "read", server, client)).map(Some)
+        access.call((ts, path_obj, filesize, transferred, "read", server, client), Some(&kw)).map(Some)
     }
 
     #[allow(clippy::too_many_arguments)]

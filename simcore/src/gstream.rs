@@ -154,6 +154,8 @@ struct Close<'a> {
     origin: i64,
     /// access_cnt when a count (>= 1)
     count: Option<u64>,
+    /// duration_us: detach_t − attach_t in µs, -1 when the record does not give both
+    duration: i64,
 }
 
 enum Outcome<'a> {
@@ -282,7 +284,17 @@ fn outcome(line: &str) -> Option<Outcome<'_>> {
         verdict,
         origin,
         count: count(r.access_cnt),
+        duration: attach_duration(r.attach_t, r.detach_t),
     }))
+}
+
+/// `_duration`: how long the file was attached (detach_t − attach_t, whole seconds, in µs), -1
+/// unless both are positive integers in order.
+fn attach_duration(attach: Option<Val>, detach: Option<Val>) -> i64 {
+    match (attach, detach) {
+        (Some(Val::Int(a)), Some(Val::Int(d))) if a > 0 && d >= a && d < SECONDS_BELOW => ((d - a) * 1_000_000) as i64,
+        _ => -1,
+    }
 }
 
 /// What the Enricher knows of a path: normalised path, file id, tier, VO ("" when none).
@@ -313,6 +325,7 @@ struct Columns {
     bypass: Vec<i64>,
     verdict: Vec<i8>,
     origin_bytes: Vec<i64>,
+    duration: Vec<i64>,
     origin: Vec<Py<PyAny>>,
     seq: Vec<u64>,
 }
@@ -494,6 +507,7 @@ impl GstreamColumns {
             k.bypass.push(bypass as i64);
             k.verdict.push(c.verdict);
             k.origin_bytes.push(origin);
+            k.duration.push(c.duration);
             k.origin.push(self.origin.clone_ref(py));
             k.seq.push(self.seq);
             self.seq += 1;
@@ -675,8 +689,9 @@ impl GstreamColumns {
             observed("observed_origin_bytes")?,
             text("origin")?,
             ev.getattr("seq")?.extract::<u64>()?,
+            observed("duration_us")?,
         );
-        let (ts, [site, source, server, client, vo, path], [file_id, size, nbytes], [tier, group], [h, m, b], v, o, origin, seq) =
+        let (ts, [site, source, server, client, vo, path], [file_id, size, nbytes], [tier, group], [h, m, b], v, o, origin, seq, dur) =
             row;
         let k = &mut self.cols;
         k.ts.push(ts);
@@ -697,6 +712,7 @@ impl GstreamColumns {
         k.bypass.push(b);
         k.verdict.push(v);
         k.origin_bytes.push(o);
+        k.duration.push(dur);
         k.origin.push(origin);
         k.seq.push(seq);
         Ok(())
@@ -730,6 +746,7 @@ impl GstreamColumns {
         d.set_item("observed_origin_bytes", PyArray1::from_vec(py, k.origin_bytes))?;
         d.set_item("origin", PyArray1::from_vec(py, k.origin))?;
         d.set_item("seq", PyArray1::from_vec(py, k.seq))?;
+        d.set_item("duration_us", PyArray1::from_vec(py, k.duration))?;
         Ok(d)
     }
 }

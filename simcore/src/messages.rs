@@ -17,7 +17,7 @@ use pyo3::types::{PyBytes, PyDict, PyString};
 use rustc_hash::FxHashMap;
 
 /// AccessEvent's fields in order (cachescope.events.FIELD_NAMES; a test checks they agree).
-pub const FIELDS: [&str; 20] = [
+pub const FIELDS: [&str; 21] = [
     "ts",
     "site",
     "source",
@@ -38,6 +38,7 @@ pub const FIELDS: [&str; 20] = [
     "observed_origin_bytes",
     "origin",
     "seq",
+    "duration_us",
 ];
 
 #[derive(Clone, Copy, PartialEq)]
@@ -56,7 +57,10 @@ fn kind(field: usize) -> Kind {
         "ts" => Kind::Ts,
         "file_id" | "file_size" | "bytes_read" | "seq" => Kind::U64,
         "op" => Kind::Op,
-        "observed_hit_bytes" | "observed_miss_bytes" | "observed_bypass_bytes" | "observed_origin_bytes" => Kind::Observed,
+        // a nullable u64 is held as the observed counters are (int64, -1 for null)
+        "observed_hit_bytes" | "observed_miss_bytes" | "observed_bypass_bytes" | "observed_origin_bytes" | "duration_us" => {
+            Kind::Observed
+        }
         "observed_hit" => Kind::Flag,
         _ => Kind::Text,
     }

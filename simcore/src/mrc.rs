@@ -350,7 +350,7 @@ mod tests {
             let mut ev = Evictions::default();
             let (mut hits, mut bytes) = (0u64, 0u64);
             for &(id, size) in trace {
-                let o = lru.access(&Request { id, size, bytes_read: size, tier: 0, next_access: 0, ts: 0 }, &mut ev);
+                let o = lru.access(&Request { id, size, bytes_read: size, tier: 0, next_access: 0, ts: 0, duration_us: 0 }, &mut ev);
                 hits += o.hit as u64;
                 bytes += o.hit_bytes;
             }

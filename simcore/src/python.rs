@@ -34,7 +34,13 @@ fn opt<'a, T: numpy::Element>(c: &'a Option<Col<'_, T>>) -> PyResult<Option<&'a 
 
 impl Batch<'_> {
     /// The batch as the engine reads it (numpy arrays borrowed, no copy).
-    fn events<'a>(&'a self, next_access: Option<&'a [u64]>, window: Option<&'a [u32]>, ts: Option<&'a [u32]>) -> PyResult<Events<'a>> {
+    fn events<'a>(
+        &'a self,
+        next_access: Option<&'a [u64]>,
+        window: Option<&'a [u32]>,
+        ts: Option<&'a [u32]>,
+        duration_us: Option<&'a [u64]>,
+    ) -> PyResult<Events<'a>> {
         Ok(Events {
             id: self.0.as_slice()?,
             size: self.1.as_slice()?,
@@ -45,6 +51,7 @@ impl Batch<'_> {
             window,
             ts,
             key: None,
+            duration_us,
         })
     }
 }
@@ -114,8 +121,9 @@ impl PyBank {
     /// Feed one batch (`cols`: the `Batch` tuple); returns counters shaped (windows, caches,
     /// tiers, fields), and with `by_partition` (a routed bank) also those of each partition
     /// summed over the windows, (partitions, caches, tiers, fields). `ts` (event time, seconds)
-    /// makes the caches count residence ages; `partition`: each event's (a routed bank).
-    #[pyo3(signature = (cols, next_access=None, window=None, ts=None, partition=None, by_partition=false))]
+    /// makes the caches count residence ages; `partition`: each event's (a routed bank);
+    /// `duration_us`: each access's duration (µs, 0 = not known: xcache's fetch times).
+    #[pyo3(signature = (cols, next_access=None, window=None, ts=None, partition=None, by_partition=false, duration_us=None))]
     #[allow(clippy::too_many_arguments)]
     fn feed<'py>(
         &mut self,
@@ -126,8 +134,9 @@ impl PyBank {
         ts: Option<Col<'py, u32>>,
         partition: Option<Col<'py, u32>>,
         by_partition: bool,
+        duration_us: Option<Col<'py, u64>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let ev = cols.events(opt(&next_access)?, opt(&window)?, opt(&ts)?)?;
+        let ev = cols.events(opt(&next_access)?, opt(&window)?, opt(&ts)?, opt(&duration_us)?)?;
         let part = opt(&partition)?;
         let inner = &mut self.inner;
         let (w, out, parts) = py.detach(|| inner.feed_by_partition(&ev, part)).map_err(err)?;
@@ -144,7 +153,7 @@ impl PyBank {
     /// dict(window u32, cache u32, tier u8, values u64 (cells, fields)) (`windowed.rs`).
     /// `tiers_used`: every tier code fed so far is below it (None: n_tiers). `parallel`: the
     /// caches may run on all cores (see `windowed::feed_cells`).
-    #[pyo3(signature = (cols, window, next_access=None, tiers_used=None, ts=None, parallel=true))]
+    #[pyo3(signature = (cols, window, next_access=None, tiers_used=None, ts=None, parallel=true, duration_us=None))]
     #[allow(clippy::too_many_arguments)]
     fn feed_cells<'py>(
         &mut self,
@@ -155,8 +164,9 @@ impl PyBank {
         tiers_used: Option<usize>,
         ts: Option<Col<'py, u32>>,
         parallel: bool,
+        duration_us: Option<Col<'py, u64>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let ev = cols.events(opt(&next_access)?, Some(window.as_slice()?), opt(&ts)?)?;
+        let ev = cols.events(opt(&next_access)?, Some(window.as_slice()?), opt(&ts)?, opt(&duration_us)?)?;
         let inner = &mut self.inner;
         let cells = py.detach(|| crate::windowed::feed_cells(inner, &ev, tiers_used, parallel)).map_err(err)?;
         let n = cells.window.len();
@@ -171,9 +181,16 @@ impl PyBank {
     /// Feed one batch into the cumulative totals only (no per-window counters out). `clock`:
     /// event times (seconds) for the caches that run on them (xcache's purges), without
     /// residence ages.
-    #[pyo3(signature = (cols, next_access=None, clock=None))]
-    fn feed_totals<'py>(&mut self, py: Python<'py>, cols: Batch<'py>, next_access: Option<Col<'py, u64>>, clock: Option<Col<'py, u32>>) -> PyResult<()> {
-        let ev = cols.events(opt(&next_access)?, None, None)?;
+    #[pyo3(signature = (cols, next_access=None, clock=None, duration_us=None))]
+    fn feed_totals<'py>(
+        &mut self,
+        py: Python<'py>,
+        cols: Batch<'py>,
+        next_access: Option<Col<'py, u64>>,
+        clock: Option<Col<'py, u32>>,
+        duration_us: Option<Col<'py, u64>>,
+    ) -> PyResult<()> {
+        let ev = cols.events(opt(&next_access)?, None, None, opt(&duration_us)?)?;
         let clock = opt(&clock)?;
         let inner = &mut self.inner;
         py.detach(|| inner.feed_totals_at(&ev, clock)).map_err(err)
@@ -311,7 +328,7 @@ impl PyMrc {
     #[pyo3(signature = (cols, window=None))]
     fn feed<'py>(&mut self, py: Python<'py>, cols: Batch<'py>, window: Option<Col<'py, u32>>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
         let n_tiers = self.inner.curve_tiers();
-        let ev = cols.events(None, opt(&window)?, None)?;
+        let ev = cols.events(None, opt(&window)?, None, None)?;
         ev.validate(n_tiers).map_err(err)?;
         if ev.op.contains(&bank::OP_BYPASS) {
             return Err(err("the curve takes ops 0 (read), 1 (write) and 2 (delete): a curve has no admission".into()));

@@ -162,6 +162,7 @@ fn events<'a>(b: &'a Columns, ops: &'a [u8], keys: bool) -> Events<'a> {
         window: None,
         ts: None,
         key: keys.then_some(&b.key[..]),
+        duration_us: None,
     }
 }
 
@@ -390,7 +391,7 @@ mod tests {
         let (id, size): (Vec<u64>, Vec<u64>) = t.iter().copied().unzip();
         let (tier, op) = (vec![0u8; t.len()], vec![OP_READ; t.len()]);
         let clock: Vec<u32> = (0..t.len() as u32).collect();
-        let ev = Events { id: &id, size: &size, bytes_read: &size, tier: &tier, op: &op, next_access: None, window: None, ts: None, key: None };
+        let ev = Events { id: &id, size: &size, bytes_read: &size, tier: &tier, op: &op, next_access: None, window: None, ts: None, key: None, duration_us: None };
         bank.feed_totals_at(&ev, Some(&clock)).unwrap();
         bank.totals()
     }
@@ -410,7 +411,7 @@ mod tests {
         let mut untimed = Bank::new(specs.clone(), STREAM_TIERS).unwrap();
         let (id, size): (Vec<u64>, Vec<u64>) = t.iter().copied().unzip();
         let (tier, op) = (vec![0u8; t.len()], vec![OP_READ; t.len()]);
-        untimed.feed_totals(&Events { id: &id, size: &size, bytes_read: &size, tier: &tier, op: &op, next_access: None, window: None, ts: None, key: None }).unwrap();
+        untimed.feed_totals(&Events { id: &id, size: &size, bytes_read: &size, tier: &tier, op: &op, next_access: None, window: None, ts: None, key: None, duration_us: None }).unwrap();
         let untimed = untimed.totals();
         for c in 0..specs.len() {
             let ours = &run.totals[c * N_FIELDS..(c + 1) * N_FIELDS];
@@ -570,7 +571,7 @@ mod tests {
         let mut bank = Bank::new(vec![CacheSpec::new("lru", 10)], 1).unwrap();
         assert!(bank.use_dense_ids());
         let z = [0u8];
-        let ev = Events { id: &[1], size: &[1], bytes_read: &[1], tier: &z, op: &z, next_access: None, window: None, ts: None, key: None };
+        let ev = Events { id: &[1], size: &[1], bytes_read: &[1], tier: &z, op: &z, next_access: None, window: None, ts: None, key: None, duration_us: None };
         assert!(bank.feed_totals(&ev).unwrap_err().contains("dense file keys"));
     }
 }

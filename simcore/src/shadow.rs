@@ -33,6 +33,7 @@ pub struct Shadow {
     /// Files with sample_hash below this are simulated.
     threshold: u64,
     /// Cumulative counters, indexed by tier (exact: u128).
+    #[serde(with = "crate::stats::totals_serde")]
     pub totals: Vec<Exact>,
     /// Residence ages (reads with timestamps only).
     ages: Ages,
@@ -369,6 +370,8 @@ fn serve<S: Server>(s: &mut S, req: &Request, ev: &mut Evictions, window: &mut [
     c[BYTES_REQUESTED] += req.bytes_read as u128;
     c[BYTES_HIT] += out.hit_bytes as u128;
     c[BYTES_FILLED] += out.filled as u128;
+    c[DELAYED_HITS] += out.delayed as u128;
+    c[BYTES_DELAYED] += out.delayed_bytes as u128;
     for e in &ev.items {
         let c = &mut window[e.tier as usize];
         c[EVICTIONS] += 1;

@@ -6,9 +6,12 @@
 /// (÷ evictions = mean residence before purge); `resident_age_s` sums, over the reads, the mean
 /// age of the files resident as the read found the cache, and `age_reads` counts those reads
 /// (÷ = mean age of the cache's files, as XCache's own monitoring reports it).
-pub const FIELDS: [&str; 10] = [
+/// `delayed_hits` counts reads that fetched nothing but found some of their blocks still in
+/// flight from the origin (`xcache` with fetch times; never a hit), `bytes_delayed` the bytes of
+/// reads that were in flight when the read came (neither hit bytes nor fetched).
+pub const FIELDS: [&str; 12] = [
     "requests", "hits", "bytes_requested", "bytes_hit", "bytes_filled", "evictions", "bytes_evicted",
-    "evicted_age_s", "resident_age_s", "age_reads",
+    "evicted_age_s", "resident_age_s", "age_reads", "delayed_hits", "bytes_delayed",
 ];
 pub const N_FIELDS: usize = FIELDS.len();
 pub const REQUESTS: usize = 0;
@@ -21,6 +24,8 @@ pub const BYTES_EVICTED: usize = 6;
 pub const EVICTED_AGE: usize = 7;
 pub const RESIDENT_AGE: usize = 8;
 pub const AGE_READS: usize = 9;
+pub const DELAYED_HITS: usize = 10;
+pub const BYTES_DELAYED: usize = 11;
 
 /// Counters of one (window, tier) as they leave the engine per window: u64 each (18.4 EB of
 /// bytes per window, cache and tier); the engine refuses a batch rather than wrap one.
@@ -46,4 +51,86 @@ pub fn narrow(c: &Exact) -> Option<Counters> {
         *o = u64::try_from(v).ok()?;
     }
     Some(out)
+}
+
+/// Counters per tier in a snapshot: each tier's fields as a tuple. A snapshot of an older format
+/// had fewer fields (`read_fields`, set by `Bank::restore` from its version): those read, the new
+/// ones start at 0.
+pub mod totals_serde {
+    use super::{Exact, N_FIELDS};
+    use serde::de::{DeserializeSeed, Deserializer, SeqAccess, Visitor};
+    use serde::ser::{SerializeTuple, Serializer};
+    use std::cell::Cell;
+    use std::fmt;
+
+    thread_local! {
+        static READ_FIELDS: Cell<usize> = const { Cell::new(N_FIELDS) };
+    }
+
+    /// Run `f` reading snapshots whose counters have `n` fields (≤ N_FIELDS).
+    pub fn with_read_fields<T>(n: usize, f: impl FnOnce() -> T) -> T {
+        let before = READ_FIELDS.with(|c| c.replace(n));
+        let out = f();
+        READ_FIELDS.with(|c| c.set(before));
+        out
+    }
+
+    pub fn serialize<S: Serializer>(totals: &[Exact], s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        struct Row<'a>(&'a Exact);
+        impl serde::Serialize for Row<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut t = s.serialize_tuple(N_FIELDS)?;
+                for v in self.0 {
+                    t.serialize_element(v)?;
+                }
+                t.end()
+            }
+        }
+        let mut seq = s.serialize_seq(Some(totals.len()))?;
+        for row in totals {
+            seq.serialize_element(&Row(row))?;
+        }
+        seq.end()
+    }
+
+    struct RowSeed(usize);
+    impl<'de> DeserializeSeed<'de> for RowSeed {
+        type Value = Exact;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Exact, D::Error> {
+            struct V(usize);
+            impl<'de> Visitor<'de> for V {
+                type Value = Exact;
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    write!(f, "{} counters", self.0)
+                }
+                fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Exact, A::Error> {
+                    let mut out = [0u128; N_FIELDS];
+                    for (i, slot) in out.iter_mut().enumerate().take(self.0) {
+                        *slot = a.next_element()?.ok_or_else(|| serde::de::Error::invalid_length(i, &self))?;
+                    }
+                    Ok(out)
+                }
+            }
+            d.deserialize_tuple(self.0, V(self.0))
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Exact>, D::Error> {
+        struct V(usize);
+        impl<'de> Visitor<'de> for V {
+            type Value = Vec<Exact>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("counters per tier")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Vec<Exact>, A::Error> {
+                let mut out = Vec::with_capacity(a.size_hint().unwrap_or(0).min(1 << 16));
+                while let Some(row) = a.next_element_seed(RowSeed(self.0))? {
+                    out.push(row);
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_seq(V(READ_FIELDS.with(|c| c.get())))
+    }
 }

@@ -385,7 +385,7 @@ mod tests {
             ["lru", "arc", "s3fifo"].iter().flat_map(|p| [100_000u64, 400_000].map(|c| CacheSpec::new(p, c))).collect();
         let mut dense_bank = Bank::new(specs.clone(), 8).unwrap();
         let mut cell_bank = Bank::new(specs, 8).unwrap();
-        let ev = Events { id: &id, size: &size, bytes_read: &size, tier: &tier, op: &op, next_access: None, window: Some(&window), ts: None, key: None };
+        let ev = Events { id: &id, size: &size, bytes_read: &size, tier: &tier, op: &op, next_access: None, window: Some(&window), ts: None, key: None, duration_us: None };
         let (n_windows, dense) = dense_bank.feed(&ev).unwrap();
         let cells = feed_cells(&mut cell_bank, &ev, Some(5), true).unwrap();
         check(&cells, n_windows, &dense);

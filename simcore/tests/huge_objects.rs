@@ -29,11 +29,11 @@ fn every_policy_keeps_exact_byte_sums_for_huge_files() {
     for &policy in POLICY_NAMES {
         for capacity in [MAX_CAPACITY, BIG / 2 + 12345, BIG / 8] {
             let mut bank = Bank::new(vec![CacheSpec::new(policy, capacity)], 1).unwrap();
-            let ev = Events { id: &ids, size: &sizes, bytes_read: &sizes, tier: &tier, op: &op, next_access: Some(&next), window: None, ts: None, key: None };
+            let ev = Events { id: &ids, size: &sizes, bytes_read: &sizes, tier: &tier, op: &op, next_access: Some(&next), window: None, ts: None, key: None, duration_us: None };
             // two halves, to carry the totals across batches
             let half = n / 2;
-            let first = Events { id: &ids[..half], size: &sizes[..half], bytes_read: &sizes[..half], tier: &tier[..half], op: &op[..half], next_access: Some(&next[..half]), window: None, ts: None, key: None };
-            let second = Events { id: &ids[half..], size: &sizes[half..], bytes_read: &sizes[half..], tier: &tier[half..], op: &op[half..], next_access: Some(&next[half..]), window: None, ts: None, key: None };
+            let first = Events { id: &ids[..half], size: &sizes[..half], bytes_read: &sizes[..half], tier: &tier[..half], op: &op[..half], next_access: Some(&next[..half]), window: None, ts: None, key: None, duration_us: None };
+            let second = Events { id: &ids[half..], size: &sizes[half..], bytes_read: &sizes[half..], tier: &tier[half..], op: &op[half..], next_access: Some(&next[half..]), window: None, ts: None, key: None, duration_us: None };
             bank.feed_totals(&first).unwrap();
             bank.feed_totals(&second).unwrap();
             let t = bank.totals();
@@ -58,7 +58,7 @@ fn lru_hits_on_huge_files_are_counted_exactly() {
     let sizes = [BIG - 1, BIG - 1, BIG - 4096, BIG - 4096, BIG - 1];
     let z = [0u8; 5];
     let mut bank = Bank::new(vec![CacheSpec::new("lru", MAX_CAPACITY)], 1).unwrap();
-    bank.feed_totals(&Events { id: &ids, size: &sizes, bytes_read: &sizes, tier: &z, op: &z, next_access: None, window: None, ts: None, key: None }).unwrap();
+    bank.feed_totals(&Events { id: &ids, size: &sizes, bytes_read: &sizes, tier: &z, op: &z, next_access: None, window: None, ts: None, key: None, duration_us: None }).unwrap();
     let t = bank.totals();
     assert_eq!(t[HITS], 2);
     assert_eq!(t[BYTES_HIT], (BIG - 1) as u128 + (BIG - 4096) as u128);
@@ -78,7 +78,7 @@ fn lru_curve_agrees_with_lru_on_huge_files() {
     let c = curve.curve();
     for (j, &cap) in grid.iter().enumerate() {
         let mut bank = Bank::new(vec![CacheSpec::new("lru", cap)], 1).unwrap();
-        bank.feed_totals(&Events { id: &ids, size: &sizes, bytes_read: &sizes, tier: &z, op: &z, next_access: None, window: None, ts: None, key: None }).unwrap();
+        bank.feed_totals(&Events { id: &ids, size: &sizes, bytes_read: &sizes, tier: &z, op: &z, next_access: None, window: None, ts: None, key: None, duration_us: None }).unwrap();
         let t = bank.totals();
         assert_eq!(c.hits[j * 2] as u128, t[HITS], "hits at {cap}");
         let rel = (c.hits[j * 2 + 1] - t[BYTES_HIT] as f64).abs() / (t[BYTES_HIT] as f64).max(1.0);

@@ -78,6 +78,7 @@ fn matches_libcachesim_on_the_shared_trace() {
             window: None,
             ts: None,
             key: None,
+            duration_us: None,
         };
         let started = std::time::Instant::now();
         bank.feed_totals(&ev).unwrap();

@@ -56,7 +56,7 @@ def test_json_field_order_and_null_observed():
     assert list(json.loads(line)) == [
         "ts", "site", "source", "server", "client", "vo", "path", "file_id", "file_size", "bytes_read", "op",
         "tier", "cache_group", "observed_hit_bytes", "observed_miss_bytes", "observed_bypass_bytes", "observed_hit",
-        "observed_origin_bytes", "origin", "seq",
+        "observed_origin_bytes", "origin", "seq", "duration_us",
     ]
     assert '"observed_hit_bytes":null' in line
     assert '"file_id":18446744073709551615' in line

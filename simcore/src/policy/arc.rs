@@ -221,7 +221,7 @@ pub(crate) mod check {
             }
             let before = p.used_bytes();
             ev.items.clear();
-            let o = p.access(&Request { id, size, bytes_read, tier: (id % 3) as u8, next_access: u64::MAX, ts: 0 }, &mut ev);
+            let o = p.access(&Request { id, size, bytes_read, tier: (id % 3) as u8, next_access: u64::MAX, ts: 0, duration_us: 0 }, &mut ev);
             let evicted: u64 = ev.items.iter().map(|e| e.size).sum();
             assert!(p.used_bytes() <= p.capacity(), "{} used {} > capacity {}", p.name(), p.used_bytes(), p.capacity());
             assert_eq!(before + o.filled, p.used_bytes() + evicted, "{}: bytes filled and evicted must balance", p.name());

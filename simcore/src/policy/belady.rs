@@ -217,7 +217,7 @@ mod tests {
             if i % 13 == 0 {
                 p.remove(id ^ 1);
             }
-            let r = super::super::Request { id, size, bytes_read: size, tier: 0, next_access, ts: 0 };
+            let r = super::super::Request { id, size, bytes_read: size, tier: 0, next_access, ts: 0, duration_us: 0 };
             p.access(&r, &mut ev);
             let super::super::AnyPolicy::Belady(b) = &p else { unreachable!() };
             for j in 2..b.heap.len() {

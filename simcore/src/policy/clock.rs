@@ -121,7 +121,7 @@ pub(crate) mod checks {
                     let bytes = postcard::to_stdvec(&p).unwrap();
                     restored = Some(postcard::from_bytes(&bytes).unwrap());
                 }
-                let req = Request { id, size, bytes_read: size, tier: (id % 3) as u8, next_access, ts: 0 };
+                let req = Request { id, size, bytes_read: size, tier: (id % 3) as u8, next_access, ts: 0, duration_us: 0 };
                 if i % 41 == 7 {
                     // a write at the source: the file leaves the cache
                     let before = p.used_bytes();

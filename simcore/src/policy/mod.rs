@@ -32,6 +32,9 @@ pub struct Request {
     /// Event time in seconds (0 = not known): a policy that keeps arrival times stores it in
     /// the entry of a file this request brings in, and reports it back when the file leaves.
     pub ts: u32,
+    /// How long the access lasted, in microseconds (0 = not known): `xcache` takes the time its
+    /// missed blocks need from it (delayed hits, see policy/xcache.rs).
+    pub duration_us: u64,
 }
 
 /// What a policy did with one request.
@@ -46,21 +49,26 @@ pub struct Outcome {
     /// The file became resident with this request, arriving at `Request::ts` (policies that
     /// keep arrival times only).
     pub arrived: bool,
+    /// A delayed hit: nothing had to be fetched, but some of its blocks were still on their way
+    /// from the origin (a fetch in flight). Not a hit (`hit` is false) and not a fetch.
+    pub delayed: bool,
+    /// Bytes of `bytes_read` that were in flight when the request came (neither hit nor fetched).
+    pub delayed_bytes: u64,
 }
 
 impl Outcome {
     #[inline]
     pub fn hit(req: &Request) -> Self {
-        Outcome { hit: true, hit_bytes: req.bytes_read, filled: 0, arrived: false }
+        Outcome { hit: true, hit_bytes: req.bytes_read, ..Outcome::default() }
     }
     #[inline]
     pub fn miss(filled: u64) -> Self {
-        Outcome { hit: false, hit_bytes: 0, filled, arrived: false }
+        Outcome { filled, ..Outcome::default() }
     }
     /// A miss that brought the whole file in.
     #[inline]
     pub fn admitted(req: &Request) -> Self {
-        Outcome { hit: false, hit_bytes: 0, filled: req.size, arrived: true }
+        Outcome { filled: req.size, arrived: true, ..Outcome::default() }
     }
 }
 
@@ -298,7 +306,7 @@ pub(crate) mod testing {
         reqs.iter()
             .zip(next)
             .map(|(&(id, size), next_access)| {
-                let r = Request { id, size, bytes_read: size, tier: 0, next_access, ts: 0 };
+                let r = Request { id, size, bytes_read: size, tier: 0, next_access, ts: 0, duration_us: 0 };
                 if p.access(&r, &mut ev).hit { 'H' } else { 'm' }
             })
             .collect()

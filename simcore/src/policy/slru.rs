@@ -206,7 +206,7 @@ mod tests {
         let mut p = slru(4, 2.0);
         assert_eq!(replay(&mut p, &[(1, 1), (2, 2), (3, 1)]), "mmm");
         let mut ev = Evictions::default();
-        let out = p.access(&Request { id: 1, size: 1, bytes_read: 1, tier: 0, next_access: u64::MAX, ts: 0 }, &mut ev);
+        let out = p.access(&Request { id: 1, size: 1, bytes_read: 1, tier: 0, next_access: u64::MAX, ts: 0, duration_us: 0 }, &mut ev);
         assert!(out.hit);
         assert_eq!(ev.items.iter().map(|e| (e.size, e.tier, e.id)).collect::<Vec<_>>(), vec![(1, 0, 3)]);
         assert!(!p.contains(3));

@@ -31,7 +31,11 @@
 //! - `prefetch`: XrdPfc's `pfc.prefetch` (blocks in flight per file), default 0 = off. XrdPfc
 //!   prefetches the blocks of an open file that no client asked for yet: in the lab (prefetch
 //!   10) 990 of 994 accesses ended with every block of the file downloaded. With `prefetch > 0`
-//!   a read (`bytes_read > 0`) therefore caches the whole file (its extent is `size`).
+//!   and no fetch times a read (`bytes_read > 0`) therefore caches the whole file (its extent
+//!   is `size`); with fetch times see "Delayed hits" below.
+//! - `origin_rate`: bytes per second the origin link delivers to one fetch (0 = not known, the
+//!   default): with it, or with the access's own duration (`Request::duration_us`), fetches
+//!   take time (below).
 //!
 //! The capacity `c` is the size of the cache's **filesystem** (XrdPfc compares `statvfs`'s
 //! total − free with the watermarks). Disk usage `du = baseline_used + Σ cached bytes`; file
@@ -54,6 +58,23 @@
 //!    this also covers files in use, as reads are instantaneous here). `bytes_read == 0` (an
 //!    open without data) does this too for a file with cached blocks, and is then a hit with
 //!    0 hit bytes; for a file without cached blocks it is a miss that creates no entry.
+//!
+//! Delayed hits (only when fetches take time: `origin_rate > 0` or the access's duration is
+//! known, and the request has an event time; otherwise fetches are instant and nothing below
+//! changes the counts):
+//! - A read's missing blocks are fetched from its time `t` on, arriving evenly (in offset
+//!   order) until `t + bytes/origin_rate`, or, without a rate, `t + duration` (the access lasted
+//!   as long as its blocks took). The earlier blocks of the file were on disk when the previous
+//!   fetch ended.
+//! - A read that needs nothing fetched but some of whose blocks are not on disk yet (another
+//!   read's fetch is in flight) is a **delayed hit**: not a hit (it waits for the origin), not
+//!   a miss (it costs no second fetch: `filled` 0). `hit_bytes` counts only the bytes on disk
+//!   when the read came; `delayed_bytes` the rest of what the cache held for it.
+//! - Prefetch in time (`prefetch > 0`): while the file is open the next `prefetch` blocks past
+//!   what is cached are in flight, and an open longer than its own fetches need (duration ×
+//!   origin_rate above the missed bytes) brings that much more; a short partial read leaves a
+//!   partly cached file, as XrdPfc does (`n_blks_done` at close). Hits prefetch too.
+//! - Times are whole seconds of event time (`Request::ts`), fetch times microseconds.
 //!
 //! A purge at time `t` (XrdPfc's `Purge()` loop, run in event time):
 //! - Bytes to remove: `d = du − lwm` when `du > hwm`, else 0. With the `files` form, also
@@ -104,6 +125,39 @@ struct Entry {
     /// previous purge, so protected from the next one.
     epoch: u32,
     tier: u8,
+    /// Fetch times (µs of event time; all 0 when fetches are instant): the latest fetch brought
+    /// `fetch_from..cached` in, its bytes arriving evenly from `fetch_start` to `fetch_end`;
+    /// the blocks before `fetch_from` were all on disk at `prior_ready`.
+    fetch_from: u64,
+    fetch_start: u64,
+    fetch_end: u64,
+    prior_ready: u64,
+}
+
+impl Entry {
+    /// When the first `extent` bytes (≤ cached) are all on disk.
+    #[inline]
+    fn ready_at(&self, extent: u64) -> u64 {
+        if extent <= self.fetch_from {
+            return self.prior_ready;
+        }
+        let span = (self.fetch_end - self.fetch_start) as u128;
+        let part = (extent - self.fetch_from) as u128 * span / (self.cached - self.fetch_from).max(1) as u128;
+        self.prior_ready.max(self.fetch_start + part as u64)
+    }
+    /// Bytes of the prefix on disk at `now` (whole blocks of the latest fetch).
+    #[inline]
+    fn on_disk(&self, now: u64, block: u64) -> u64 {
+        if now >= self.fetch_end.max(self.prior_ready) {
+            return self.cached;
+        }
+        if now < self.prior_ready {
+            return 0;
+        }
+        let span = (self.fetch_end - self.fetch_start).max(1) as u128;
+        let done = (self.cached - self.fetch_from) as u128 * (now - self.fetch_start) as u128 / span;
+        self.fetch_from + (done as u64) / block * block
+    }
 }
 
 impl resident::Entry for Entry {
@@ -154,8 +208,10 @@ pub struct XCache {
     /// `files baseline nominal max`, bytes.
     files: Option<[u64; 3]>,
     baseline_used: u64,
-    /// `pfc.prefetch` > 0: a read caches the whole file.
-    prefetch: bool,
+    /// `pfc.prefetch`: blocks in flight per open file (0 = off).
+    prefetch: u64,
+    /// `origin_rate`: bytes/s the origin link delivers to one fetch (0 = not known).
+    origin_rate: f64,
     interval: u64,
     cold_age: u64,
     cold_period: u32,
@@ -321,7 +377,7 @@ impl XCache {
             if cached == 0 {
                 continue;
             }
-            let slot = self.table.insert(Entry { id, cached, last, epoch: self.epoch.wrapping_sub(1), tier: 0 });
+            let slot = self.table.insert(Entry { id, cached, last, epoch: self.epoch.wrapping_sub(1), tier: 0, ..Entry::default() });
             self.table.arena.push_front(&mut self.lru, slot);
             self.used += cached;
         }
@@ -384,7 +440,8 @@ impl Policy for XCache {
             lwm,
             files,
             baseline_used,
-            prefetch: whole(params, "prefetch", 0.0, 0.0)? > 0,
+            prefetch: whole(params, "prefetch", 0.0, 0.0)?,
+            origin_rate: params.non_negative("origin_rate", 0.0)?,
             interval: whole(params, "purge_interval", 300.0, 1.0)?,
             cold_age: whole(params, "purge_cold_age", 0.0, 0.0)?,
             cold_period: whole(params, "purge_cold_period", 10.0, 1.0)?.min(u32::MAX as u64) as u32,
@@ -407,13 +464,34 @@ impl Policy for XCache {
             self.epoch = self.epoch.wrapping_add(1);
         }
         let b = self.block_size;
-        let extent = match req.bytes_read {
+        // the blocks this read needs (offsets are not logged: a prefix, see the module doc)
+        let demand = match req.bytes_read {
             0 => 0,
-            _ if self.prefetch => req.size,
             n => n.div_ceil(b).saturating_mul(b).min(req.size),
         };
         let slot = self.table.slot(req.id);
-        let cached = slot.map_or(0, |s| self.table.get(s).cached);
+        let old = slot.map_or(Entry::default(), |s| *self.table.get(s));
+        let cached = old.cached;
+        // fetch times: from the access's own duration, else the origin's rate, else instant
+        let now = req.ts as u64 * 1_000_000;
+        let timed = req.ts != 0 && (req.duration_us > 0 || self.origin_rate > 0.0);
+        let missing = demand.saturating_sub(cached);
+        let extent = match req.bytes_read {
+            0 => 0,
+            _ if self.prefetch == 0 => demand,
+            // prefetch in time: while the file is open the next `prefetch` blocks are in flight,
+            // and an open longer than its own fetches needs lets the origin bring more
+            _ if timed => {
+                let open_bytes = if req.duration_us > 0 && self.origin_rate > 0.0 {
+                    (self.origin_rate * req.duration_us as f64 / 1e6) as u64
+                } else {
+                    missing
+                };
+                let ahead = self.prefetch.saturating_mul(b).saturating_add(open_bytes.saturating_sub(missing));
+                demand.max(cached).saturating_add(ahead).min(req.size)
+            }
+            _ => req.size,
+        };
         let filled = match extent.saturating_sub(cached) {
             0 => 0,
             want => {
@@ -426,8 +504,36 @@ impl Policy for XCache {
                 }
             }
         };
-        let out = Outcome { hit: cached > 0 && req.bytes_read <= cached, hit_bytes: req.bytes_read.min(cached), filled, arrived: false };
-        let entry = Entry { id: req.id, cached: cached + filled, last: req.ts, epoch: self.epoch, tier: req.tier };
+        // what this read needed that the cache holds, and how much of it was on disk already
+        let held = req.bytes_read.min(cached);
+        let on_disk = if old.fetch_end.max(old.prior_ready) > now { held.min(old.on_disk(now, b)) } else { held };
+        let in_flight = cached > 0 && demand.min(cached) > 0 && old.ready_at(demand.min(cached)) > now;
+        let fits = cached > 0 && req.bytes_read <= cached;
+        let out = Outcome {
+            hit: fits && !in_flight,
+            hit_bytes: on_disk,
+            filled,
+            arrived: false,
+            delayed: fits && in_flight,
+            delayed_bytes: held - on_disk,
+        };
+        let mut entry = Entry { id: req.id, cached: cached + filled, last: req.ts, epoch: self.epoch, tier: req.tier, ..old };
+        if filled > 0 && !timed {
+            // instant fetches: everything cached is on disk (times out of order stay harmless)
+            (entry.fetch_from, entry.fetch_start, entry.fetch_end, entry.prior_ready) = (0, 0, 0, 0);
+        } else if filled > 0 {
+            entry.prior_ready = old.fetch_end.max(old.prior_ready);
+            entry.fetch_from = cached;
+            entry.fetch_start = now;
+            entry.fetch_end = if self.origin_rate > 0.0 {
+                now + (filled as f64 * 1e6 / self.origin_rate) as u64
+            } else {
+                // the access's duration covers the blocks it asked for; prefetched ones arrive
+                // at its pace after them
+                let asked = if missing > 0 { missing } else { filled };
+                now + (req.duration_us as u128 * filled as u128 / asked as u128) as u64
+            };
+        }
         match slot {
             Some(s) => {
                 *self.table.get_mut(s) = entry;
@@ -497,7 +603,7 @@ mod tests {
 
     fn read_at(p: &mut AnyPolicy, ts: u32, id: u64, size: u64, bytes_read: u64) -> (bool, u64, u64, u64) {
         let mut ev = Evictions::default();
-        let o = p.access(&Request { id, size, bytes_read, tier: 0, next_access: u64::MAX, ts }, &mut ev);
+        let o = p.access(&Request { id, size, bytes_read, tier: 0, next_access: u64::MAX, ts, duration_us: 0 }, &mut ev);
         (o.hit, o.hit_bytes, o.filled, ev.items.iter().map(|e| e.size).sum())
     }
 
@@ -555,6 +661,65 @@ mod tests {
         assert_eq!(read(&mut p, 0, 2, 50, 0), (false, 0, 0, 0));
         // the filesystem's room still bounds it: 905 bytes left, a 2000-byte file writes 900
         assert_eq!(read(&mut p, 0, 3, 2000, 1), (false, 0, 900, 0));
+    }
+
+    /// (hit, delayed, hit_bytes, delayed_bytes, filled) of one read with a duration.
+    fn timed(p: &mut AnyPolicy, t: u32, id: u64, size: u64, bytes_read: u64, duration_us: u64) -> (bool, bool, u64, u64, u64) {
+        let mut ev = Evictions::default();
+        let o = p.access(&Request { id, size, bytes_read, tier: 0, next_access: u64::MAX, ts: T0 + t, duration_us }, &mut ev);
+        (o.hit, o.delayed, o.hit_bytes, o.delayed_bytes, o.filled)
+    }
+
+    #[test]
+    fn golden_delayed_hits_from_the_origin_rate() {
+        // block 10, origin 10 bytes/s: a 40-byte miss at t=0 is on disk from t=4 (one block a
+        // second, in offset order)
+        let mut p = xcache(1000, &[("block_size", 10.0), ("origin_rate", 10.0)]);
+        assert_eq!(timed(&mut p, 0, 1, 100, 40, 0), (false, false, 0, 0, 40));
+        // t=2: the first 20 bytes are on disk, 20 of 40 still in flight: a delayed hit, no fetch
+        assert_eq!(timed(&mut p, 2, 1, 100, 40, 0), (false, true, 20, 20, 0));
+        // t=2, 20 bytes: they arrived at t=2 → a hit
+        assert_eq!(timed(&mut p, 2, 1, 100, 20, 0), (true, false, 20, 0, 0));
+        // t=3, 50 bytes: needs block 5 → a miss (fetching 10), with 30 on disk and 10 in flight
+        assert_eq!(timed(&mut p, 3, 1, 100, 50, 0), (false, false, 30, 10, 10));
+        // t=4: the earlier fetch is done (t=4), the new one (block 5) arrives at t=4 too → hit
+        assert_eq!(timed(&mut p, 4, 1, 100, 50, 0), (true, false, 50, 0, 0));
+        // without a rate or a duration the same reads are instant: no delayed hits (the default)
+        let mut q = xcache(1000, &[("block_size", 10.0)]);
+        assert_eq!(timed(&mut q, 0, 1, 100, 40, 0), (false, false, 0, 0, 40));
+        assert_eq!(timed(&mut q, 2, 1, 100, 40, 0), (true, false, 40, 0, 0));
+        // a request without event time cannot wait: instant as well
+        let mut r = xcache(1000, &[("block_size", 10.0), ("origin_rate", 10.0)]);
+        assert_eq!(read_at(&mut r, 0, 1, 100, 40), (false, 0, 40, 0));
+        assert_eq!(read_at(&mut r, 0, 1, 100, 40), (true, 40, 0, 0));
+        assert!(AnyPolicy::new("xcache", 1000, &params(&[("origin_rate", -1.0)])).is_err());
+    }
+
+    #[test]
+    fn golden_delayed_hits_from_durations() {
+        // no rate: the access's own duration is its fetch time (30 bytes in 3 s)
+        let mut p = xcache(1000, &[("block_size", 10.0)]);
+        assert_eq!(timed(&mut p, 0, 1, 100, 30, 3_000_000), (false, false, 0, 0, 30));
+        assert_eq!(timed(&mut p, 1, 1, 100, 30, 0), (false, true, 10, 20, 0));
+        assert_eq!(timed(&mut p, 3, 1, 100, 30, 0), (true, false, 30, 0, 0));
+        // a whole-file hit of a file fetched long ago is a hit whatever its duration
+        assert_eq!(timed(&mut p, 10, 1, 100, 30, 5_000_000), (true, false, 30, 0, 0));
+    }
+
+    #[test]
+    fn golden_prefetch_in_time() {
+        // prefetch 2 blocks, block 10, origin 10 bytes/s: a 20-byte read of a 100-byte file
+        // leaves 40 bytes cached (its 2 blocks and the 2 in flight at its end), not the file
+        let mut p = xcache(1000, &[("block_size", 10.0), ("prefetch", 2.0), ("origin_rate", 10.0)]);
+        assert_eq!(timed(&mut p, 0, 1, 100, 20, 0), (false, false, 0, 0, 40));
+        // a hit (t=10) open for 5 s: the origin brings 50 bytes meanwhile and 2 more blocks
+        // are in flight at its end → 40 + 70, bounded by the file: 60 fetched
+        assert_eq!(timed(&mut p, 10, 1, 100, 20, 5_000_000), (true, false, 20, 0, 60));
+        assert_eq!(p.used_bytes(), 100);
+        // those blocks arrive until t=16: a read of 80 at t=11 waits for them (a delayed hit:
+        // 50 bytes on disk, 30 in flight, nothing fetched)
+        assert_eq!(timed(&mut p, 11, 1, 100, 80, 0), (false, true, 50, 30, 0));
+        // without fetch times prefetch still caches the whole file (golden_prefetch_caches_whole_files)
     }
 
     #[test]
@@ -821,7 +986,7 @@ mod tests {
                     let before = p.used_bytes();
                     ev.items.clear();
                     let ts = ((t0 + i) / 3) as u32; // three reads a second
-                    let o = p.access(&Request { id, size, bytes_read, tier: 0, next_access: u64::MAX, ts }, &mut ev);
+                    let o = p.access(&Request { id, size, bytes_read, tier: 0, next_access: u64::MAX, ts, duration_us: 0 }, &mut ev);
                     let evicted: u64 = ev.items.iter().map(|e| e.size).sum();
                     assert!(p.used_bytes() + baseline <= p.capacity());
                     assert_eq!(before + o.filled, p.used_bytes() + evicted);

@@ -1,0 +1,91 @@
+"""The `xcache` model's speed with delayed hits on and off, side by side, on one trace.
+
+A trace of --requests reads (default 1 M) is written once as a `cachescope simulate` CSV
+(`timestamp,obj_id,obj_size,bytes_read`): Zipf(0.9) popularity over 200 k files of 20 MB–2 GB,
+ROOT-like partial reads (10–30 % of a file) mixed with whole-file copies, 20 reads a second.
+Then the whole `cachescope simulate` process runs --repeat times per variant (best of each):
+
+  off        — xcache, instant fetches (the default: no delayed hits)
+  on         — xcache with `origin_rate` (fetches take time: delayed hits counted)
+  on+prefetch — the same with `prefetch` 10 (prefetch in time)
+
+and prints requests/s, hit efficiency and delayed hits of each.
+
+Run: .venv/bin/python scripts/bench_delayed.py [--requests 1000000] [--size 20TB] [--rate 1Gbit/s]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def write_trace(path: Path, requests: int, files: int, seed: int = 36) -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    ranks = np.arange(1, files + 1, dtype=np.float64)
+    p = ranks ** -0.9
+    p /= p.sum()
+    ids = rng.choice(files, size=requests, p=p).astype(np.uint64) + 1
+    sizes_of = rng.integers(20_000_000, 2_000_000_000, size=files + 1, dtype=np.uint64)
+    size = sizes_of[ids]
+    share = np.where(rng.random(requests) < 0.7, rng.uniform(0.1, 0.3, requests), 1.0)
+    bytes_read = np.maximum(1, (size * share).astype(np.uint64))
+    ts = 1_700_000_000 + np.arange(requests) // 20
+    with open(path, "w") as f:
+        f.write("timestamp,obj_id,obj_size,bytes_read\n")
+        for chunk in range(0, requests, 100_000):
+            sl = slice(chunk, chunk + 100_000)
+            rows = np.stack([ts[sl].astype(np.uint64), ids[sl], size[sl], bytes_read[sl]], axis=1)
+            np.savetxt(f, rows, fmt="%d", delimiter=",")
+
+
+def run(trace: Path, size: str, params: list[str]) -> tuple[float, dict]:
+    cmd = [str(REPO / ".venv/bin/cachescope"), "simulate", str(trace), "--policy", "xcache", "--size", size,
+           "--json", "--no-progress"] + [a for p in params for a in ("--param", p)]
+    t0 = time.perf_counter()
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return time.perf_counter() - t0, json.loads(out.splitlines()[0])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--requests", type=int, default=1_000_000)
+    ap.add_argument("--files", type=int, default=200_000)
+    ap.add_argument("--size", default="20TB")
+    ap.add_argument("--rate", default="1Gbit/s", help="origin_rate of the 'on' variants")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--trace", type=Path, help="reuse this trace file instead of writing one")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = args.trace or Path(tmp) / "trace.csv"
+        if not args.trace:
+            write_trace(trace, args.requests, args.files)
+        variants = {"off": ["block_size=1MiB"],
+                    "on": ["block_size=1MiB", f"origin_rate={args.rate}"],
+                    "on+prefetch": ["block_size=1MiB", f"origin_rate={args.rate}", "prefetch=10"]}
+        rows = []
+        for name, params in variants.items():
+            best, answer = float("inf"), {}
+            for _ in range(args.repeat):
+                seconds, answer = run(trace, args.size, params)
+                best = min(best, seconds)
+            rows.append({"variant": name, "seconds": round(best, 3), "requests_per_s": round(answer["requests"] / best),
+                         "hit_ratio": answer["hit_ratio"], "delayed_hits": answer["delayed_hits"],
+                         "delayed_hit_ratio": answer["delayed_hit_ratio"], "byte_hit_ratio": answer["byte_hit_ratio"],
+                         "bytes_filled": answer["bytes_filled"]})
+    for r in rows:
+        print(json.dumps(r))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

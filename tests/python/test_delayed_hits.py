@@ -1,0 +1,168 @@
+"""Delayed hits (issue 36): the `xcache` model's fetches take time (its `origin_rate`, or each
+access's duration), a read that fetched nothing but waited for blocks in flight is a delayed
+hit, and every answer counts hits, delayed hits and misses with their bytes. Without fetch times,
+and for every other policy, the counts are libCacheSim's / the instant model's."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cachescope.simulation import F, CacheSpec, ShadowBank, load_trace, ratios, simulate
+from cachescope.xrdpfc import XrdPfcError, param_value
+
+CLI = [str(Path(sys.executable).parent / "cachescope")]
+MB = 10**6
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(CLI + list(args), capture_output=True)
+
+
+def test_origin_rate_takes_bytes_and_link_rates():
+    assert param_value("origin_rate", "12500000") == 12.5e6
+    assert param_value("origin_rate", "100Mbit/s") == 12.5e6
+    assert param_value("origin_rate", "1Gbps") == 125e6
+    assert param_value("origin_rate", "12.5MB/s") == 12.5e6
+    assert param_value("origin_rate", "1MiB/s") == 2**20
+    for bad in ("fast", "-3", "10 parsecs/s"):
+        with pytest.raises(XrdPfcError, match="origin_rate"):
+            param_value("origin_rate", bad)
+
+
+def _trace(tmp_path: Path) -> Path:
+    # a 100 MB file: 40 MB read at t=1 (a miss: 4 s at 10 MB/s), again at t=2 (in flight: a
+    # delayed hit), and at t=10 (on disk: a hit); a second file read once (a miss)
+    rows = [(1, 1, 100 * MB, 40 * MB), (2, 1, 100 * MB, 40 * MB), (10, 1, 100 * MB, 40 * MB), (11, 2, 50 * MB, 50 * MB)]
+    path = tmp_path / "t.csv"
+    path.write_text("timestamp,obj_id,obj_size,bytes_read\n" + "".join(f"{t},{i},{s},{b}\n" for t, i, s, b in rows))
+    return path
+
+
+def _simulate(path: Path, policy: str, *params: str) -> dict:
+    out = cli("simulate", str(path), "--policy", policy, "--size", "1GB", "--json",
+              *[a for p in params for a in ("--param", p)])
+    assert out.returncode == 0, out.stderr.decode()
+    return json.loads(out.stdout)
+
+
+def test_simulate_counts_delayed_hits_from_the_origin_rate(tmp_path):
+    path = _trace(tmp_path)
+    row = _simulate(path, "xcache", "block_size=1MB", "origin_rate=80Mbit/s")
+    assert (row["requests"], row["hits"], row["delayed_hits"], row["misses"]) == (4, 1, 1, 2)
+    assert row["hit_ratio"] == 0.25 and row["delayed_hit_ratio"] == 0.25
+    # at t=2 a quarter of the 40 MB had arrived (1 s of 4): 10 MB hit bytes, 30 MB delayed
+    assert (row["bytes_hit"], row["bytes_delayed"]) == (40 * MB + 10 * MB, 30 * MB)
+    assert row["bytes_hit"] + row["bytes_delayed"] + row["bytes_missed"] == row["bytes_requested"]
+    # a delayed hit costs no second fetch: the WAN bytes are the two misses' blocks
+    assert row["bytes_filled"] == 90 * MB
+    # the contract's fields are all still there
+    for key in ("policy", "size_bytes", "requests", "hits", "hit_ratio", "bytes_requested", "bytes_hit", "byte_hit_ratio"):
+        assert key in row
+    assert row["by_tier"]["UNKNOWN"]["delayed_hits"] == 1 if "UNKNOWN" in row["by_tier"] else True
+
+
+def test_without_fetch_times_nothing_is_delayed(tmp_path):
+    path = _trace(tmp_path)
+    instant = _simulate(path, "xcache", "block_size=1MB")
+    assert (instant["hits"], instant["delayed_hits"], instant["misses"]) == (2, 0, 2)
+    assert instant["bytes_delayed"] == 0 and instant["bytes_filled"] == 90 * MB
+    # the other policies keep libCacheSim's semantics: no fetch times, no delayed hits
+    for policy in ("lru", "arc", "s3fifo"):
+        row = _simulate(path, policy)
+        assert row["delayed_hits"] == 0 and row["misses"] == row["requests"] - row["hits"]
+
+
+def test_prefetch_in_time_leaves_a_partly_cached_file(tmp_path):
+    # prefetch 2 blocks (1 MB) at 8 MB/s: a 20 MB read of a 100 MB file caches 22 MB, so a
+    # whole-file read later fetches the other 78 MB; without fetch times prefetch takes it all
+    rows = [(1, 1, 100 * MB, 20 * MB), (100, 1, 100 * MB, 100 * MB)]
+    path = tmp_path / "p.csv"
+    path.write_text("timestamp,obj_id,obj_size,bytes_read\n" + "".join(f"{t},{i},{s},{b}\n" for t, i, s, b in rows))
+    timed = _simulate(path, "xcache", "block_size=1MB", "prefetch=2", "origin_rate=64Mbit/s")
+    assert (timed["hits"], timed["bytes_hit"]) == (0, 22 * MB)
+    instant = _simulate(path, "xcache", "block_size=1MB", "prefetch=2")
+    assert (instant["hits"], instant["bytes_hit"]) == (1, 100 * MB)
+
+
+def test_bank_takes_each_access_duration():
+    # no origin rate: the access's own duration is the time its blocks take (40 MB in 4 s)
+    n = 3
+    ids, size, read = np.ones(n, np.uint64), np.full(n, 100 * MB, np.uint64), np.full(n, 40 * MB, np.uint64)
+    zeros = np.zeros(n, np.uint8)
+    clock = np.array([1, 2, 10], np.float64)
+    spec = CacheSpec("xcache", 10**9, {"block_size": float(MB)})
+    counts = []
+    for duration in (np.array([4_000_000, 0, 0], np.uint64), None):
+        bank = ShadowBank([spec], 1)
+        bank.feed_totals(ids, size, read, zeros, zeros, clock=clock, duration_us=duration)
+        counts.append(ratios(bank.totals()[0].sum(axis=0)))
+    timed, instant = counts
+    assert (timed["hits"], timed["delayed_hits"], timed["misses"]) == (1, 1, 1)
+    assert (instant["hits"], instant["delayed_hits"], instant["misses"]) == (2, 0, 1)
+    assert timed["bytes_filled"] == instant["bytes_filled"] == 40 * MB
+
+
+def test_golden_counts_unchanged_for_default_semantics(shared_dir):
+    # the counters the other fields had before delayed hits: simulate of the lab's trace gives the
+    # same hits for the instant xcache whichever way it runs, and no delayed hit anywhere
+    trace = load_trace(shared_dir / "xcache-lab/captures/run1-default/workload.sim.csv.gz")
+    specs = [CacheSpec(p, 3 * 2**30) for p in ("lru", "fifo", "arc")] + [CacheSpec("xcache", 3 * 2**30, {"prefetch": 10.0})]
+    totals = simulate(trace, specs)
+    assert (totals[..., F["delayed_hits"]] == 0).all() and (totals[..., F["bytes_delayed"]] == 0).all()
+
+
+# --- the contract's duration_us, from the records that state it -------------------------------
+
+_GSTREAM = ('{"event":"file_close","lfn":"/store/mc/X/Y/AODSIM/v1/0000/a.root","size":10485760,"blk_size":1048576,'
+            '"n_blks":10,"n_blks_done":10,"access_cnt":1,"attach_t":1795769566,"detach_t":1795769570,'
+            '"remotes":["127.0.0.1:1094"],"b_hit":0,"b_miss":10485760,"b_bypass":0}')
+
+
+def test_gstream_duration_is_detach_minus_attach_in_both_parsers():
+    from ingest.pipeline import LineParser
+
+    lines = [_GSTREAM, _GSTREAM.replace('"detach_t":1795769570', '"detach_t":1795769560'),
+             _GSTREAM.replace(',"detach_t":1795769570', "")]
+    python = [e.duration_us for e in LineParser("xrootd-gstream", server="c1").parse_all(lines)]
+    assert python == [4_000_000, None, None]
+    # the compiled path (column_batches) gives the same column, null as -1
+    cols = [c for c in LineParser("xrootd-gstream", server="c1").column_batches(lines)]
+    compiled = np.concatenate([c.duration_us for c in cols]).tolist()
+    assert compiled == [4_000_000, -1, -1]
+
+
+def test_dcache_billing_duration_is_the_movers_connection_time(tmp_path):
+    from ingest.pipeline import LineParser
+
+    line = ("08.05 07:47:55 [pool:pool1:transfer] [0000FA09235CA0974697AB93F00FFEA61620,964544] "
+            "[/home/tester/test-file-1] <Unknown>:<Unknown>@osm 964544 74 false "
+            "{Http-1.1:0:0:0:0:0:0:0:1:0:WebDAV-dcache:dCacheDomain:/home/tester/test-file-1} "
+            "[door:WebDAV-dcache@dCacheDomain:AAWPWe0LXwA:1564991275384000] {0:\"\"}")
+    parser = LineParser("dcache-billing", year=2019)
+    events = parser.parse_all([line])
+    assert [e.duration_us for e in events] == [74_000]
+    compiled = np.concatenate([c.duration_us for c in LineParser("dcache-billing", year=2019).column_batches([line])])
+    assert compiled.tolist() == [74_000]
+
+
+def test_duration_travels_in_messages_and_old_messages_read_as_null():
+    from cachescope.core.columns import EventColumns
+    from cachescope.core.messages import decode_batch as decode_message, encode_batch as encode_events
+    from cachescope.events import AccessEvent
+
+    ev = AccessEvent(1_700_000_000_000_000, "S", "csv", "srv", "", "cms", "/p", 1, 100, 50, "read", "AOD", "g",
+                     None, None, None, None, "file:h:/x", 0, 2_500_000)
+    group, cols = decode_message(encode_events("g", [ev, AccessEvent(*[getattr(ev, f) for f in ev.__struct_fields__][:-1])]))
+    assert cols.duration_us.tolist() == [2_500_000, -1]
+    # a message from before the field: no duration_us column at all
+    import orjson
+
+    doc = orjson.loads(encode_events("g", [ev]))
+    del doc["columns"]["duration_us"]
+    _, old = decode_message(orjson.dumps(doc))
+    assert old.duration_us.tolist() == [-1]
+    assert isinstance(cols, EventColumns) and group == "g"
