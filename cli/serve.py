@@ -88,13 +88,17 @@ def serve(
 
         with stores.get() as st:
             migrations.migrate(st)
-            live = LiveCollector(listen, cfg, st, site=site, rejects=store / "rejects.jsonl")
+            try:
+                live = LiveCollector(listen, cfg, st, site=site, rejects=store / "rejects.jsonl", spool=store / "spool")
+            except OSError as e:
+                raise fail(f"cannot use the spool {store / 'spool'}: {e.strerror or e}", 1) from None
     application = create_app(settings, stores)
     if live is not None:
         # the store stays open past the app's shutdown (the app closes only stores it opened):
         # the collector writes what it received last, then it is closed below
         application.state.stores = stores
-        application.state.metrics.registry.register(CollectMetrics(live.assembler))
+        application.state.live = live  # /healthz answers 503 once ingestion stopped
+        application.state.metrics.registry.register(CollectMetrics(live.assembler, live.receiver, live))
         live.start()
         typer.echo(f"serve: collecting XRootD monitoring on udp://{live.receiver.address[0]}:"
                    f"{live.receiver.address[1]} into {store}", err=True)
