@@ -82,7 +82,7 @@ def collect(
     from ingest.xrootd_monitoring.run import Checkpoints, receiver_metrics
 
     try:
-        receiver = Receiver(host, port, spool=spool)  # bound before anything is announced: a busy port fails here
+        receiver = Receiver(host, port, spool=spool, rcvbuf=cfg.ingest.receive_buffer_bytes)  # bound before anything is announced: a busy port fails here
     except OSError as exc:
         raise UserError(f"cannot use the spool {spool}: {exc.strerror or exc}") from None
     sp = cfg.ingest.spool

@@ -15,10 +15,12 @@ every cache group's state (caches, open windows, rows not yet confirmed by the s
 keeps in a checkpoint). A restart, after a SIGTERM or a kill -9, restores that and decodes the
 spool from there: decoding is deterministic given the datagrams and rows given a group's events,
 so what was written after the checkpoint is written again identically (the tables keep one), the
-same `run` and the same seq go on, and nothing received is lost. A stop is therefore a pause:
-open windows stay open in the checkpoint and close as the next run's events pass them. The
-first start of a spool numbers each origin after what the store already holds of it
-(`seq_base`, kept in the checkpoints), so identities are never reused.
+same `run` and the same seq go on, and nothing received is lost. At a stop the checkpoint is
+saved first, then held accesses are written and open windows closed for the page (as a replay's
+at its end); a restart goes on from the checkpoint, so those windows are written again, complete,
+under the same keys, and the tables keep the last. The first start of a spool numbers each origin
+after what the store already holds of it (`seq_base`, kept in the checkpoints), so identities
+are never reused.
 
 An error that stops decoding (the store refusing inserts, a bug) leaves the receiving process
 spooling, is set as `error` (GET /healthz answers 503 with it) and written to pipeline_health
@@ -98,7 +100,7 @@ class LiveCollector:
     def __init__(self, listen: tuple[str, int], config: CachescopeConfig, store: Store, *, site: str = "",
                  rejects: Path | None = None, spool: Path | None = None):
         self.store, self.site = store, site or config.site
-        self.receiver = Receiver(*listen, spool=spool)
+        self.receiver = Receiver(*listen, spool=spool, rcvbuf=config.ingest.receive_buffer_bytes)
         self._rejects = open(rejects, "ab") if rejects is not None else None  # noqa: SIM115
         self.seq_base: dict[str, int] = {}
         self.assembler = Assembler(config, site=site, on_reject=self._reject,
@@ -122,14 +124,20 @@ class LiveCollector:
             else:  # a new spool: each origin numbered after what the store holds of it
                 self.seq_base = _next_seqs(store)
                 self._checkpoint(force=True)
-        self.collector = Collector(self.receiver, self.assembler, self.sink, on_flush=self._checkpoint)
+        self._paused = False
+        self.collector = Collector(self.receiver, self.assembler, self.sink, on_flush=self._checkpoint,
+                                   on_pause=self._pause, finish_on_stop=True)
         self._thread = threading.Thread(target=self._run, name="collect-decode", daemon=True)
         self.error: BaseException | None = None
         #: one line: why ingestion stopped (GET /healthz answers 503 with it)
         self.error_reason: str | None = None
 
+    def _pause(self) -> None:
+        self._checkpoint(force=True)
+        self._paused = True  # what is written after this (held accesses, closed windows) is not the state
+
     def _checkpoint(self, force: bool = False) -> None:
-        if self.checkpoints is None or not force and time.monotonic() - self._last_checkpoint < self.every:
+        if self.checkpoints is None or self._paused or not force and time.monotonic() - self._last_checkpoint < self.every:
             return
         pos = self.receiver.pos
         self.checkpoints.save(pos, self.assembler, {**self.sink.state(), "seq_base": self.seq_base})
@@ -168,16 +176,13 @@ class LiveCollector:
         return self
 
     def stop(self) -> None:
-        """Write everything received and stop: with a spool, save where it stands (windows stay
-        open for the next run); without, close the caches' windows."""
+        """Write everything received (the checkpoint saved before the held accesses and open
+        windows are), close the caches' windows, stop."""
         self.collector.stop.set()
         self._thread.join()
         if self.error is not None:
             self.receiver.stop()  # what it spooled meanwhile is the next run's
             self.sink.writer.close()
-        elif self.checkpoints is not None:
-            self.sink.close(finish=False)  # the store has every row: the checkpoint holds none in flight
-            self._checkpoint(force=True)
         else:
             self.sink.close()
         if self._rejects is not None:

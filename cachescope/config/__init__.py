@@ -130,6 +130,8 @@ class IngestConfig(_Section):
     http_access: HttpAccessConfig = Field(default_factory=HttpAccessConfig)
     spool: SpoolConfig = Field(default_factory=SpoolConfig, description="the collector's durable spool "
                                "(`serve --collect`, `collect --spool`)")
+    receive_buffer_bytes: int = Field(64 << 20, ge=4096, description="the collector's UDP receive buffer asked "
+                                      "for (the kernel's drops beyond it are counted: `kernel_drops`)")
 
 
 class WebhookConfig(_Section):

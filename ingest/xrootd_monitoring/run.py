@@ -10,10 +10,13 @@ decoded and is flushed every `linger` seconds, when idle, and at the end.
 With a spool (`Receiver(spool=DIR)`), each flush ends with a checkpoint: the spool position the
 decoding reached and the Assembler's state (and the sink's, for the live mode) saved together
 (`Checkpoints`; for Kafka the position also goes into the same transaction as the events), so a
-restart decodes exactly from there. A stop by signal is then a pause: what was received is
-decoded and written, but accesses still held (an f-stream close waiting for its trace, a
-g-stream record for its f-stream) stay in the checkpoint for the next run instead of being
-forced out; only the end of input (`--stop-after-idle`) finishes them.
+restart decodes exactly from there. A stop by signal is then a pause for `--to` and `--out`:
+what was received is decoded and written, but accesses still held (an f-stream close waiting
+for its trace, a g-stream record for its f-stream) stay in the checkpoint for the next run
+instead of being forced out; only the end of input (`--stop-after-idle`) finishes them. The
+live mode (`finish_on_stop`) saves its checkpoint first (`on_pause`) and then writes them and
+closes its windows for the page; a restart goes on from the checkpoint and writes those rows
+again, complete, under the same keys (the tables keep the last).
 """
 
 from __future__ import annotations
@@ -176,12 +179,15 @@ class Collector:
     arrives meanwhile is decoded by the next run."""
 
     def __init__(self, receiver: Receiver, assembler: Assembler, sink: Sink, *, stop: threading.Event | None = None,
-                 idle_seconds: float | None = None, linger: float = 1.0, on_flush: Callable[[], None] | None = None):
+                 idle_seconds: float | None = None, linger: float = 1.0, on_flush: Callable[[], None] | None = None,
+                 on_pause: Callable[[], None] | None = None, finish_on_stop: bool = False):
         self.receiver, self.assembler, self.sink = receiver, assembler, sink
         self.stop = stop or threading.Event()
         self.idle = idle_seconds
         self.linger = linger
         self.on_flush = on_flush or (lambda: None)
+        self.on_pause = on_pause or (lambda: None)  # with a spool: everything received is decoded and written
+        self.finish_on_stop = finish_on_stop
         self.stopped_idle = False
 
     def run(self) -> None:
@@ -221,7 +227,11 @@ class Collector:
                 receiver.stop()
                 while (item := receiver.get_nowait()) is not None:
                     write(feed(*item))
-                if not spooled or self.stopped_idle:
+                if spooled:
+                    sink.flush(assembler)
+                    self.on_flush()
+                    self.on_pause()
+                if not spooled or self.stopped_idle or self.finish_on_stop:
                     write(assembler.finish())
-                sink.flush(assembler)
-                self.on_flush()
+                    sink.flush(assembler)
+                    self.on_flush()
