@@ -161,7 +161,8 @@ class SpoolReader:
                     break
                 reopened = True
             self._f.seek(self.pos - self._base)
-            data = self._f.read(min(limit, end - self.pos))
+            asked = min(limit, end - self.pos)
+            data = self._f.read(asked)
             if not data:  # the end of this segment: the next one starts here
                 if reopened:
                     break
@@ -179,9 +180,9 @@ class SpoolReader:
             self.pos += i
             limit -= i
             if i == 0:
-                if len(data) >= end - self.pos:
-                    break  # only a part of the next record is announced yet
-                limit = HEAD.size + 65536 + (1 << 16)  # a record larger than the limit: read it whole
+                if len(data) < asked:
+                    break  # only a part of the next record is written yet
+                limit = HEAD.size + (2 << 16)  # a record larger than the limit: read it whole
             reopened = False
         return out
 
