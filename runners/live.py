@@ -108,6 +108,7 @@ class LiveCollector:
         self.sink = StoreSink(config, store, site, on_late=self._late)
         self.sink.extra = lambda: receiver_metrics(self.receiver)
         self.checkpoints: Checkpoints | None = None
+        self._paused = False
         self.every = config.ingest.spool.checkpoint_seconds
         self._last_checkpoint = time.monotonic()
         self.resumed_at: int | None = None  # the spool position a checkpoint resumed at
@@ -124,7 +125,6 @@ class LiveCollector:
             else:  # a new spool: each origin numbered after what the store holds of it
                 self.seq_base = _next_seqs(store)
                 self._checkpoint(force=True)
-        self._paused = False
         self.collector = Collector(self.receiver, self.assembler, self.sink, on_flush=self._checkpoint,
                                    on_pause=self._pause, finish_on_stop=True)
         self._thread = threading.Thread(target=self._run, name="collect-decode", daemon=True)

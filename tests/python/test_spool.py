@@ -146,6 +146,14 @@ class Serve:
         self.recv = [c for c in _children(self.p.pid)
                      if "recv_process" in Path(f"/proc/{c}/cmdline").read_text(errors="replace")]
         assert len(self.recv) == 1
+        while True:  # the API answers (from here on a SIGTERM is uvicorn's to handle)
+            try:
+                if self.get("/healthz")[0] == 200:
+                    break
+            except OSError:
+                pass
+            assert self.p.poll() is None, self.p.stderr.read().decode()
+            _poll()
 
     def send(self, payloads: list[bytes]) -> None:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
@@ -174,8 +182,8 @@ class Serve:
 
     def wait_written(self, n: int) -> None:
         """Every decoded access in the store: the what-if over everything counts them."""
-        body = json.dumps({"policy": "lru", "size": "1GB", "from": "2000-01-01T00:00:00Z",
-                           "to": "2100-01-01T00:00:00Z"}).encode()
+        body = json.dumps({"policy": "lru", "size": "1GB", "from": "2026-11-20T00:00:00Z",
+                           "to": "2026-12-20T00:00:00Z"}).encode()
         while True:
             req = urllib.request.Request(f"http://127.0.0.1:{self.api}/v1/whatif", data=body,
                                          headers={"content-type": "application/json"})
@@ -241,7 +249,9 @@ def test_serve_collect_restarted_mid_capture_stores_what_one_run_stores(sig, uni
     s.wait_written(n)
     s.stop()
     got = _tables(store)
-    assert got["identities"] == whole["identities"] == [(n, n)]
+    (total, distinct), = whole["identities"]
+    assert total == distinct >= n > 900  # (the held accesses are written at the stop)
+    assert got["identities"] == whole["identities"]
     for t in TABLES:
         assert got[t] == whole[t], t
 
