@@ -53,11 +53,14 @@ class StoreSink:
     """A collector sink: events -> shadow caches -> the store."""
 
     def __init__(self, config: CachescopeConfig, store: Store, site: str,
-                 on_late: Callable[[EventColumns], None] = lambda late: None):
+                 on_late: Callable[[EventColumns], None] = lambda late: None,
+                 on_reject: Callable[[dict], None] = lambda doc: None):
         self.pipeline = config.pipeline
         self.store = store
         self.site = site or config.site
         self.on_late = on_late
+        self.on_reject = on_reject
+        self.unstorable = 0  # events the store's columns cannot hold (a size beyond u64's signed half...)
         self.groups: dict[tuple[str, int], GroupState] = {}
         self.pending: list[AccessEvent] = []
         self.events = 0
@@ -69,21 +72,43 @@ class StoreSink:
         self.pending += events
 
     def state(self) -> dict:
-        return {"groups": self.groups, "events": self.events, "late": self.late}
+        return {"groups": self.groups, "events": self.events, "late": self.late, "unstorable": self.unstorable}
 
     def load_state(self, state: dict) -> None:
         self.groups, self.events, self.late = state["groups"], state["events"], state["late"]
+        self.unstorable = state.get("unstorable", 0)
 
     def flush(self, assembler: Assembler) -> None:
         self.writer.check()
         if self.pending:
             batch, self.pending = self.pending, []
-            self.late += process_columns(self.groups, EventColumns.from_events(batch), self.pipeline, self.on_late)
-            self.events += len(batch)
+            cols = self._columns(batch)
+            if len(cols):
+                self.late += process_columns(self.groups, cols, self.pipeline, self.on_late)
+            self.events += len(cols)
             for st in self.groups.values():
                 st.write(self.writer, "collect")
         self.store.insert(tables.PIPELINE_HEALTH, health_rows("collect", self.site, {
-            **assembler.stats.health_metrics(), **self.extra()}))
+            **assembler.stats.health_metrics(), **self.extra(), "unstorable_events": self.unstorable}))
+
+    def _columns(self, batch: list[AccessEvent]) -> EventColumns:
+        """The batch as columns; an event they cannot hold is a reject with its reason, and the
+        rest go on (one bad value must not stop the live mode)."""
+        try:
+            return EventColumns.from_events(batch)
+        except (OverflowError, ValueError, TypeError):
+            pass
+        good = []
+        for e in batch:
+            try:
+                EventColumns.from_events([e])
+            except (OverflowError, ValueError, TypeError) as exc:
+                self.unstorable += 1
+                self.on_reject({"origin": e.origin, "seq": e.seq, "path": e.path, "skipped": False,
+                                "reason": f"a value the store cannot hold ({type(exc).__name__}: {exc})"})
+                continue
+            good.append(e)
+        return EventColumns.from_events(good)
 
     def close(self, finish: bool = True) -> None:
         """Close every open window (`finish`) and write it; wait until the store has every row."""
@@ -105,7 +130,7 @@ class LiveCollector:
         self.seq_base: dict[str, int] = {}
         self.assembler = Assembler(config, site=site, on_reject=self._reject,
                                    seq_of=lambda origin: self.seq_base.get(origin, 0))
-        self.sink = StoreSink(config, store, site, on_late=self._late)
+        self.sink = StoreSink(config, store, site, on_late=self._late, on_reject=self._reject)
         self.sink.extra = lambda: receiver_metrics(self.receiver)
         self.checkpoints: Checkpoints | None = None
         self._paused = False

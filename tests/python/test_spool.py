@@ -133,11 +133,11 @@ def _spooled(directory: Path) -> int:
 
 
 class Serve:
-    def __init__(self, store: Path):
+    def __init__(self, store: Path, args: tuple | list = ()):
         self.store = store
         self.api = _free_port()
         self.p = subprocess.Popen([CLI, "serve", "--store", str(store), "--port", str(self.api), "--collect",
-                                   "udp://127.0.0.1:0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   "udp://127.0.0.1:0", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         line = self.p.stderr.readline().decode()
         m = re.search(r"collecting XRootD monitoring on udp://([\d.]+):(\d+)", line)
@@ -365,3 +365,80 @@ def test_collect_to_kafka_restarted_mid_capture_ships_each_access_once(sig, kafk
     key = lambda e: (e["origin"], e["seq"])  # noqa: E731
     assert len({key(e) for e in events}) == len(events) == len(ref) > 900
     assert sorted(events, key=key) == sorted(ref, key=key)
+
+
+def _poisoned(payloads: list[bytes]) -> tuple[list[bytes], int]:
+    """The capture with one g-stream record's size and b_miss set to 2^63 (a value no u64 sum
+    holds in the signed columns); its index."""
+    import struct
+
+    i = [k for k, d in enumerate(payloads) if d[:1] == b"g" and b'"file_close"' in d][10]
+    d = payloads[i]
+    start = d.index(b'{"event":"file_close"')
+    end = d.find(b"\n", start)
+    end = len(d) if end < 0 else end
+    rec = re.sub(rb'"size":\d+', b'"size":9223372036854775808', d[start:end], count=1)
+    rec = re.sub(rb'"b_miss":\d+', b'"b_miss":9223372036854775808', rec, count=1)
+    out = d[:start] + rec + d[end:]
+    out = out[:2] + struct.pack(">H", len(out)) + out[4:]
+    return payloads[:i] + [out] + payloads[i + 1:], i
+
+
+@needs_lab
+def test_one_value_out_of_range_is_a_reject_and_the_live_mode_goes_on(tmp_path):
+    from cachescope.config import load_config
+    from ingest.xrootd_monitoring.assemble import Assembler
+
+    payloads, _ = _poisoned(read_capture(RUN))
+    asm = Assembler(load_config())
+    ref = []
+    for p in payloads:
+        ref += asm.feed(p, "127.0.0.1")
+    ref += asm.finish()
+    storable = [e for e in ref if e.file_size < 1 << 63 and (e.observed_miss_bytes or 0) < 1 << 63]
+    assert len(storable) < len(ref) or asm.stats.rejected  # the record is out of range either way
+    store = tmp_path / "store"
+    s = Serve(store)
+    s.send(payloads)
+    s.wait_decoded(len(payloads))
+    assert s.get("/healthz")[0] == 200
+    s.stop()
+    from cachescope.store import open_store
+
+    with open_store(store_dir=store) as st:
+        (stored,), = st.query("SELECT count() FROM access_events FINAL").rows
+    assert stored == len(storable) > 900
+    rejects = [orjson.loads(ln) for ln in (store / "rejects.jsonl").read_bytes().splitlines()]
+    assert any("9223372036854775808" in json.dumps(r) or "cannot hold" in r["reason"] for r in rejects), rejects
+
+
+@needs_lab
+def test_an_error_that_stops_ingestion_makes_healthz_503_with_the_reason(tmp_path):
+    """The spool's directory removed under a running `serve --collect`: the next checkpoint
+    fails; /healthz says so at once, pipeline health and /metrics show it, serve exits 1."""
+    import shutil
+
+    store = tmp_path / "store"
+    store.mkdir()
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("ingest:\n  spool:\n    checkpoint_seconds: 0.001\n")
+    s = Serve(store, ["--config", str(cfg)])
+    payloads = read_capture(RUN)
+    s.send(payloads[:100])
+    s.wait_decoded(100)
+    shutil.rmtree(store / "spool")
+    s.send(payloads[100:200])
+    while (answer := s.get("/healthz"))[0] != 503:
+        assert s.p.poll() is None, s.p.stderr.read().decode()
+        _poll()
+    assert "collect stopped ingesting" in answer[1].decode() and "FileNotFoundError" in answer[1].decode()
+    assert s.metric("cachescope_collect_ingestion_stopped") == 1
+    s.p.send_signal(signal.SIGTERM)
+    _, err = s.p.communicate()
+    assert s.p.returncode == 1 and "collect: " in err.decode() and "Traceback" not in err.decode(), err.decode()
+    from cachescope.store import open_store
+
+    with open_store(store_dir=store) as st:
+        rows = dict(st.query("SELECT metric, max(value) FROM pipeline_health WHERE component = 'collect' "
+                             "GROUP BY metric").rows)
+    assert rows["ingestion_stopped"] == 1
