@@ -121,8 +121,12 @@ def collect(
                     assembler.load_state(saved["assembler"])
                     receiver.resume(saved["pos"])
 
+                import stat
+
+                regular = out != "-" and stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
+
                 def on_flush() -> None:  # the lines are on disk before the checkpoint says so
-                    if out != "-":
+                    if regular:
                         os.fsync(stream.fileno())
                     checkpoints.save(receiver.pos, assembler)
                     checkpoints.done(receiver.pos)
