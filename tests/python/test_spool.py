@@ -442,3 +442,22 @@ def test_an_error_that_stops_ingestion_makes_healthz_503_with_the_reason(tmp_pat
         rows = dict(st.query("SELECT metric, max(value) FROM pipeline_health WHERE component = 'collect' "
                              "GROUP BY metric").rows)
     assert rows["ingestion_stopped"] == 1
+
+
+@needs_lab
+def test_datagrams_sent_while_nothing_listens_are_counted_as_lost(tmp_path):
+    payloads = read_capture(RUN)
+    half, gone = len(payloads) // 2, 5
+    store = tmp_path / "store"
+    s = Serve(store)
+    s.send(payloads[:half])
+    s.wait_decoded(half)
+    s.stop()
+    s = Serve(store)  # the packet sequences go on from the checkpoint: the gap shows
+    s.send(payloads[half + gone:])
+    s.wait_decoded(len(payloads) - gone)
+    _, text = s.get("/metrics")
+    lost = sum(float(v) for v in re.findall(r"^cachescope_collect_lost_datagrams_total\{[^}]*\} (\S+)$",
+                                             text.decode(), re.M))
+    s.stop()
+    assert lost == gone
