@@ -128,6 +128,23 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+_started: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def _stop_what_is_left():
+    """A failed test leaves no process behind: what it started and did not stop is killed, by PID."""
+    yield
+    while _started:
+        p = _started.pop()
+        if p.poll() is None:
+            kids = _children(p.pid)
+            p.kill()
+            p.communicate()
+            for c in kids:
+                _wait_gone(c)
+
+
 def _spooled(directory: Path) -> int:
     return len(_records(directory)) if directory.is_dir() else 0
 
@@ -139,6 +156,7 @@ class Serve:
         self.p = subprocess.Popen([CLI, "serve", "--store", str(store), "--port", str(self.api), "--collect",
                                    "udp://127.0.0.1:0", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        _started.append(self.p)
         line = self.p.stderr.readline().decode()
         m = re.search(r"collecting XRootD monitoring on udp://([\d.]+):(\d+)", line)
         assert m, line + self.p.stderr.read().decode()
@@ -287,16 +305,19 @@ def test_kernel_drops_are_counted(tmp_path):
     cfg.write_text("ingest:\n  receive_buffer_bytes: 65536\n")
     p = subprocess.Popen([CLI, "collect", "--listen", "udp://127.0.0.1:0", "--out", str(tmp_path / "out.jsonl"),
                           "--config", str(cfg), "--stats"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _started.append(p)
     line = p.stderr.readline().decode()
     m = re.search(r"listening on udp://([\d.]+):(\d+)", line)
     assert m, line + p.stderr.read().decode()
     (recv,) = [c for c in _children(p.pid) if "recv_process" in Path(f"/proc/{c}/cmdline").read_text()]
     os.kill(recv, signal.SIGSTOP)
     sent = 3000
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        for i in range(sent):
-            sock.sendto(b"\x00" * 1000, (m.group(1), int(m.group(2))))
-    os.kill(recv, signal.SIGCONT)
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            for i in range(sent):
+                sock.sendto(b"\x00" * 1000, (m.group(1), int(m.group(2))))
+    finally:
+        os.kill(recv, signal.SIGCONT)
     p.send_signal(signal.SIGTERM)
     _, err = p.communicate()
     assert p.returncode == 0, err.decode()
@@ -311,6 +332,7 @@ class Collect:
         self.p = subprocess.Popen([CLI, "collect", "--listen", "udp://127.0.0.1:0", "--to", to, "--collector-id",
                                    collector_id, "--spool", str(spool_dir), "--stats"],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        _started.append(self.p)
         line = self.p.stderr.readline().decode()
         m = re.search(r"listening on udp://([\d.]+):(\d+)", line)
         assert m, line + self.p.stderr.read().decode()
