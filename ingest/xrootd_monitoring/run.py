@@ -195,7 +195,7 @@ class Collector:
         feed, write = assembler.feed, sink.write
         last_data = last_flush = time.monotonic()
         dirty = False
-        spooled = receiver.spool is not None
+        spooled = getattr(receiver, "spool", None) is not None  # another source (a bus) may have none
         ok = False
         try:
             while not self.stop.is_set():
