@@ -39,15 +39,16 @@ FMT = "xrootd-monitoring"
 
 class Checkpoints:
     """The spool's checkpoints: (spool position, Assembler state, sink state) saved atomically
-    beside the segments; `keep` of them (a Kafka sink keeps the one its last transaction names
-    and the one it is about to commit)."""
+    beside the segments as `NAME-POSITION.state`. `done(pos)` removes the older ones and the spool
+    before `pos`; a Kafka sink saves before its commit, so after a crash between the two the
+    checkpoint its last transaction names is still there."""
 
     def __init__(self, directory: Path, name: str, *, max_bytes: int, max_age_s: float):
         self.dir = directory
         self.files = Positions(directory)
         self.name = name
         self.max_bytes, self.max_age_s = max_bytes, max_age_s
-        self.discarded_bytes = 0  # spool removed by its bounds before it was decoded
+        self.discarded_bytes = 0  # spool removed by its bounds before it was decoded (the reader counts it too)
 
     def save(self, pos: int, assembler: Assembler, sink_state: object = None) -> None:
         self.files.write(f"{self.name}-{pos:020d}", pickle.dumps(
