@@ -86,12 +86,20 @@ def serve(
         from cachescope.store import migrations
         from runners.live import LiveCollector
 
+        from cachescope.errors import UserError
+
+        problem = None
         with stores.get() as st:
             migrations.migrate(st)
             try:
                 live = LiveCollector(listen, cfg, st, site=site, rejects=store / "rejects.jsonl", spool=store / "spool")
             except OSError as e:
-                raise fail(f"cannot use the spool {store / 'spool'}: {e.strerror or e}", 1) from None
+                problem = f"cannot use the spool {store / 'spool'}: {e.strerror or e}"
+            except UserError as e:  # an unreadable checkpoint
+                problem = str(e)
+        if problem is not None:
+            stores.close()  # the embedded store closed before exit (chDB must not be left open)
+            raise fail(problem, 1)
     application = create_app(settings, stores)
     if live is not None:
         # the store stays open past the app's shutdown (the app closes only stores it opened):

@@ -30,7 +30,7 @@ from __future__ import annotations
 import pickle
 import socket
 from collections import Counter, deque
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Callable
 
 import msgspec
@@ -152,6 +152,13 @@ class Stream:
     def __getstate__(self) -> dict:
         # the parser and enricher are made again on first use (their seq is the stream's)
         return {**self.__dict__, "gparser": None, "fenrich": None}
+
+    def __setstate__(self, state: dict) -> None:
+        # a field added since the checkpoint was written starts at its default
+        for f in fields(self):
+            if f.name not in state:
+                state[f.name] = f.default_factory() if f.default_factory is not MISSING else f.default
+        self.__dict__.update(state)
 
 
 @dataclass

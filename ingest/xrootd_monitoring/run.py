@@ -29,6 +29,7 @@ from typing import IO, Callable, Protocol
 
 import orjson
 
+from cachescope.errors import UserError
 from cachescope.events import AccessEvent, encode_lines
 from ingest.xrootd_monitoring.assemble import Assembler
 from ingest.xrootd_monitoring.receiver import Receiver
@@ -50,9 +51,12 @@ class Checkpoints:
         self.max_bytes, self.max_age_s = max_bytes, max_age_s
         self.discarded_bytes = 0  # spool removed by its bounds before it was decoded (the reader counts it too)
 
+    VERSION = 1
+
     def save(self, pos: int, assembler: Assembler, sink_state: object = None) -> None:
         self.files.write(f"{self.name}-{pos:020d}", pickle.dumps(
-            {"pos": pos, "assembler": assembler.state(), "sink": sink_state}, protocol=pickle.HIGHEST_PROTOCOL))
+            {"v": self.VERSION, "pos": pos, "assembler": assembler.state(), "sink": sink_state},
+            protocol=pickle.HIGHEST_PROTOCOL))
 
     def load(self, pos: int | None = None) -> dict | None:
         """The newest checkpoint (or the one at `pos`), None when there is none."""
@@ -62,7 +66,18 @@ class Checkpoints:
         if not names:
             return None
         data = self.files.read(names[-1])
-        return pickle.loads(data) if data is not None else None
+        if data is None:
+            return None
+        try:
+            saved = pickle.loads(data)
+            if saved.get("v") != self.VERSION:
+                raise ValueError(f"format version {saved.get('v')}")
+            return saved
+        except Exception as exc:  # noqa: BLE001 - any unreadable checkpoint is the same one line
+            raise UserError(f"the spool's checkpoint {self.dir / names[-1]}.state cannot be read ({type(exc).__name__}: "
+                            f"{exc}): it was written by another cachescope release, or damaged; restart with that "
+                            f"release, or move {self.dir} aside to start a new spool (what it held and was not "
+                            "stored yet is then not decoded)") from None
 
     def done(self, pos: int) -> None:
         """Everything before `pos` is stored: older checkpoints and the spool before it go."""

@@ -535,3 +535,14 @@ def test_collect_out_with_a_spool_restarted_by_kill_9_loses_nothing(tmp_path):
         e = orjson.loads(ln)
         assert got.setdefault((e["origin"], e["seq"]), e) == e  # a repeat is the same access
     assert got == ref and len(ref) > 900
+
+
+def test_an_unreadable_checkpoint_is_one_line_and_exit_1(tmp_path):
+    store = tmp_path / "store"
+    (store / "spool").mkdir(parents=True)
+    (store / "spool" / f"live-{0:020d}.state").write_bytes(b"not a checkpoint")
+    p = subprocess.run([CLI, "serve", "--store", str(store), "--port", str(_free_port()), "--collect",
+                        "udp://127.0.0.1:0"], capture_output=True, text=True)
+    assert p.returncode == 1, p.stderr
+    assert "checkpoint" in p.stderr and "cannot be read" in p.stderr and "Traceback" not in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr
