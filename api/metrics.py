@@ -113,8 +113,10 @@ class CollectMetrics:
     """`serve --collect`: the collector's counts as Prometheus metrics (read when scraped; the
     collector's thread keeps counting meanwhile, so a scrape that races it is retried)."""
 
-    def __init__(self, assembler):
+    def __init__(self, assembler, receiver=None, live=None):
         self.assembler = assembler
+        self.receiver = receiver  # the socket: datagrams the kernel dropped (its buffer full)
+        self.live = live  # LiveCollector: whether ingestion stopped
 
     def collect(self):
         from prometheus_client.core import CounterMetricFamily
@@ -148,3 +150,19 @@ class CollectMetrics:
         for kind, n in dropped:
             m.add_metric([kind], n)
         yield m
+        if self.receiver is not None:
+            from prometheus_client.core import GaugeMetricFamily
+
+            m = CounterMetricFamily("cachescope_collect_kernel_drops", "datagrams the kernel dropped for the "
+                                    "collector's socket (its receive buffer full)")
+            m.add_metric([], self.receiver.kernel_drops())
+            yield m
+            m = CounterMetricFamily("cachescope_collect_spool_skipped_bytes", "spooled bytes removed by the "
+                                    "spool's bounds before they were decoded")
+            m.add_metric([], self.receiver.skipped_bytes())
+            yield m
+            if self.live is not None:
+                m = GaugeMetricFamily("cachescope_collect_ingestion_stopped", "1 when an error stopped decoding "
+                                      "(GET /healthz says why)")
+                m.add_metric([], 1 if self.live.error_reason is not None else 0)
+                yield m

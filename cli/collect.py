@@ -32,6 +32,9 @@ def collect(
     stats: bool = typer.Option(False, "--stats", help='finish with one {"stats": {...}} JSON line on stderr'),
     collector_id: Optional[str] = typer.Option(None, "--collector-id", help="stable name of this collector for "
                                                "--to (default HOST:PORT of --listen)"),
+    spool: Optional[Path] = typer.Option(None, "--spool", metavar="DIR", help="spool every datagram to DIR "
+                                         "(fsynced) before decoding it; a restart (after a kill too) decodes "
+                                         "from where the last write or Kafka transaction stood"),
 ) -> None:
     """Receive XRootD's UDP monitoring (pfc g-stream, f-stream, trace, user and path maps) as AccessEvents."""
     from cachescope.config import load_config
@@ -73,13 +76,37 @@ def collect(
     def on_reject(doc: dict) -> None:
         reject_out.write(orjson.dumps(doc) + b"\n")
 
-    receiver = Receiver(host, port)  # bound before anything is announced: a busy port fails here
+    import os
+
+    from cachescope.errors import UserError
+    from ingest.xrootd_monitoring.run import Checkpoints, receiver_metrics
+
+    try:
+        receiver = Receiver(host, port, spool=spool, rcvbuf=cfg.ingest.receive_buffer_bytes)  # bound before anything is announced: a busy port fails here
+    except OSError as exc:
+        raise UserError(f"cannot use the spool {spool}: {exc.strerror or exc}") from None
+    sp = cfg.ingest.spool
     kafka = None
+    on_flush = None
     try:
         if to is not None:
-            kafka = KafkaOut(to, collector_id or f"{host}:{receiver.address[1]}")
+            cid = collector_id or f"{host}:{receiver.address[1]}"
+            kafka = KafkaOut(to, cid)
+            kafka.extra = lambda: receiver_metrics(receiver)
             sink = kafka
             assembler = Assembler(cfg, site=site, on_reject=on_reject, seq_of=kafka.seq_of)
+            if spool is not None:
+                checkpoints = Checkpoints(spool, "kafka", max_bytes=sp.max_bytes, max_age_s=sp.max_age_s)
+                kafka.spool = (receiver, checkpoints)
+                if kafka.spool_pos is not None:
+                    saved = checkpoints.load(kafka.spool_pos)
+                    if saved is None:
+                        typer.echo(f"collect: no checkpoint in {spool} for the position Kafka's last transaction "
+                                   f"names ({kafka.spool_pos}): decoding from there with numbering continued",
+                                   err=True)
+                    else:
+                        assembler.load_state(saved["assembler"])
+                    receiver.resume(max(kafka.spool_pos, receiver.pos))
         else:
             try:
                 stream = sys.stdout.buffer if out == "-" else open(out, "ab")  # noqa: SIM115
@@ -87,7 +114,24 @@ def collect(
                 raise UsageError(f"cannot write --out {out}: {exc.strerror or exc}") from None
             sink = LinesOut(stream)
             assembler = Assembler(cfg, site=site, on_reject=on_reject)
-        collector = Collector(receiver, assembler, sink, idle_seconds=idle)
+            if spool is not None:
+                checkpoints = Checkpoints(spool, "out", max_bytes=sp.max_bytes, max_age_s=sp.max_age_s)
+                saved = checkpoints.load()
+                if saved is not None:
+                    assembler.load_state(saved["assembler"])
+                    receiver.resume(saved["pos"])
+
+                import stat
+
+                regular = out != "-" and stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
+
+                def on_flush() -> None:  # the lines are on disk before the checkpoint says so
+                    if regular:
+                        os.fsync(stream.fileno())
+                    checkpoints.save(receiver.pos, assembler)
+                    checkpoints.done(receiver.pos)
+
+        collector = Collector(receiver, assembler, sink, idle_seconds=idle, on_flush=on_flush)
 
         def on_signal(signum, frame) -> None:
             collector.stop.set()
@@ -106,7 +150,8 @@ def collect(
         if kafka is not None:
             kafka.close()
         if stats:
-            sys.stderr.buffer.write(orjson.dumps({"stats": assembler.stats.as_dict(assembler.streams)}) + b"\n")
+            sys.stderr.buffer.write(orjson.dumps({"stats": {**assembler.stats.as_dict(assembler.streams),
+                                                            **receiver_metrics(receiver)}}) + b"\n")
         if rejects:
             reject_out.close()
         else:
@@ -114,4 +159,5 @@ def collect(
     st = assembler.stats
     why = "idle" if collector.stopped_idle else "stopped"
     typer.echo(f"collect: {why}: {st.datagrams} datagrams, {st.events} events, {st.lost} lost in sequence gaps, "
-               f"{sum(st.dropped.values())} undecodable", err=True)
+               f"{sum(st.dropped.values())} undecodable, {receiver.kernel_drops()} dropped by the kernel "
+               "(receive buffer full)", err=True)

@@ -86,15 +86,27 @@ def serve(
         from cachescope.store import migrations
         from runners.live import LiveCollector
 
+        from cachescope.errors import UserError
+
+        problem = None
         with stores.get() as st:
             migrations.migrate(st)
-            live = LiveCollector(listen, cfg, st, site=site, rejects=store / "rejects.jsonl")
+            try:
+                live = LiveCollector(listen, cfg, st, site=site, rejects=store / "rejects.jsonl", spool=store / "spool")
+            except OSError as e:
+                problem = f"cannot use the spool {store / 'spool'}: {e.strerror or e}"
+            except UserError as e:  # an unreadable checkpoint
+                problem = str(e)
+        if problem is not None:
+            stores.close()  # the embedded store closed before exit (chDB must not be left open)
+            raise fail(problem, 1)
     application = create_app(settings, stores)
     if live is not None:
         # the store stays open past the app's shutdown (the app closes only stores it opened):
         # the collector writes what it received last, then it is closed below
         application.state.stores = stores
-        application.state.metrics.registry.register(CollectMetrics(live.assembler))
+        application.state.live = live  # /healthz answers 503 once ingestion stopped
+        application.state.metrics.registry.register(CollectMetrics(live.assembler, live.receiver, live))
         live.start()
         typer.echo(f"serve: collecting XRootD monitoring on udp://{live.receiver.address[0]}:"
                    f"{live.receiver.address[1]} into {store}", err=True)

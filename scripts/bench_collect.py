@@ -9,7 +9,11 @@ the datagrams lost between the two (sent - received), and collect's decoding rat
 events over the time from the first datagram sent to the last decoded (collect exits after
 --stop-after-idle, which is subtracted).
 
+`--spool DIR` runs collect with its durable spool there (every datagram appended and fsynced
+before it is decoded): run it with and without, side by side, for the spool's cost.
+
 Run: .venv/bin/python scripts/bench_collect.py [--repeat 65] [--rate 20000] [--run run1-default] [--fstream-only]
+     [--spool DIR]
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ def main() -> int:
     ap.add_argument("--fstream-only", action="store_true", help="leave out the g-stream (a storage element)")
     ap.add_argument("--idle", type=float, default=5.0, help="collect's --stop-after-idle (s): longer than any "
                                                            "stall of the sender on a loaded machine")
+    ap.add_argument("--spool", default=None, help="collect's --spool DIR (emptied first)")
     a = ap.parse_args()
     IDLE = a.idle
 
@@ -59,8 +64,14 @@ def main() -> int:
     if a.fstream_only:
         base = [d for d in base if d[:1] != b"g" and not d.startswith(b'{"code":"g"')]
     burst = [restarted(d, k * 1000) for k in range(a.repeat) for d in base]
+    spool = []
+    if a.spool:
+        import shutil
+
+        shutil.rmtree(a.spool, ignore_errors=True)
+        spool = ["--spool", a.spool]
     proc = subprocess.Popen([EXE, "collect", "--listen", "udp://127.0.0.1:0", "--out", "/dev/null", "--rejects",
-                             "/dev/null", "--stats", "--stop-after-idle", f"{IDLE}s"],
+                             "/dev/null", "--stats", "--stop-after-idle", f"{IDLE}s", *spool],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     line = proc.stderr.readline().decode()
     m = re.search(r"listening on udp://([\d.]+):(\d+) \(receive buffer (\d+) MiB\)", line)
@@ -86,6 +97,7 @@ def main() -> int:
     stats = next(json.loads(ln)["stats"] for ln in err.decode().splitlines() if ln.startswith('{"stats"'))
     out = {
         "run": a.run, "fstream_only": a.fstream_only, "repeat": a.repeat, "receive_buffer_mib": int(m.group(3)),
+        "spool": bool(a.spool), "kernel_drops": stats.get("kernel_drops"),
         "sent": len(burst), "send_seconds": round(sent_s, 3), "send_rate": round(len(burst) / sent_s),
         "received": stats["datagrams"], "lost_before_collect": len(burst) - stats["datagrams"],
         "lost_in_sequences": stats["lost_datagrams"], "events": stats["events"],

@@ -113,11 +113,25 @@ class HttpAccessConfig(_Section):
     )
 
 
+class SpoolConfig(_Section):
+    max_bytes: int = Field(1 << 30, ge=1 << 20, description="the collector's spool on disk at most (bytes): beyond, "
+                           "the oldest datagrams not yet decoded go, and are counted")
+    max_age_s: float = Field(7 * 86400, gt=0, description="spooled datagrams older than this go, decoded or not "
+                             "(counted when not)")
+    checkpoint_seconds: float = Field(5.0, gt=0, description="`serve --collect`: how often the decoder's and the "
+                                      "shadow caches' state is saved with its spool position (a restart decodes "
+                                      "the spool from there again)")
+
+
 class IngestConfig(_Section):
     year: int | None = Field(None, ge=1970, le=9999, description="year for dCache billing dates without one")
     seq_start: int = Field(0, ge=0, description="first seq number of a parse run")
     dcache_billing: DCacheBillingConfig = Field(default_factory=DCacheBillingConfig)
     http_access: HttpAccessConfig = Field(default_factory=HttpAccessConfig)
+    spool: SpoolConfig = Field(default_factory=SpoolConfig, description="the collector's durable spool "
+                               "(`serve --collect`, `collect --spool`)")
+    receive_buffer_bytes: int = Field(64 << 20, ge=4096, description="the collector's UDP receive buffer asked "
+                                      "for (the kernel's drops beyond it are counted: `kernel_drops`)")
 
 
 class WebhookConfig(_Section):

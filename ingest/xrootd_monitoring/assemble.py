@@ -27,9 +27,10 @@ accesses of their own when a g-stream datagram was lost over their time (`_resol
 
 from __future__ import annotations
 
+import pickle
 import socket
 from collections import Counter, deque
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Callable
 
 import msgspec
@@ -148,6 +149,17 @@ class Stream:
     def origin(self) -> str:
         return f"xrootd:{self.sid if self.sid is not None else self.ip}:{self.stod}"
 
+    def __getstate__(self) -> dict:
+        # the parser and enricher are made again on first use (their seq is the stream's)
+        return {**self.__dict__, "gparser": None, "fenrich": None}
+
+    def __setstate__(self, state: dict) -> None:
+        # a field added since the checkpoint was written starts at its default
+        for f in fields(self):
+            if f.name not in state:
+                state[f.name] = f.default_factory() if f.default_factory is not MISSING else f.default
+        self.__dict__.update(state)
+
 
 @dataclass
 class CollectStats:
@@ -204,6 +216,13 @@ class Assembler:
         self._names: dict[str, str] = {}
         self.streams: dict[tuple[str, int], Stream] = {}
         self.stats = CollectStats()
+
+    def state(self) -> bytes:
+        """Everything needed to go on decoding exactly from here (the spool's checkpoints)."""
+        return pickle.dumps((self.streams, self.stats, self._names), protocol=pickle.HIGHEST_PROTOCOL)
+
+    def load_state(self, data: bytes) -> None:
+        self.streams, self.stats, self._names = pickle.loads(data)
 
     # ------------------------------------------------------------------ datagrams
 

@@ -1,6 +1,9 @@
 """The UDP socket, its receiving process (recv_process: nothing but recv, into a pipe) and the
 thread that reads the pipe into a queue: a burst is held in memory (and the kernel's buffer, made
-large) while decoding runs elsewhere."""
+large) while decoding runs elsewhere. With a spool (spool.py) the receiving process writes the
+datagrams to disk and the pipe only says how far the spool reaches: `get` reads them from the
+spool, from the position the caller resumes at (`pos` is the spool position after the datagram
+`get` gave last)."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import struct
 import subprocess
 import sys
 import threading
+from collections import deque
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -22,6 +26,7 @@ from cachescope.errors import UsageError
 RCVBUF_BYTES = 64 << 20
 _ADDR = struct.Struct("<H")  # recv_process's frames: {u16 address length; address; u32 length; payload}
 _LEN = struct.Struct("<I")
+_POS = struct.Struct("<Q")
 _ROOT = str(Path(__file__).resolve().parents[2])  # where `ingest` is, for the child's `-m`
 
 
@@ -43,14 +48,14 @@ class Receiver:
     (payload, sender address) or None; `stop()` has the process hand over everything the kernel
     still holds for the socket, reads it to the end, and closes the socket."""
 
-    def __init__(self, host: str, port: int):
+    def __init__(self, host: str, port: int, spool: Path | None = None, rcvbuf: int = RCVBUF_BYTES):
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_DGRAM)
         for opt in (getattr(socket, "SO_RCVBUFFORCE", None), socket.SO_RCVBUF):
             if opt is None:
                 continue
             try:
-                self.sock.setsockopt(socket.SOL_SOCKET, opt, RCVBUF_BYTES)
+                self.sock.setsockopt(socket.SOL_SOCKET, opt, rcvbuf)
                 break
             except OSError:  # SO_RCVBUFFORCE needs CAP_NET_ADMIN
                 continue
@@ -61,19 +66,58 @@ class Receiver:
             self.sock.close()
             raise UsageError(f"udp://{host}:{port}: cannot listen there: {exc.strerror or exc}") from None
         self.address = self.sock.getsockname()[:2]
+        self._inode = os.fstat(self.sock.fileno()).st_ino
+        self._drops = 0
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
         self.received = 0
         self._proc: subprocess.Popen | None = None
-        self._thread = threading.Thread(target=self._read, name="collect-recv", daemon=True)
         self._stopped = False
+        self._closed = False
         self._ready = threading.Event()
+        self.spool = spool
+        self.pos = 0  # with a spool: the position after the datagram `get` gave last
+        if spool is not None:
+            from ingest.xrootd_monitoring import spool as spooling
+
+            self.spool_end = self.end = spooling.recover(spool)
+            first = spooling.segments(spool)
+            self.pos = first[0][0] if first else self.end  # by default all that is retained
+            self._reader: spooling.SpoolReader | None = None
+            self._items: deque = deque()
+            self._cond = threading.Condition()
+            self._eof = False
+        self._thread = threading.Thread(target=self._read if spool is None else self._read_ends,
+                                        name="collect-recv", daemon=True)
+
+    def resume(self, pos: int) -> None:
+        """Decode from spool position `pos` on (what before it was decoded and stored)."""
+        self.pos = pos
+
+    def kernel_drops(self) -> int:
+        """Datagrams the kernel dropped for this socket because its receive buffer was full
+        (/proc/net/udp's `drops`; the last value read once the socket is closed)."""
+        if self._closed:
+            return self._drops
+        for table in ("/proc/net/udp", "/proc/net/udp6"):
+            try:
+                with open(table) as f:
+                    next(f)
+                    for line in f:
+                        cols = line.split()
+                        if len(cols) >= 13 and cols[9] == str(self._inode):
+                            self._drops = int(cols[12])
+                            return self._drops
+            except (OSError, ValueError, StopIteration):
+                continue
+        return self._drops
 
     def start(self) -> "Receiver":
         r, w = os.pipe()
         self._pipe = r
+        args = [str(self.spool), str(self.spool_end)] if self.spool is not None else []
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "ingest.xrootd_monitoring.recv_process", str(self.sock.fileno()), str(w)],
+                [sys.executable, "-m", "ingest.xrootd_monitoring.recv_process", str(self.sock.fileno()), str(w), *args],
                 pass_fds=(self.sock.fileno(), w), env={**os.environ, "PYTHONPATH": os.pathsep.join(
                     p for p in (_ROOT, os.environ.get("PYTHONPATH", "")) if p)})
         finally:
@@ -115,13 +159,65 @@ class Receiver:
         self._ready.set()
         os.close(self._pipe)
 
+    def _read_ends(self) -> None:
+        """The pipe's spool ends -> `end` (the spool holds the datagrams)."""
+        buf = b""
+        while True:
+            try:
+                chunk = os.read(self._pipe, 1 << 16)
+            except InterruptedError:
+                continue
+            if not chunk:
+                break
+            buf += chunk
+            whole = len(buf) - len(buf) % _POS.size
+            if whole:
+                (end,) = _POS.unpack_from(buf, whole - _POS.size)
+                buf = buf[whole:]
+                with self._cond:
+                    self.end = end
+                    self._cond.notify_all()
+                self._ready.set()
+        with self._cond:
+            self._eof = True
+            self._cond.notify_all()
+        self._ready.set()
+        os.close(self._pipe)
+
+    def _spooled(self, timeout: float | None) -> tuple[bytes, str] | None:
+        if not self._items:
+            from ingest.xrootd_monitoring.spool import SpoolReader
+
+            if self._reader is None or self._reader.pos != self.pos:
+                if self._reader is not None:
+                    self._reader.close()
+                self._reader = SpoolReader(self.spool, self.pos)
+            with self._cond:
+                if self._reader.pos >= self.end and timeout != 0 and not self._eof:
+                    self._cond.wait(timeout)
+                end = self.end
+            self._items.extend(self._reader.read(end))
+            if not self._items:
+                return None
+        payload, addr, self.arrival, self.pos = self._items.popleft()
+        self.received += 1
+        return payload, addr
+
+    def skipped_bytes(self) -> int:
+        """Spool bytes removed by its bounds before they were decoded."""
+        return self._reader.skipped_bytes if self.spool is not None and self._reader is not None else 0
+
     def get(self, timeout: float | None) -> tuple[bytes, str] | None:
+        if self.spool is not None:
+            return self._spooled(timeout)
         try:
             return self.queue.get(timeout=timeout)
         except queue.Empty:
             return None
 
     def get_nowait(self) -> tuple[bytes, str] | None:
+        if self.spool is not None:
+            return self._spooled(0)
         try:
             return self.queue.get_nowait()
         except queue.Empty:
@@ -138,4 +234,6 @@ class Receiver:
                 self._proc.send_signal(signal.SIGTERM)
             self._proc.wait()
             self._thread.join()
+        self.kernel_drops()
+        self._closed = True
         self.sock.close()

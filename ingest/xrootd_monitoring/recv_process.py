@@ -1,13 +1,16 @@
 """The receiving process: nothing but recv on the collector's UDP socket, into a pipe.
 
-Started by `receiver.Receiver` (`python -m ingest.xrootd_monitoring.recv_process SOCK_FD PIPE_FD`,
-both inherited). A process of its own, because a receiving *thread* shares the interpreter lock
+Started by `receiver.Receiver` (`python -m ingest.xrootd_monitoring.recv_process SOCK_FD PIPE_FD
+[SPOOL_DIR END]`, both descriptors inherited). A process of its own, because a receiving *thread* shares the interpreter lock
 with decoding: while the decoder runs, a thread gets it back once per switch interval, one
 datagram each time, and a burst overflows the kernel's buffer (measured: 37 % of a 20k/s burst
 lost; docs/notes/collect.md). Here every readable moment drains the socket, datagrams are framed
 ({u16 address length; address; u32 length; payload}) into memory and written to the pipe when it
-can take them, so a slow reader never stops the receiving. SIGTERM: drain the socket, write
-everything, close the pipe, exit. SIGINT is ignored (a terminal's Ctrl-C reaches the parent,
+can take them, so a slow reader never stops the receiving. With a spool (spool.py) the datagrams go to the spool
+instead, each drained batch fsynced, and the pipe carries only the spool's new end (u64) after
+each batch: what this process received is on disk before anyone decodes it, and when the
+collector is killed this process still spools what the kernel holds before it exits (it notices
+within 0.2 s). SIGTERM: drain the socket, write everything, close the pipe, exit. SIGINT is ignored (a terminal's Ctrl-C reaches the parent,
 which stops this process by SIGTERM once it is ready to read the rest). Imports only the
 standard library: it starts in a few milliseconds.
 """
@@ -25,12 +28,13 @@ import sys
 
 _ADDR = struct.Struct("<H")
 _LEN = struct.Struct("<I")
+_POS = struct.Struct("<Q")
 _RECV_BYTES = 65536
 _PIPE_BYTES = 1 << 20
 F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
 
-def main(sock_fd: int, pipe_fd: int) -> int:
+def main(sock_fd: int, pipe_fd: int, spool_dir: str | None = None, spool_end: int = 0) -> int:
     stop = False
 
     def on_term(signum, frame) -> None:
@@ -51,23 +55,48 @@ def main(sock_fd: int, pipe_fd: int) -> int:
     except OSError:
         pass  # the default 64 KiB: more writes, same result
     os.set_blocking(pipe_fd, False)
-    out = bytearray(_ADDR.pack(0) + _LEN.pack(0))  # an empty frame: "receiving" (Receiver.start waits for it)
     recv = sock.recvfrom
     addr_frames: dict[str, bytes] = {}
+    if spool_dir is not None:
+        import time
+        from pathlib import Path
 
-    def drain() -> None:
-        for _ in range(100_000):
-            try:
-                data, addr = recv(_RECV_BYTES)
-            except (BlockingIOError, InterruptedError):
-                return
-            frame = addr_frames.get(addr[0])
-            if frame is None:
-                raw = addr[0].encode()
-                frame = addr_frames[addr[0]] = _ADDR.pack(len(raw)) + raw
-            out.extend(frame)
-            out.extend(_LEN.pack(len(data)))
-            out.extend(data)
+        from ingest.xrootd_monitoring.spool import SpoolWriter, encode
+
+        spool = SpoolWriter(Path(spool_dir), spool_end)
+        out = bytearray(_POS.pack(spool.end))  # its first end: "receiving" (Receiver.start waits for it)
+        addr_bytes: dict[str, bytes] = {}
+
+        def drain() -> None:
+            batch = bytearray()
+            for _ in range(100_000):
+                try:
+                    data, addr = recv(_RECV_BYTES)
+                except (BlockingIOError, InterruptedError):
+                    break
+                raw = addr_bytes.get(addr[0])
+                if raw is None:
+                    raw = addr_bytes[addr[0]] = addr[0].encode()
+                batch += encode(time.time_ns() // 1000, raw, data)
+            if batch:
+                end = spool.append(bytes(batch))
+                out[:] = _POS.pack(end)  # only the newest end matters
+    else:
+        out = bytearray(_ADDR.pack(0) + _LEN.pack(0))  # an empty frame: "receiving" (Receiver.start waits for it)
+
+        def drain() -> None:
+            for _ in range(100_000):
+                try:
+                    data, addr = recv(_RECV_BYTES)
+                except (BlockingIOError, InterruptedError):
+                    return
+                frame = addr_frames.get(addr[0])
+                if frame is None:
+                    raw = addr[0].encode()
+                    frame = addr_frames[addr[0]] = _ADDR.pack(len(raw)) + raw
+                out.extend(frame)
+                out.extend(_LEN.pack(len(data)))
+                out.extend(data)
 
     def write() -> bool:
         """False when the reader is gone."""
@@ -93,8 +122,12 @@ def main(sock_fd: int, pipe_fd: int) -> int:
         if readable:
             drain()
         if out and not write():
+            if spool_dir is not None:
+                drain()
             return 0
-        if os.getppid() != parent:  # the collector died: nobody reads
+        if os.getppid() != parent:  # the collector died: nobody reads (a spool keeps what the kernel held)
+            if spool_dir is not None:
+                drain()
             return 0
     drain()
     os.set_blocking(pipe_fd, True)
@@ -109,4 +142,4 @@ def main(sock_fd: int, pipe_fd: int) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(int(sys.argv[1]), int(sys.argv[2])))
+    sys.exit(main(int(sys.argv[1]), int(sys.argv[2]), *(sys.argv[3:4]), *(int(a) for a in sys.argv[4:5])))
