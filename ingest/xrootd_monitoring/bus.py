@@ -1,0 +1,268 @@
+"""XRootD monitoring from a message bus: the messages OSG's xrootd-monitoring-shoveler publishes.
+
+The shoveler receives a server's UDP datagrams and publishes each one as a JSON message
+`{"remote": "IP:PORT", "version": "...", "data": "<base64 datagram>"}` to an AMQP exchange
+(`shoveled-xrd` by default, empty routing key). `AmqpSource` consumes them from a durable queue bound
+to that exchange and hands `(datagram, sender IP)` to the collector's loop (run.Collector) with the
+face of receiver.Receiver (`get(timeout)`, `get_nowait()`, `stop()`), so the same Assembler decodes
+them. The `remote` is the sender: its IP is the address the allow-list and the origin use.
+
+Acknowledgement: a message is acked only by `ack_delivered()`, which the collector calls after the
+sink flush that covers it (and after the checkpoint that holds the decoder's state, see
+bus_checkpoint.py). A consumer that dies leaves its unacked messages on the queue; the broker gives
+them again to the next consumer, with `redelivered` set. A malformed message (not JSON, no data,
+bad base64) is a reject with its reason, counted and acked with the rest: it can never be decoded.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import collections
+import ipaddress
+from dataclasses import dataclass
+from typing import Callable
+from urllib.parse import parse_qsl, unquote, urlencode, urlparse, urlunparse
+
+import orjson
+
+from cachescope.errors import UsageError, UserError
+
+#: what the shoveler publishes to (its `amqp.exchange` default; routing key "")
+DEFAULT_EXCHANGE = "shoveled-xrd"
+DEFAULT_QUEUE = "cachescope-collect"
+#: binding key: every message of a topic exchange, the shoveler's empty key included
+DEFAULT_BINDING = "#"
+#: unacked messages the broker may hand out at once: the bound on what a consumer holds before a flush
+DEFAULT_PREFETCH = 5000
+_OURS = ("exchange", "queue", "routing_key", "exchange_type", "prefetch")
+_MAX_MESSAGE = 1 << 20  # a datagram is at most 64 KiB; its base64 in JSON far less than this
+
+
+@dataclass(frozen=True)
+class BusSettings:
+    url: str  # for pika: amqp://USER:PASS@HOST:PORT/VHOST?heartbeat=… (ours removed)
+    host: str
+    port: int
+    exchange: str
+    queue: str
+    routing_key: str
+    exchange_type: str
+    prefetch: int
+
+    @property
+    def where(self) -> str:
+        return f"amqp://{self.host}:{self.port} exchange {self.exchange!r} queue {self.queue!r}"
+
+
+def parse_from(url: str, *, exchange: str | None = None, queue: str | None = None,
+               routing_key: str | None = None) -> BusSettings:
+    """amqp://USER:PASS@HOST:PORT/VHOST?exchange=E&queue=Q&routing_key=K -> settings; options win
+    over query parameters, which win over the shoveler's defaults."""
+    u = urlparse(url)
+    try:
+        port = u.port
+    except ValueError:
+        port = None
+    if u.scheme not in ("amqp", "amqps") or not u.hostname:
+        raise UsageError(f"--from {url!r}: expected amqp://USER:PASS@HOST:PORT/VHOST[?exchange=E&queue=Q&routing_key=K]")
+    query = dict(parse_qsl(u.query, keep_blank_values=True))
+    ours = {k: query.pop(k) for k in _OURS if k in query}
+    exchange_type = ours.get("exchange_type", "topic")
+    if exchange_type not in ("topic", "fanout", "direct", "headers"):
+        raise UsageError(f"--from: exchange_type={exchange_type!r}: one of topic, fanout, direct, headers")
+    try:
+        prefetch = int(ours.get("prefetch", DEFAULT_PREFETCH))
+        if not 1 <= prefetch <= 65535:
+            raise ValueError
+    except ValueError:
+        raise UsageError(f"--from: prefetch={ours.get('prefetch')!r}: a count of messages, 1 to 65535") from None
+    rest = urlunparse((u.scheme, u.netloc, u.path, u.params, urlencode(query), ""))
+    return BusSettings(url=rest, host=u.hostname, port=port or (5671 if u.scheme == "amqps" else 5672),
+                       exchange=exchange if exchange is not None else unquote(ours.get("exchange", DEFAULT_EXCHANGE)),
+                       queue=queue if queue is not None else unquote(ours.get("queue", DEFAULT_QUEUE)),
+                       routing_key=routing_key if routing_key is not None else ours.get("routing_key", DEFAULT_BINDING),
+                       exchange_type=exchange_type, prefetch=prefetch)
+
+
+class BadMessage(ValueError):
+    pass
+
+
+def sender_ip(remote: object) -> str:
+    """"IP:PORT" or "[IPv6]:PORT" (the shoveler's `remote`) -> the IP."""
+    if not isinstance(remote, str) or not remote:
+        raise BadMessage("no 'remote' (the sender's IP:PORT)")
+    host = remote
+    if remote.startswith("["):
+        host = remote[1:].split("]", 1)[0]
+    elif remote.count(":") == 1:
+        host = remote.rsplit(":", 1)[0]
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        raise BadMessage(f"'remote' {remote[:80]!r} is not IP:PORT") from None
+
+
+def decode_message(body: bytes) -> tuple[bytes, str]:
+    """A shoveler message -> (datagram, sender IP); BadMessage with the reason otherwise."""
+    if len(body) > _MAX_MESSAGE:
+        raise BadMessage(f"message of {len(body)} bytes (a datagram's message is far less than {_MAX_MESSAGE})")
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise BadMessage("not JSON") from None
+    if not isinstance(doc, dict):
+        raise BadMessage("not a JSON object")
+    data = doc.get("data")
+    if not isinstance(data, str) or not data:
+        raise BadMessage("no 'data' (the base64 datagram)")
+    ip = sender_ip(doc.get("remote"))
+    try:
+        datagram = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        raise BadMessage("'data' is not base64") from None
+    if not datagram:
+        raise BadMessage("'data' is empty")
+    return datagram, ip
+
+
+@dataclass(slots=True)
+class Delivery:
+    tag: int
+    body: bytes
+    redelivered: bool
+
+
+class AmqpSource:
+    """The collector's source for `--from amqp://`: connects and declares at once (an unreachable
+    broker or a refused login fails here); `get(timeout)` gives (datagram, sender IP) or None.
+    One thread: pika's BlockingConnection is driven from `get` (heartbeats included)."""
+
+    def __init__(self, settings: BusSettings, *, on_malformed: Callable[[str, bytes, int], None] | None = None,
+                 skip: Callable[[Delivery], bool] | None = None):
+        import pika
+        import pika.exceptions
+
+        self.settings = settings
+        self.on_malformed = on_malformed or (lambda reason, body, n: None)
+        #: True for a redelivered message the checkpoint already holds (acked, not decoded again)
+        self.skip = skip or (lambda d: False)
+        self.messages = 0  # consumed
+        self.malformed = 0
+        self.duplicates = 0  # redeliveries the checkpoint held
+        self.acked = 0
+        self._inbox: collections.deque[Delivery] = collections.deque()
+        self._last_tag = 0  # the last delivery handed out (or rejected): acked by ack_delivered
+        self._acked_tag = 0
+        self._stopped = False
+        s = settings
+        try:
+            params = pika.URLParameters(s.url)
+        except Exception as exc:  # noqa: BLE001 - pika's own URL checks
+            raise UsageError(f"--from {s.where}: {exc}") from None
+        try:
+            self.conn = pika.BlockingConnection(params)
+        except pika.exceptions.ProbableAuthenticationError:
+            raise UserError(f"--from {s.where}: login refused (check USER:PASS in the URL)") from None
+        except pika.exceptions.ProbableAccessDeniedError:
+            raise UserError(f"--from {s.where}: access to the virtual host refused (check /VHOST and the "
+                             f"user's permissions)") from None
+        except (pika.exceptions.AMQPError, OSError) as exc:
+            raise UserError(f"--from {s.where}: cannot connect ({type(exc).__name__}: {exc or 'no answer'}); "
+                             f"is the broker running there?") from None
+        try:
+            ch = self.conn.channel()
+            try:
+                ch.exchange_declare(s.exchange, passive=True)
+            except pika.exceptions.ChannelClosedByBroker:
+                # absent: declared as the shoveler's bus has it (durable), so it exists for the publisher
+                ch = self.conn.channel()
+                ch.exchange_declare(s.exchange, exchange_type=s.exchange_type, durable=True)
+            ch.queue_declare(s.queue, durable=True)
+            ch.queue_bind(s.queue, s.exchange, routing_key=s.routing_key)
+            ch.basic_qos(prefetch_count=s.prefetch)
+            ch.basic_consume(s.queue, self._on_message, auto_ack=False)
+        except pika.exceptions.AMQPError as exc:
+            self.conn.close()
+            raise UserError(f"--from {s.where}: cannot consume: {exc}") from None
+        self.ch = ch
+
+    def _on_message(self, ch, method, properties, body: bytes) -> None:
+        self._inbox.append(Delivery(method.delivery_tag, body, bool(method.redelivered)))
+
+    def start(self) -> "AmqpSource":
+        return self
+
+    def _next(self) -> tuple[bytes, str] | None:
+        while self._inbox:
+            d = self._inbox.popleft()
+            self._last_tag = d.tag
+            self.messages += 1
+            if d.redelivered and self.skip(d):
+                self.duplicates += 1
+                continue
+            try:
+                return decode_message(d.body)
+            except BadMessage as exc:
+                self.malformed += 1
+                self.on_malformed(str(exc), d.body, self.messages)
+        return None
+
+    def get(self, timeout: float | None) -> tuple[bytes, str] | None:
+        item = self._next()
+        if item is not None or self._stopped:
+            return item
+        self._pump(0.1 if timeout is None else timeout)
+        return self._next()
+
+    def get_nowait(self) -> tuple[bytes, str] | None:
+        item = self._next()
+        if item is None and not self._stopped:
+            self._pump(0)
+            item = self._next()
+        return item
+
+    def _pump(self, seconds: float) -> None:
+        import pika.exceptions
+
+        try:
+            self.conn.process_data_events(time_limit=seconds)
+        except (pika.exceptions.AMQPError, OSError) as exc:
+            raise BusLost(f"{self.settings.where}: connection lost ({type(exc).__name__}: {exc}); "
+                          f"unacked messages stay on the queue for the next run") from None
+
+    def handed_out(self) -> int:
+        """Delivery tag of the last message handed to the decoder (or rejected, or skipped)."""
+        return self._last_tag
+
+    def ack_delivered(self, tag: int | None = None) -> None:
+        """Ack every message up to `tag` (default: all handed out): their events are durable."""
+        tag = self._last_tag if tag is None else tag
+        if tag > self._acked_tag:
+            self.ch.basic_ack(delivery_tag=tag, multiple=True)
+            self.acked += tag - self._acked_tag
+            self._acked_tag = tag
+
+    def stop(self) -> None:
+        """Stop consuming: messages prefetched but not handed out go back to the queue (their
+        order kept) when the connection closes; what was handed out is acked by the caller first."""
+        if self._stopped:
+            return
+        self._stopped = True
+        try:
+            self.ch.basic_cancel()  # no more deliveries; those in flight land in the inbox
+        except Exception:  # noqa: BLE001 - a lost connection: the broker requeues everything unacked
+            pass
+
+    def close(self) -> None:
+        self._inbox.clear()
+        try:
+            if self.conn.is_open:
+                self.conn.close()
+        except Exception:  # noqa: BLE001 - closing a broken connection
+            pass
+
+
+class BusLost(Exception):
+    """The broker went away mid-run (it keeps every unacked message)."""
