@@ -25,6 +25,7 @@ from typing import Callable
 from urllib.parse import parse_qsl, unquote, urlencode, urlparse, urlunparse
 
 import orjson
+import xxhash
 
 from cachescope.errors import UsageError, UserError
 
@@ -127,6 +128,10 @@ def decode_message(body: bytes) -> tuple[bytes, str]:
     return datagram, ip
 
 
+def digest(body: bytes) -> int:
+    return xxhash.xxh3_64_intdigest(body)
+
+
 @dataclass(slots=True)
 class Delivery:
     tag: int
@@ -153,6 +158,7 @@ class AmqpSource:
         self.duplicates = 0  # redeliveries the checkpoint held
         self.acked = 0
         self._inbox: collections.deque[Delivery] = collections.deque()
+        self._since_ack: list[int] = []  # digests of the messages handed out since the last ack
         self._last_tag = 0  # the last delivery handed out (or rejected): acked by ack_delivered
         self._acked_tag = 0
         self._stopped = False
@@ -199,7 +205,8 @@ class AmqpSource:
             d = self._inbox.popleft()
             self._last_tag = d.tag
             self.messages += 1
-            if d.redelivered and self.skip(d):
+            self._since_ack.append(digest(d.body))
+            if self.skip(d):
                 self.duplicates += 1
                 continue
             try:
@@ -232,17 +239,25 @@ class AmqpSource:
             raise BusLost(f"{self.settings.where}: connection lost ({type(exc).__name__}: {exc}); "
                           f"unacked messages stay on the queue for the next run") from None
 
-    def handed_out(self) -> int:
-        """Delivery tag of the last message handed to the decoder (or rejected, or skipped)."""
-        return self._last_tag
+    def unacked(self) -> list[int]:
+        """Digests of the messages handed out (decoded, rejected or skipped) since the last ack."""
+        return list(self._since_ack)
 
     def ack_delivered(self, tag: int | None = None) -> None:
         """Ack every message up to `tag` (default: all handed out): their events are durable."""
+        import pika.exceptions
+
         tag = self._last_tag if tag is None else tag
         if tag > self._acked_tag:
-            self.ch.basic_ack(delivery_tag=tag, multiple=True)
+            try:
+                self.ch.basic_ack(delivery_tag=tag, multiple=True)
+            except (pika.exceptions.AMQPError, OSError) as exc:
+                raise BusLost(f"{self.settings.where}: cannot ack ({type(exc).__name__}: {exc}); the broker "
+                              f"redelivers those messages to the next run, which skips what its checkpoint "
+                              f"holds") from None
             self.acked += tag - self._acked_tag
             self._acked_tag = tag
+            self._since_ack.clear()
 
     def stop(self) -> None:
         """Stop consuming: messages prefetched but not handed out go back to the queue (their
@@ -264,5 +279,5 @@ class AmqpSource:
             pass
 
 
-class BusLost(Exception):
-    """The broker went away mid-run (it keeps every unacked message)."""
+class BusLost(UserError):
+    """The broker went away mid-run (it keeps every unacked message): exit 1."""

@@ -1,0 +1,125 @@
+"""The checkpoint of `collect --from amqp://`: what lets it ack messages without losing or doubling.
+
+A message's datagram may leave state in the decoder (maps, opens waiting for their close, records
+held for ordering) that no event shows yet: acking it after the sink flush alone would lose that
+state in a kill. So after every sink flush the collector writes, atomically (tmp + fsync + rename),
+the decoder's whole state, how far the output file is written (its size, fsynced) and the digests
+of the messages handed out since the last ack; only then does it ack them. A restart restores the
+decoder, cuts the output file back to that size (what a killed run wrote after its last checkpoint
+comes again from the redelivered messages) and skips the redelivered messages the checkpoint
+already holds (a counted duplicate, acked, not decoded again). A kill at any moment therefore
+gives every access exactly once:
+
+- before the checkpoint: nothing acked; the output is cut back; the broker redelivers it all;
+- after it, before the ack: the redelivered messages match the checkpoint's digests: skipped.
+
+With `--to kafka://` the output cannot be cut back: a kill between a Kafka commit and the
+checkpoint after it (a few milliseconds a second) resends that flush's events under the same
+identities (cache group, origin, seq), which the store keeps once.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+from collections import deque
+from pathlib import Path
+
+from cachescope.errors import UserError
+from ingest.xrootd_monitoring.assemble import Assembler
+from ingest.xrootd_monitoring.bus import digest
+
+VERSION = 1
+
+
+class _Pickler(pickle.Pickler):
+    """The decoder's state without what the run supplies (configuration, classifier, callbacks):
+    those are references, bound again to the new run's on restore."""
+
+    def __init__(self, file, shared: dict[int, str]):
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.shared = shared
+
+    def persistent_id(self, obj):
+        return self.shared.get(id(obj))
+
+
+class _Unpickler(pickle.Unpickler):
+    def __init__(self, file, shared: dict[str, object]):
+        super().__init__(file)
+        self.shared = shared
+
+    def persistent_load(self, pid):
+        return self.shared[pid]
+
+
+def _shared(assembler: Assembler) -> dict[str, object]:
+    """The assembler's run-supplied attributes by name: its configuration, classifier and callables."""
+    out = {}
+    for name, value in vars(assembler).items():
+        if name in ("config", "classifier") or callable(value):
+            out[name] = value
+    return out
+
+
+class Checkpoint:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        #: digests of the messages the checkpoint holds whose ack may not have reached the broker
+        self.pending: deque[int] = deque()
+        self.out_size: int | None = None
+
+    def load(self, assembler: Assembler) -> bool:
+        """Restore `assembler` from the file; False when there is none (a first run)."""
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise UserError(f"checkpoint {self.path}: cannot read it: {exc.strerror or exc}") from None
+        shared = _shared(assembler)
+        try:
+            doc = _Unpickler(io.BytesIO(raw), shared).load()
+            if doc.get("version") != VERSION:
+                raise ValueError(f"version {doc.get('version')!r}, this collector writes {VERSION}")
+        except Exception as exc:  # noqa: BLE001 - a damaged or foreign file
+            raise UserError(f"checkpoint {self.path}: not a checkpoint of this collector ({type(exc).__name__}: "
+                            f"{exc}); move it away to start afresh (the queue's messages are then decoded "
+                            f"without the earlier state)") from None
+        for name, value in doc["state"].items():
+            setattr(assembler, name, value)
+        self.pending = deque(doc["pending"])
+        self.out_size = doc["out_size"]
+        return True
+
+    def holds(self, body: bytes, redelivered: bool) -> bool:
+        """True for a redelivered message the checkpoint holds (its ack was lost)."""
+        if not self.pending:
+            return False
+        if redelivered and self.pending[0] == digest(body):
+            self.pending.popleft()
+            return True
+        self.pending.clear()  # the broker redelivers in order: past the first unheld one, none is held
+        return False
+
+    def save(self, assembler: Assembler, handed_out: list[int], out_size: int | None) -> None:
+        shared = {id(v): k for k, v in _shared(assembler).items()}
+        state = {k: v for k, v in vars(assembler).items() if id(v) not in shared}
+        buf = io.BytesIO()
+        _Pickler(buf, shared).dump({"version": VERSION, "state": state, "pending": handed_out, "out_size": out_size})
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        try:
+            with open(tmp, "wb") as f:
+                f.write(buf.getbuffer())
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+            dfd = os.open(self.path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        except OSError as exc:
+            raise UserError(f"checkpoint {self.path}: cannot write it: {exc.strerror or exc}") from None
+        self.out_size = out_size

@@ -1,0 +1,225 @@
+"""`cachescope collect --from amqp://…` against a real RabbitMQ (Debian's rabbitmq-server, started by
+scripts/services): the messages OSG's xrootd-monitoring-shoveler publishes, decoded as the UDP path
+decodes their datagrams, acked only once their events are durable.
+
+Fixture `xrootd_shoveler_fstream_pelican_use_case.jsonl`: OSG's xrootd-monitoring-shoveler repository,
+tests/use_case (a real Pelican 7.16 cache's f-stream, as the shoveler published it). Its two messages
+from 129.93.239.167 are given the loopback address here (same port): a reverse lookup of a public
+address would leave the host, and the tests' traffic stays on loopback.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from cachescope.config import load_config
+from ingest.xrootd_monitoring.assemble import Assembler
+from ingest.xrootd_monitoring.capture import read_capture
+from services import unique_name
+
+pika = pytest.importorskip("pika")
+
+CLI = str(Path(sys.executable).parent / "cachescope")
+FIXTURES = Path(__file__).parent / "fixtures"
+PELICAN = FIXTURES / "xrootd_shoveler_fstream_pelican_use_case.jsonl"
+LAB = Path(__file__).resolve().parents[3] / "shared" / "xcache-lab" / "captures"
+if not LAB.is_dir():
+    LAB = Path("/work/shared/xcache-lab/captures")
+RUN1 = LAB / "run1-default" / "udp.bin.gz"
+
+pytestmark = pytest.mark.services
+
+
+def loopback(remote: str) -> str:
+    return "127.0.0.1:" + remote.rsplit(":", 1)[1]
+
+
+def pelican_messages() -> list[bytes]:
+    out = []
+    for line in PELICAN.read_text().splitlines():
+        doc = json.loads(line)
+        doc["remote"] = loopback(doc["remote"])
+        out.append(orjson.dumps(doc))
+    return out
+
+
+def shoveled(datagrams: list[bytes], remote: str = "127.0.0.1:40001") -> list[bytes]:
+    """Datagrams as the shoveler publishes them."""
+    return [orjson.dumps({"remote": remote, "version": "v1.4.0", "data": base64.b64encode(d).decode()})
+            for d in datagrams]
+
+
+def direct(messages: list[bytes]) -> list[dict]:
+    """The same datagrams through the Assembler as the UDP path feeds it, in the same order."""
+    asm = Assembler(load_config(None))
+    events = []
+    for m in messages:
+        doc = orjson.loads(m)
+        events += asm.feed(base64.b64decode(doc["data"]), doc["remote"].rsplit(":", 1)[0])
+    events += asm.finish()
+    return [orjson.loads(orjson.dumps(e)) for e in events]
+
+
+class Bus:
+    """An exchange and a durable queue of the test's own on the real broker."""
+
+    def __init__(self, rabbitmq, request):
+        self.url = rabbitmq.url
+        self.exchange = unique_name(request, "x")
+        self.queue = unique_name(request, "q")
+        self.conn = pika.BlockingConnection(pika.URLParameters(self.url))
+        self.ch = self.conn.channel()
+        # as the bus a shoveler publishes to has them: the queue exists before the first message
+        self.ch.exchange_declare(self.exchange, exchange_type="topic", durable=True)
+        self.ch.queue_declare(self.queue, durable=True)
+        self.ch.queue_bind(self.queue, self.exchange, routing_key="#")
+        self.ch.confirm_delivery()
+
+    @property
+    def source(self) -> str:
+        return f"{self.url}?exchange={self.exchange}&queue={self.queue}"
+
+    def publish(self, bodies) -> None:
+        for b in bodies:  # the shoveler's way: its exchange, an empty routing key, confirmed
+            self.ch.basic_publish(self.exchange, "", b, pika.BasicProperties(content_type="text/plain",
+                                                                             delivery_mode=2))
+
+    def depth(self) -> tuple[int, int]:
+        """(messages ready, consumers) of the queue."""
+        q = self.ch.queue_declare(self.queue, passive=True).method
+        return q.message_count, q.consumer_count
+
+    def close(self) -> None:
+        self.ch.queue_delete(self.queue)
+        self.ch.exchange_delete(self.exchange)
+        self.conn.close()
+
+
+@pytest.fixture
+def bus(rabbitmq, request):
+    b = Bus(rabbitmq, request)
+    yield b
+    b.close()
+
+
+def collect(bus: Bus, out: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [CLI, "collect", "--from", bus.source, "--out", str(out), "--rejects", str(out) + ".rejects", "--stats",
+         *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def finished(p: subprocess.Popen) -> tuple[dict, str]:
+    _, err = p.communicate()
+    err = err.decode()
+    assert p.returncode == 0, err
+    assert "Traceback" not in err
+    stats = next(json.loads(ln)["stats"] for ln in err.splitlines() if ln.startswith('{"stats"'))
+    return stats, err
+
+
+def events_of(path: Path) -> list[dict]:
+    return [orjson.loads(ln) for ln in path.read_bytes().splitlines()]
+
+
+def test_the_pelican_capture_from_the_bus_gives_what_its_datagrams_give_directly(bus, tmp_path):
+    messages = pelican_messages()
+    bus.publish(messages)
+    out = tmp_path / "out.jsonl"
+    stats, _ = finished(collect(bus, out, "--stop-after-idle", "2s"))
+    expected = direct(messages)
+    assert expected, "the capture decodes to accesses"
+    assert events_of(out) == expected  # the same events, in the same order
+    assert stats["bus"]["messages"] == len(messages) == stats["datagrams"]
+    assert stats["bus"]["acked"] == len(messages) and stats["bus"]["malformed"] == 0
+    assert bus.depth()[0] == 0  # every message acked
+    # the message's `remote` is the sender: its IP is the stream's address
+    assert {s["address"] for s in stats["servers"]} == {"127.0.0.1"}
+
+
+def test_a_lab_capture_from_the_bus_gives_the_events_of_the_udp_path(bus, tmp_path):
+    messages = shoveled(read_capture(RUN1))
+    bus.publish(messages)
+    out = tmp_path / "out.jsonl"
+    stats, _ = finished(collect(bus, out, "--stop-after-idle", "2s"))
+    got = events_of(out)
+    assert got == direct(messages)
+    assert len(got) == 1000  # the capture's client reads (test_collect.ACCESSES)
+    assert stats["lost_datagrams"] == 0 and stats["bus"]["acked"] == len(messages)
+
+
+def test_kill_9_mid_stream_and_a_restart_give_every_access_exactly_once(bus, tmp_path):
+    messages = shoveled(read_capture(RUN1))
+    half = len(messages) // 2
+    out = tmp_path / "out.jsonl"
+    checkpoint = Path(str(out) + ".checkpoint")
+    bus.publish(messages[:half])
+    p = collect(bus, out)
+    # its first checkpoint: something decoded, written and acked (or about to be)
+    while not checkpoint.exists():
+        assert p.poll() is None, p.stderr.read().decode()
+        time.sleep(0.01)  # polling for the file, not a delay before an assertion
+    p.kill()
+    p.wait()
+    p.stderr.close()
+    p.stdout.close()
+    bus.publish(messages[half:])
+    stats, err = finished(collect(bus, out, "--stop-after-idle", "2s"))
+    assert "restored from" in err
+    got = events_of(out)
+    expected = direct(messages)
+    assert len(got) == len(expected) == 1000
+    assert got == expected  # every access once, the same identities (origin, seq), the same order
+    assert bus.depth()[0] == 0
+
+
+def test_a_malformed_message_is_a_reject_with_its_reason_acked_and_counted(bus, tmp_path):
+    good = shoveled(read_capture(RUN1)[:50])
+    bad = [b"not json at all", orjson.dumps({"remote": "127.0.0.1:1", "version": "x"}),
+           orjson.dumps({"remote": "127.0.0.1:1", "version": "x", "data": "%%% not base64 %%%"}),
+           orjson.dumps({"version": "x", "data": "AAAA"}), orjson.dumps([1, 2])]
+    bus.publish(good[:25] + bad + good[25:])
+    out = tmp_path / "out.jsonl"
+    stats, _ = finished(collect(bus, out, "--stop-after-idle", "2s"))
+    rejects = [orjson.loads(ln) for ln in Path(str(out) + ".rejects").read_bytes().splitlines()]
+    reasons = [r["reason"] for r in rejects if "message" in r]
+    assert reasons == ["bus message: not JSON", "bus message: no 'data' (the base64 datagram)",
+                       "bus message: 'data' is not base64", "bus message: no 'remote' (the sender's IP:PORT)",
+                       "bus message: not a JSON object"]
+    assert stats["bus"]["malformed"] == 5 and stats["dropped_datagrams"]["message"] == 5
+    assert events_of(out) == direct(good)  # the pipeline went on
+    assert bus.depth()[0] == 0 and stats["bus"]["acked"] == len(good) + len(bad)
+
+
+def test_an_unreachable_broker_is_one_line_and_exit_1(tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    p = subprocess.run([CLI, "collect", "--from", f"amqp://guest:guest@127.0.0.1:{port}/%2F", "--out",
+                        str(tmp_path / "o")], capture_output=True, text=True)
+    assert p.returncode == 1, p.stderr
+    assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert f"127.0.0.1:{port}" in p.stderr
+
+
+@pytest.mark.parametrize("args, what", [
+    (["--from", "kafka://x:1/t", "--out", "-"], "expected amqp://"),
+    (["--from", "amqp://h/%2F", "--listen", "udp://127.0.0.1:0", "--out", "-"], "exactly one of --listen"),
+    (["--from", "amqp://h/%2F", "--out", "-"], "--checkpoint"),
+    (["--listen", "udp://127.0.0.1:0", "--queue", "q", "--out", "-"], "go with --from"),
+])
+def test_bus_usage_errors_are_one_line_and_exit_2(args, what):
+    p = subprocess.run([CLI, "collect", *args], capture_output=True, text=True)
+    assert p.returncode == 2, p.stderr
+    assert what in p.stderr and "Traceback" not in p.stderr
