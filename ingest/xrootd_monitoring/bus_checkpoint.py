@@ -20,6 +20,7 @@ identities (cache group, origin, seq), which the store keeps once.
 
 from __future__ import annotations
 
+import copyreg
 import io
 import os
 import pickle
@@ -27,10 +28,25 @@ from collections import deque
 from pathlib import Path
 
 from cachescope.errors import UserError
+from ingest.enrich import Enricher
+from ingest.pipeline import LineParser
 from ingest.xrootd_monitoring.assemble import Assembler
 from ingest.xrootd_monitoring.bus import digest
 
 VERSION = 1
+
+
+def _reduce_parser(p: LineParser):
+    state = dict(vars(p))
+    state.pop("_on_reject")  # the assembler's callback, bound again on restore (`Checkpoint.load`)
+    return _rebuild_parser, (state,)
+
+
+def _rebuild_parser(state: dict) -> LineParser:
+    p = LineParser.__new__(LineParser)
+    vars(p).update(state)
+    p._on_reject = lambda rec: None
+    return p
 
 
 class _Pickler(pickle.Pickler):
@@ -40,8 +56,13 @@ class _Pickler(pickle.Pickler):
     def __init__(self, file, shared: dict[int, str]):
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self.shared = shared
+        self.dispatch_table = copyreg.dispatch_table.copy()
+        self.dispatch_table[LineParser] = _reduce_parser
 
     def persistent_id(self, obj):
+        if isinstance(obj, Enricher):
+            # compiled path rules inside: rebuilt from what made it, its numbering kept (its caches go)
+            return ("enricher", id(obj), obj.source, obj.site, obj.site_override, obj.seq, obj.origin, obj.clamped)
         return self.shared.get(id(obj))
 
 
@@ -49,8 +70,18 @@ class _Unpickler(pickle.Unpickler):
     def __init__(self, file, shared: dict[str, object]):
         super().__init__(file)
         self.shared = shared
+        self.enrichers: dict[int, Enricher] = {}
 
     def persistent_load(self, pid):
+        if isinstance(pid, tuple) and pid[0] == "enricher":
+            _, key, source, site, site_override, seq, origin, clamped = pid
+            e = self.enrichers.get(key)
+            if e is None:
+                e = self.enrichers[key] = Enricher(source, config=self.shared["config"],
+                                                   classifier=self.shared["classifier"], site=site,
+                                                   site_override=site_override, seq_start=seq, origin=origin)
+                e.clamped = clamped
+            return e
         return self.shared[pid]
 
 
@@ -89,6 +120,9 @@ class Checkpoint:
                             f"without the earlier state)") from None
         for name, value in doc["state"].items():
             setattr(assembler, name, value)
+        for st in assembler.streams.values():  # as Assembler._parse binds it
+            if getattr(st, "gparser", None) is not None:
+                st.gparser._on_reject = lambda rec, origin=st.origin: assembler._parse_reject(origin, rec)
         self.pending = deque(doc["pending"])
         self.out_size = doc["out_size"]
         return True

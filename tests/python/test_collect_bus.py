@@ -22,6 +22,7 @@ import orjson
 import pytest
 
 from cachescope.config import load_config
+from cachescope.events import encode_lines
 from ingest.xrootd_monitoring.assemble import Assembler
 from ingest.xrootd_monitoring.capture import read_capture
 from services import unique_name
@@ -66,7 +67,7 @@ def direct(messages: list[bytes]) -> list[dict]:
         doc = orjson.loads(m)
         events += asm.feed(base64.b64decode(doc["data"]), doc["remote"].rsplit(":", 1)[0])
     events += asm.finish()
-    return [orjson.loads(orjson.dumps(e)) for e in events]
+    return [orjson.loads(ln) for ln in encode_lines(events).splitlines()]
 
 
 class Bus:
