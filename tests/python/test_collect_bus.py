@@ -261,3 +261,12 @@ def test_a_death_after_the_checkpoint_before_the_ack_skips_what_it_holds_and_cut
     assert stats["bus"]["redelivered_duplicates"] == 600
     assert events_of(out) == direct(messages)
     assert bus.depth()[0] == 0
+
+
+@pytest.mark.parametrize("userinfo, path, words", [("guest:wrong", "/%2F", "login refused"),
+                                                   ("guest:guest", "/no-such-vhost", "virtual host refused")])
+def test_a_refused_login_or_vhost_is_one_line_and_exit_1(rabbitmq, tmp_path, userinfo, path, words):
+    p = subprocess.run([CLI, "collect", "--from", f"amqp://{userinfo}@127.0.0.1:{rabbitmq.port}{path}", "--out",
+                        str(tmp_path / "o")], capture_output=True, text=True)
+    assert p.returncode == 1, p.stderr
+    assert words in p.stderr and "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
