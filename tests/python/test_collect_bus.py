@@ -270,3 +270,34 @@ def test_a_refused_login_or_vhost_is_one_line_and_exit_1(rabbitmq, tmp_path, use
                         str(tmp_path / "o")], capture_output=True, text=True)
     assert p.returncode == 1, p.stderr
     assert words in p.stderr and "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_to_kafka_kill_9_mid_stream_and_a_restart_give_every_identity_once(bus, kafka, kafka_topic, tmp_path):
+    from services import topic_items
+
+    messages = shoveled(read_capture(RUN1))
+    half = len(messages) // 2
+    checkpoint = tmp_path / "collect.checkpoint"
+    args = ["--to", f"kafka://{kafka.bootstrap}/{kafka_topic}", "--collector-id", kafka_topic,
+            "--checkpoint", str(checkpoint)]
+    bus.publish(messages[:half])
+    p = subprocess.Popen([CLI, "collect", "--from", bus.source, *args], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE)
+    while not checkpoint.exists():  # its first flush committed and checkpointed
+        assert p.poll() is None, p.stderr.read().decode()
+        time.sleep(0.01)  # polling for the file, not a delay before an assertion
+    p.kill()
+    p.wait()
+    p.stderr.close()
+    bus.publish(messages[half:])
+    q = subprocess.run([CLI, "collect", "--from", bus.source, *args, "--stop-after-idle", "2s"],
+                       capture_output=True, text=True)
+    assert q.returncode == 0, q.stderr
+    assert "restored from" in q.stderr
+    events = topic_items(kafka.bootstrap, kafka_topic)
+    ref = direct(messages)
+    by_id = {(e["origin"], e["seq"]): e for e in events}
+    # every access under one identity; a resend (a kill right after a commit) is the same event again
+    assert sorted(by_id) == sorted((e["origin"], e["seq"]) for e in ref)
+    assert all(by_id[(e["origin"], e["seq"])] == e for e in events)
+    assert sorted(by_id.values(), key=lambda e: e["seq"]) == sorted(ref, key=lambda e: e["seq"])
