@@ -74,11 +74,15 @@ def collect_bus(url: str, *, cfg, site: str, out: str | None, to: str | None, id
         assembler.stats.dropped["message"] += 1
         on_reject({"message": n, "reason": f"bus message: {reason}", "text": body[:32].hex(), "skipped": False})
 
-    source = AmqpSource(settings, on_malformed=on_malformed,
-                        skip=lambda d: ckpt.holds(d.body, d.redelivered))
+    saved: dict = {}  # the decoder's counters at the last checkpoint
 
     def commit() -> None:
         """After a sink flush: the output fsynced, the decoder's state checkpointed, then the ack."""
+        counts = assembler.stats.as_dict()
+        if not source.unacked() and counts == saved:
+            return  # nothing handed out, nothing decoded since the last checkpoint
+        saved.clear()
+        saved.update(counts)
         size = None
         if regular:
             os.fsync(stream.fileno())
@@ -86,6 +90,12 @@ def collect_bus(url: str, *, cfg, site: str, out: str | None, to: str | None, id
         ckpt.save(assembler, source.unacked(), size)
         source.ack_delivered()
 
+    def on_quiet() -> None:  # messages that gave nothing to flush (malformed, skipped): checkpointed and acked
+        sink.flush(assembler)
+        commit()
+
+    source = AmqpSource(settings, on_malformed=on_malformed, skip=lambda d: ckpt.holds(d.body, d.redelivered),
+                        on_quiet=on_quiet)
     collector = Collector(source, assembler, sink, idle_seconds=idle, on_flush=commit)
 
     def on_signal(signum, frame) -> None:

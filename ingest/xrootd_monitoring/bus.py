@@ -145,7 +145,7 @@ class AmqpSource:
     One thread: pika's BlockingConnection is driven from `get` (heartbeats included)."""
 
     def __init__(self, settings: BusSettings, *, on_malformed: Callable[[str, bytes, int], None] | None = None,
-                 skip: Callable[[Delivery], bool] | None = None):
+                 skip: Callable[[Delivery], bool] | None = None, on_quiet: Callable[[], None] | None = None):
         import pika
         import pika.exceptions
 
@@ -153,6 +153,9 @@ class AmqpSource:
         self.on_malformed = on_malformed or (lambda reason, body, n: None)
         #: True for a redelivered message the checkpoint already holds (acked, not decoded again)
         self.skip = skip or (lambda d: False)
+        #: called when nothing came for a while and messages handed out wait for their ack: those
+        #: that gave the loop nothing to flush (malformed, skipped) must not fill the prefetch window
+        self.on_quiet = on_quiet or (lambda: None)
         self.messages = 0  # consumed
         self.malformed = 0
         self.duplicates = 0  # redeliveries the checkpoint held
@@ -221,7 +224,10 @@ class AmqpSource:
         if item is not None or self._stopped:
             return item
         self._pump(0.1 if timeout is None else timeout)
-        return self._next()
+        item = self._next()
+        if item is None and self._since_ack and not self._inbox:
+            self.on_quiet()
+        return item
 
     def get_nowait(self) -> tuple[bytes, str] | None:
         item = self._next()

@@ -301,3 +301,18 @@ def test_to_kafka_kill_9_mid_stream_and_a_restart_give_every_identity_once(bus, 
     assert sorted(by_id) == sorted((e["origin"], e["seq"]) for e in ref)
     assert all(by_id[(e["origin"], e["seq"])] == e for e in events)
     assert sorted(by_id.values(), key=lambda e: e["seq"]) == sorted(ref, key=lambda e: e["seq"])
+
+
+def test_malformed_messages_beyond_the_prefetch_window_do_not_stall_the_rest(bus, tmp_path):
+    """Messages that give nothing to flush are acked too: 250 malformed ones ahead of the real ones,
+    with the broker handing out 100 at a time, must not leave the rest on the queue."""
+    good = shoveled(read_capture(RUN1)[:60])
+    bus.publish([b"garbage %d" % i for i in range(250)] + good)
+    out = tmp_path / "out.jsonl"
+    p = subprocess.Popen([CLI, "collect", "--from", bus.source + "&prefetch=100", "--out", str(out), "--rejects",
+                          str(tmp_path / "rejects"), "--stats", "--stop-after-idle", "2s"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    stats, _ = finished(p)
+    assert stats["bus"]["malformed"] == 250 and stats["bus"]["messages"] == 310
+    assert events_of(out) == direct(good)
+    assert bus.depth()[0] == 0
