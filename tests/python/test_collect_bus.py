@@ -158,7 +158,8 @@ def test_a_lab_capture_from_the_bus_gives_the_events_of_the_udp_path(bus, tmp_pa
     assert stats["lost_datagrams"] == 0 and stats["bus"]["acked"] == len(messages)
 
 
-def test_kill_9_mid_stream_and_a_restart_give_every_access_exactly_once(bus, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["kill-9", "sigterm"])
+def test_kill_9_or_sigterm_mid_stream_and_a_restart_give_every_access_exactly_once(bus, tmp_path, sig):
     messages = shoveled(read_capture(RUN1))
     half = len(messages) // 2
     out = tmp_path / "out.jsonl"
@@ -169,10 +170,11 @@ def test_kill_9_mid_stream_and_a_restart_give_every_access_exactly_once(bus, tmp
     while not checkpoint.exists():
         assert p.poll() is None, p.stderr.read().decode()
         time.sleep(0.01)  # polling for the file, not a delay before an assertion
-    p.kill()
+    p.send_signal(sig)
     p.wait()
     p.stderr.close()
     p.stdout.close()
+    assert p.returncode == (0 if sig == signal.SIGTERM else -signal.SIGKILL)
     bus.publish(messages[half:])
     stats, err = finished(collect(bus, out, "--stop-after-idle", "2s"))
     assert "restored from" in err
