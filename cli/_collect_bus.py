@@ -74,21 +74,9 @@ def collect_bus(url: str, *, cfg, site: str, out: str | None, to: str | None, id
         assembler.stats.dropped["message"] += 1
         on_reject({"message": n, "reason": f"bus message: {reason}", "text": body[:32].hex(), "skipped": False})
 
-    saved: dict = {}  # the decoder's counters at the last checkpoint
-
     def commit() -> None:
         """After a sink flush: the output fsynced, the decoder's state checkpointed, then the ack."""
-        counts = assembler.stats.as_dict()
-        if not source.unacked() and counts == saved:
-            return  # nothing handed out, nothing decoded since the last checkpoint
-        saved.clear()
-        saved.update(counts)
-        size = None
-        if regular:
-            os.fsync(stream.fileno())
-            size = stream.tell()
-        ckpt.save(assembler, source.unacked(), size)
-        source.ack_delivered()
+        ckpt.commit(assembler, source, stream if regular else None)
 
     def on_quiet() -> None:  # messages that gave nothing to flush (malformed, skipped): checkpointed and acked
         sink.flush(assembler)

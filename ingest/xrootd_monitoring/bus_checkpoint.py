@@ -26,6 +26,7 @@ import os
 import pickle
 from collections import deque
 from pathlib import Path
+from typing import IO
 
 from cachescope.errors import UserError
 from ingest.enrich import Enricher
@@ -100,6 +101,7 @@ class Checkpoint:
         #: digests of the messages the checkpoint holds whose ack may not have reached the broker
         self.pending: deque[int] = deque()
         self.out_size: int | None = None
+        self._counts: dict | None = None  # the decoder's counters at the last checkpoint
 
     def load(self, assembler: Assembler) -> bool:
         """Restore `assembler` from the file; False when there is none (a first run)."""
@@ -136,6 +138,27 @@ class Checkpoint:
             return True
         self.pending.clear()  # the broker redelivers in order: past the first unheld one, none is held
         return False
+
+    def covering(self, assembler: Assembler, source, out: IO[bytes] | None) -> bool:
+        """Checkpoint what `source` handed out (its events flushed to `out`, a regular file, or
+        shipped): the output fsynced first. False when nothing changed since the last one."""
+        counts = assembler.stats.as_dict()
+        if not source.unacked() and counts == self._counts:
+            return False
+        size = None
+        if out is not None:
+            os.fsync(out.fileno())
+            size = out.tell()
+        # the redeliveries still to come that the previous checkpoint holds stay held: the broker
+        # gives them after this run's unacked ones if this run dies too
+        self.save(assembler, source.unacked() + list(self.pending), size)
+        self._counts = counts
+        return True
+
+    def commit(self, assembler: Assembler, source, out: IO[bytes] | None) -> None:
+        """The checkpoint, then the ack of what it covers."""
+        if self.covering(assembler, source, out):
+            source.ack_delivered()
 
     def save(self, assembler: Assembler, handed_out: list[int], out_size: int | None) -> None:
         shared = {id(v): k for k, v in _shared(assembler).items()}
