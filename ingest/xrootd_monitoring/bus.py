@@ -139,16 +139,13 @@ class Delivery:
     redelivered: bool
 
 
-class AmqpSource:
-    """The collector's source for `--from amqp://`: connects and declares at once (an unreachable
-    broker or a refused login fails here); `get(timeout)` gives (datagram, sender IP) or None.
-    One thread: pika's BlockingConnection is driven from `get` (heartbeats included)."""
+class BusSource:
+    """What every bus source shares: deliveries in order into (datagram, sender IP), malformed ones
+    rejected, held redeliveries skipped, the digests of what was handed out since the last ack.
+    A subclass connects, fills `_inbox` in `_pump(seconds)` and acks cumulatively in `_ack(tag)`."""
 
-    def __init__(self, settings: BusSettings, *, on_malformed: Callable[[str, bytes, int], None] | None = None,
+    def __init__(self, settings, *, on_malformed: Callable[[str, bytes, int], None] | None = None,
                  skip: Callable[[Delivery], bool] | None = None, on_quiet: Callable[[], None] | None = None):
-        import pika
-        import pika.exceptions
-
         self.settings = settings
         self.on_malformed = on_malformed or (lambda reason, body, n: None)
         #: True for a redelivered message the checkpoint already holds (acked, not decoded again)
@@ -165,42 +162,14 @@ class AmqpSource:
         self._last_tag = 0  # the last delivery handed out (or rejected): acked by ack_delivered
         self._acked_tag = 0
         self._stopped = False
-        s = settings
-        try:
-            params = pika.URLParameters(s.url)
-        except Exception as exc:  # noqa: BLE001 - pika's own URL checks
-            raise UsageError(f"--from {s.where}: {exc}") from None
-        try:
-            self.conn = pika.BlockingConnection(params)
-        except pika.exceptions.ProbableAuthenticationError:
-            raise UserError(f"--from {s.where}: login refused (check USER:PASS in the URL)") from None
-        except pika.exceptions.ProbableAccessDeniedError:
-            raise UserError(f"--from {s.where}: access to the virtual host refused (check /VHOST and the "
-                             f"user's permissions)") from None
-        except (pika.exceptions.AMQPError, OSError) as exc:
-            raise UserError(f"--from {s.where}: cannot connect ({type(exc).__name__}: {exc or 'no answer'}); "
-                             f"is the broker running there?") from None
-        try:
-            ch = self.conn.channel()
-            try:
-                ch.exchange_declare(s.exchange, passive=True)
-            except pika.exceptions.ChannelClosedByBroker:
-                # absent: declared as the shoveler's bus has it (durable), so it exists for the publisher
-                ch = self.conn.channel()
-                ch.exchange_declare(s.exchange, exchange_type=s.exchange_type, durable=True)
-            ch.queue_declare(s.queue, durable=True)
-            ch.queue_bind(s.queue, s.exchange, routing_key=s.routing_key)
-            ch.basic_qos(prefetch_count=s.prefetch)
-            ch.basic_consume(s.queue, self._on_message, auto_ack=False)
-        except pika.exceptions.AMQPError as exc:
-            self.conn.close()
-            raise UserError(f"--from {s.where}: cannot consume: {exc}") from None
-        self.ch = ch
 
-    def _on_message(self, ch, method, properties, body: bytes) -> None:
-        self._inbox.append(Delivery(method.delivery_tag, body, bool(method.redelivered)))
+    def _pump(self, seconds: float) -> None:
+        raise NotImplementedError
 
-    def start(self) -> "AmqpSource":
+    def _ack(self, tag: int) -> None:
+        raise NotImplementedError
+
+    def start(self) -> "BusSource":
         return self
 
     def _next(self) -> tuple[bytes, str] | None:
@@ -236,6 +205,68 @@ class AmqpSource:
             item = self._next()
         return item
 
+    def unacked(self) -> list[int]:
+        """Digests of the messages handed out (decoded, rejected or skipped) since the last ack."""
+        return list(self._since_ack)
+
+    def ack_delivered(self) -> None:
+        """Ack every message handed out: their events are durable."""
+        tag = self._last_tag
+        if tag > self._acked_tag:
+            self._ack(tag)
+            self.acked += self.messages - self._acked_count
+            self._acked_count = self.messages
+            self._acked_tag = tag
+            self._since_ack.clear()
+
+    _acked_count = 0
+
+
+class AmqpSource(BusSource):
+    """The collector's source for `--from amqp://`: connects and declares at once (an unreachable
+    broker or a refused login fails here); `get(timeout)` gives (datagram, sender IP) or None.
+    One thread: pika's BlockingConnection is driven from `get` (heartbeats included)."""
+
+    def __init__(self, settings: BusSettings, **kw):
+        import pika
+        import pika.exceptions
+
+        super().__init__(settings, **kw)
+        s = settings
+        try:
+            params = pika.URLParameters(s.url)
+        except Exception as exc:  # noqa: BLE001 - pika's own URL checks
+            raise UsageError(f"--from {s.where}: {exc}") from None
+        try:
+            self.conn = pika.BlockingConnection(params)
+        except pika.exceptions.ProbableAuthenticationError:
+            raise UserError(f"--from {s.where}: login refused (check USER:PASS in the URL)") from None
+        except pika.exceptions.ProbableAccessDeniedError:
+            raise UserError(f"--from {s.where}: access to the virtual host refused (check /VHOST and the "
+                             f"user's permissions)") from None
+        except (pika.exceptions.AMQPError, OSError) as exc:
+            raise UserError(f"--from {s.where}: cannot connect ({type(exc).__name__}: {exc or 'no answer'}); "
+                             f"is the broker running there?") from None
+        try:
+            ch = self.conn.channel()
+            try:
+                ch.exchange_declare(s.exchange, passive=True)
+            except pika.exceptions.ChannelClosedByBroker:
+                # absent: declared as the shoveler's bus has it (durable), so it exists for the publisher
+                ch = self.conn.channel()
+                ch.exchange_declare(s.exchange, exchange_type=s.exchange_type, durable=True)
+            ch.queue_declare(s.queue, durable=True)
+            ch.queue_bind(s.queue, s.exchange, routing_key=s.routing_key)
+            ch.basic_qos(prefetch_count=s.prefetch)
+            ch.basic_consume(s.queue, self._on_message, auto_ack=False)
+        except pika.exceptions.AMQPError as exc:
+            self.conn.close()
+            raise UserError(f"--from {s.where}: cannot consume: {exc}") from None
+        self.ch = ch
+
+    def _on_message(self, ch, method, properties, body: bytes) -> None:
+        self._inbox.append(Delivery(method.delivery_tag, body, bool(method.redelivered)))
+
     def _pump(self, seconds: float) -> None:
         import pika.exceptions
 
@@ -245,25 +276,15 @@ class AmqpSource:
             raise BusLost(f"{self.settings.where}: connection lost ({type(exc).__name__}: {exc}); "
                           f"unacked messages stay on the queue for the next run") from None
 
-    def unacked(self) -> list[int]:
-        """Digests of the messages handed out (decoded, rejected or skipped) since the last ack."""
-        return list(self._since_ack)
-
-    def ack_delivered(self, tag: int | None = None) -> None:
-        """Ack every message up to `tag` (default: all handed out): their events are durable."""
+    def _ack(self, tag: int) -> None:
         import pika.exceptions
 
-        tag = self._last_tag if tag is None else tag
-        if tag > self._acked_tag:
-            try:
-                self.ch.basic_ack(delivery_tag=tag, multiple=True)
-            except (pika.exceptions.AMQPError, OSError) as exc:
-                raise BusLost(f"{self.settings.where}: cannot ack ({type(exc).__name__}: {exc}); the broker "
-                              f"redelivers those messages to the next run, which skips what its checkpoint "
-                              f"holds") from None
-            self.acked += tag - self._acked_tag
-            self._acked_tag = tag
-            self._since_ack.clear()
+        try:
+            self.ch.basic_ack(delivery_tag=tag, multiple=True)
+        except (pika.exceptions.AMQPError, OSError) as exc:
+            raise BusLost(f"{self.settings.where}: cannot ack ({type(exc).__name__}: {exc}); the broker "
+                          f"redelivers those messages to the next run, which skips what its checkpoint "
+                          f"holds") from None
 
     def stop(self) -> None:
         """Stop consuming: messages prefetched but not handed out go back to the queue (their

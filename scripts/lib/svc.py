@@ -172,6 +172,8 @@ def main(argv: list[str]) -> int:
         elif cmd == "amqp-ready":
             if not amqp_ready(int(args[0])):
                 return 1
+            if len(args) > 1:  # the STOMP listener (a plugin: it starts after AMQP's)
+                socket.create_connection(("127.0.0.1", int(args[1])), timeout=2).close()
         elif cmd == "clickhouse-kill":
             clickhouse_http(int(args[0]), f"KILL QUERY WHERE query_id = '{args[1]}' SYNC", timeout=30)
         else:
