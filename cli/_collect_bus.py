@@ -1,6 +1,6 @@
-"""`cachescope collect --from amqp://…`: the shoveler's messages from a bus, through the same decoder
-and loop as `--listen` (ingest/xrootd_monitoring/bus.py), acked only once their events are durable
-(bus_checkpoint.py)."""
+"""`cachescope collect --from amqp://…|stomp://…`: the shoveler's messages from a bus, through the
+same decoder and loop as `--listen` (ingest/xrootd_monitoring/bus.py), acked only once their events
+are durable (bus_checkpoint.py)."""
 
 from __future__ import annotations
 
@@ -21,11 +21,19 @@ def collect_bus(url: str, *, cfg, site: str, out: str | None, to: str | None, id
     import orjson
 
     from ingest.xrootd_monitoring.assemble import Assembler
-    from ingest.xrootd_monitoring.bus import AmqpSource, parse_from
+    from ingest.xrootd_monitoring.bus import AmqpSource, StompSource, parse_from, parse_stomp
     from ingest.xrootd_monitoring.bus_checkpoint import Checkpoint
     from ingest.xrootd_monitoring.run import Collector, KafkaOut, LinesOut
 
-    settings = parse_from(url, exchange=exchange, queue=queue, routing_key=routing_key)
+    if url.startswith("stomp://"):
+        if (exchange, queue, routing_key) != (None, None, None):
+            raise UsageError("--exchange, --queue and --routing-key are AMQP's: with stomp:// the destination is "
+                             "the URL's path (stomp://USER:PASS@HOST:PORT/topic/NAME)")
+        settings, Source = parse_stomp(url), StompSource
+        default_id = settings.ident
+    else:
+        settings, Source = parse_from(url, exchange=exchange, queue=queue, routing_key=routing_key), AmqpSource
+        default_id = f"amqp:{settings.host}:{settings.port}/{settings.queue}"
     if checkpoint is None:
         if out is None or out == "-":
             raise UsageError("--from with --to or --out -: give --checkpoint FILE (the decoder's state that lets "
@@ -44,7 +52,7 @@ def collect_bus(url: str, *, cfg, site: str, out: str | None, to: str | None, id
     kafka = None
     stream = None
     if to is not None:
-        kafka = KafkaOut(to, collector_id or f"amqp:{settings.host}:{settings.port}/{settings.queue}")
+        kafka = KafkaOut(to, collector_id or default_id)
         sink = kafka
         assembler = Assembler(cfg, site=site, on_reject=on_reject, seq_of=kafka.seq_of)
     else:
@@ -82,7 +90,7 @@ def collect_bus(url: str, *, cfg, site: str, out: str | None, to: str | None, id
         sink.flush(assembler)
         commit()
 
-    source = AmqpSource(settings, on_malformed=on_malformed, skip=lambda d: ckpt.holds(d.body, d.redelivered),
+    source = Source(settings, on_malformed=on_malformed, skip=lambda d: ckpt.holds(d.body, d.redelivered),
                         on_quiet=on_quiet)
     collector = Collector(source, assembler, sink, idle_seconds=idle, on_flush=commit)
 

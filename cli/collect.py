@@ -25,7 +25,8 @@ def collect(
                                                               "(xrootd.monitor ... dest ... HOST:PORT)"),
     from_: Optional[str] = typer.Option(None, "--from", metavar="amqp://USER:PASS@HOST:PORT/VHOST",
                                         help="consume the shoveler's messages from this AMQP broker "
-                                             "(?exchange=shoveled-xrd&queue=cachescope-collect&routing_key=%23)"),
+                                             "(?exchange=shoveled-xrd&queue=cachescope-collect&routing_key=%23), "
+                                             "or stomp://USER:PASS@HOST:PORT/topic/NAME"),
     exchange: Optional[str] = typer.Option(None, "--exchange", help="--from: the exchange the shoveler publishes "
                                            "to (default shoveled-xrd, the shoveler's)"),
     queue: Optional[str] = typer.Option(None, "--queue", help="--from: the durable queue to consume "
@@ -54,7 +55,8 @@ def collect(
     if (out is None) == (to is None):
         raise UsageError("give exactly one of --out FILE|- or --to kafka://HOST:PORT/TOPIC")
     if (listen is None) == (from_ is None):
-        raise UsageError("give exactly one of --listen udp://HOST:PORT or --from amqp://USER:PASS@HOST:PORT/VHOST")
+        raise UsageError("give exactly one of --listen udp://HOST:PORT or --from amqp://USER:PASS@HOST:PORT/VHOST "
+                         "(or stomp://USER:PASS@HOST:PORT/topic/NAME)")
     if from_ is None and (exchange, queue, routing_key, checkpoint) != (None, None, None, None):
         raise UsageError("--exchange, --queue, --routing-key and --checkpoint go with --from amqp://…")
     idle = None

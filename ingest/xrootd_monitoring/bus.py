@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import binascii
 import collections
+import threading
 import ipaddress
 from dataclasses import dataclass
 from typing import Callable
@@ -308,3 +309,167 @@ class AmqpSource(BusSource):
 
 class BusLost(UserError):
     """The broker went away mid-run (it keeps every unacked message): exit 1."""
+
+
+# --------------------------------------------------------------------------- STOMP
+
+#: the durable subscription's name (the broker keeps its messages while no collector runs)
+DEFAULT_SUBSCRIPTION = "cachescope-collect"
+
+
+@dataclass(frozen=True)
+class StompSettings:
+    host: str
+    port: int
+    user: str
+    password: str
+    destination: str
+    subscription: str
+    prefetch: int
+    vhost: str = "/"
+
+    @property
+    def where(self) -> str:
+        return f"stomp://{self.host}:{self.port} destination {self.destination!r}"
+
+    @property
+    def ident(self) -> str:
+        return f"stomp:{self.host}:{self.port}{self.destination}/{self.subscription}"
+
+
+def parse_stomp(url: str) -> StompSettings:
+    """stomp://USER:PASS@HOST:PORT/topic/NAME[?subscription=ID&prefetch=N]; a bare /NAME is the
+    shoveler's topic (it publishes to /topic/NAME)."""
+    u = urlparse(url)
+    try:
+        port = u.port
+    except ValueError:
+        port = None
+    path = unquote(u.path)
+    if u.scheme != "stomp" or not u.hostname or path in ("", "/"):
+        raise UsageError(f"--from {url!r}: expected stomp://USER:PASS@HOST:PORT/topic/NAME (the shoveler's "
+                         f"stomp.topic)")
+    query = dict(parse_qsl(u.query, keep_blank_values=True))
+    unknown = set(query) - {"subscription", "prefetch", "vhost"}
+    if unknown:
+        raise UsageError(f"--from {url!r}: unknown parameter {sorted(unknown)[0]!r} (subscription, prefetch, vhost)")
+    if not path.startswith(("/topic/", "/queue/", "/amq/queue/", "/exchange/")):
+        path = "/topic/" + path.lstrip("/")
+    try:
+        prefetch = int(query.get("prefetch", DEFAULT_PREFETCH))
+        if not 1 <= prefetch <= 65535:
+            raise ValueError
+    except ValueError:
+        raise UsageError(f"--from: prefetch={query.get('prefetch')!r}: a count of messages, 1 to 65535") from None
+    return StompSettings(host=u.hostname, port=port or 61613, user=unquote(u.username or ""),
+                         password=unquote(u.password or ""), destination=path,
+                         subscription=query.get("subscription", DEFAULT_SUBSCRIPTION), prefetch=prefetch,
+                         vhost=query.get("vhost", "/"))
+
+
+class StompSource(BusSource):
+    """The collector's source for `--from stomp://` (stomp.py): a durable subscription in `client`
+    ack mode (an ack covers every earlier message), RabbitMQ's and ActiveMQ's durable headers both
+    given. stomp.py receives in a thread of its own; its messages wait in the inbox for `get`."""
+
+    def __init__(self, settings: StompSettings, **kw):
+        import stomp
+        import stomp.exception
+
+        super().__init__(settings, **kw)
+        self._arrived = threading.Event()
+        self._lost: str | None = None
+        self._ack_ids: dict[int, str] = {}
+        self._tag = 0
+        s = settings
+        # the CONNECT frame's host header is RabbitMQ's virtual host (`?vhost=`, default /)
+        self.conn = stomp.Connection12([(s.host, s.port)], heartbeats=(10_000, 10_000), auto_decode=False,
+                                       reconnect_attempts_max=1, vhost=s.vhost)
+        self.conn.set_listener("collect", _StompListener(self))
+        try:
+            self.conn.connect(s.user, s.password, wait=True, headers={"client-id": s.subscription})
+        except stomp.exception.ConnectFailedException:
+            if self._lost is not None:  # it answered with an ERROR frame
+                raise UserError(f"--from {s.where}: the broker refused the connection ({self._lost}; check "
+                                f"USER:PASS and ?vhost= in the URL)") from None
+            raise UserError(f"--from {s.where}: cannot connect; is the broker running there?") from None
+        except Exception as exc:  # noqa: BLE001 - a refused login ends the connection with an ERROR frame
+            raise UserError(f"--from {s.where}: cannot connect ({type(exc).__name__}: {exc})") from None
+        if not self.conn.is_connected():
+            raise UserError(f"--from {s.where}: the broker refused the connection ({self._lost or 'no reason'}; "
+                            f"check USER:PASS in the URL)")
+        self._subscribed = threading.Event()
+        self.conn.subscribe(s.destination, id=s.subscription, ack="client", headers={
+            "durable": "true", "auto-delete": "false", "prefetch-count": str(s.prefetch),
+            "activemq.subscriptionName": s.subscription, "activemq.prefetchSize": str(s.prefetch),
+            "receipt": "subscribed"})
+        # the broker's receipt: from here on the subscription holds what is published
+        while not self._subscribed.wait(1.0):
+            if self._lost is not None or not self.conn.is_connected():
+                raise UserError(f"--from {s.where}: the broker refused the subscription ({self._lost or 'closed'})")
+
+    def _message(self, frame) -> None:
+        self._tag += 1
+        self._ack_ids[self._tag] = frame.headers.get("ack") or frame.headers.get("message-id", "")
+        body = frame.body if isinstance(frame.body, bytes) else frame.body.encode()
+        self._inbox.append(Delivery(self._tag, body, frame.headers.get("redelivered") == "true"))
+        self._arrived.set()
+
+    def _pump(self, seconds: float) -> None:
+        if self._lost is not None:
+            raise BusLost(f"{self.settings.where}: connection lost ({self._lost}); unacked messages stay "
+                          f"with the broker for the next run")
+        if not self._inbox:
+            self._arrived.clear()
+            if not self._inbox:
+                self._arrived.wait(seconds)
+
+    def _ack(self, tag: int) -> None:
+        ack_id = self._ack_ids[tag]
+        try:
+            self.conn.ack(ack_id)
+        except Exception as exc:  # noqa: BLE001 - the connection went away
+            raise BusLost(f"{self.settings.where}: cannot ack ({type(exc).__name__}: {exc}); the broker "
+                          f"redelivers those messages to the next run, which skips what its checkpoint "
+                          f"holds") from None
+        for t in [t for t in self._ack_ids if t <= tag]:
+            del self._ack_ids[t]
+
+    def stop(self) -> None:
+        """No more handing out beyond what has arrived; the durable subscription stays (a
+        disconnect, never an UNSUBSCRIBE, which would delete it)."""
+        self._stopped = True
+
+    def close(self) -> None:
+        self._inbox.clear()
+        try:
+            if self.conn.is_connected():
+                self.conn.disconnect()
+        except Exception:  # noqa: BLE001 - closing a broken connection
+            pass
+
+
+class _StompListener:
+    def __init__(self, source: StompSource):
+        self.source = source
+
+    def on_message(self, frame) -> None:
+        self.source._message(frame)
+
+    def on_receipt(self, frame) -> None:
+        if frame.headers.get("receipt-id") == "subscribed":
+            self.source._subscribed.set()
+
+    def on_error(self, frame) -> None:
+        body = frame.body.decode(errors="replace") if isinstance(frame.body, bytes) else str(frame.body or "")
+        self.source._lost = " ".join(filter(None, [frame.headers.get("message", "an ERROR frame"),
+                                                   body.strip()[:200]])).replace("\n", " ")
+
+    def on_disconnected(self) -> None:
+        if self.source._lost is None:
+            self.source._lost = "disconnected"
+
+    def __getattr__(self, name):  # stomp.py calls every on_* hook
+        if name.startswith("on_"):
+            return lambda *a, **k: None
+        raise AttributeError(name)
