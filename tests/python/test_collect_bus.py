@@ -224,6 +224,9 @@ def test_an_unreachable_broker_is_one_line_and_exit_1(tmp_path):
     (["--from", "amqp://h/%2F", "--listen", "udp://127.0.0.1:0", "--out", "-"], "exactly one of --listen"),
     (["--from", "amqp://h/%2F", "--out", "-"], "--checkpoint"),
     (["--listen", "udp://127.0.0.1:0", "--queue", "q", "--out", "-"], "go with --from"),
+    (["--from", "stomp://h:61613", "--out", "o"], "stomp://USER:PASS@HOST:PORT/topic/NAME"),
+    (["--from", "stomp://h:61613/topic/t", "--queue", "q", "--out", "o"], "are AMQP's"),
+    (["--from", "stomp://h:61613/topic/t?selector=x", "--out", "o"], "unknown parameter"),
 ])
 def test_bus_usage_errors_are_one_line_and_exit_2(args, what):
     p = subprocess.run([CLI, "collect", *args], capture_output=True, text=True)
@@ -334,3 +337,86 @@ def test_malformed_messages_beyond_the_prefetch_window_do_not_stall_the_rest(bus
     assert stats["bus"]["malformed"] == 250 and stats["bus"]["messages"] == 310
     assert events_of(out) == direct(good)
     assert bus.depth()[0] == 0
+
+
+# --------------------------------------------------------------------------- STOMP
+
+stomp = pytest.importorskip("stomp")
+
+
+class StompBus:
+    """A topic and a durable subscription of the test's own on the real broker's STOMP port."""
+
+    def __init__(self, rabbitmq, request):
+        self.port = int(rabbitmq.env["RABBITMQ_STOMP_PORT"])
+        self.topic = unique_name(request, "topic")
+        self.subscription = unique_name(request, "sub")
+        self.conn = stomp.Connection12([("127.0.0.1", self.port)], vhost="/")
+        self.conn.connect("guest", "guest", wait=True)
+
+    @property
+    def source(self) -> str:
+        return f"stomp://guest:guest@127.0.0.1:{self.port}/topic/{self.topic}?subscription={self.subscription}"
+
+    def publish(self, bodies) -> None:
+        for b in bodies:  # the shoveler's way: SEND to /topic/NAME, text/plain, with a receipt
+            self.conn.send(f"/topic/{self.topic}", b, content_type="text/plain")
+
+    def close(self) -> None:
+        # UNSUBSCRIBE of the durable subscription removes its queue from the broker
+        c = stomp.Connection12([("127.0.0.1", self.port)], vhost="/")
+        c.connect("guest", "guest", wait=True, headers={"client-id": self.subscription})
+        c.subscribe(f"/topic/{self.topic}", id=self.subscription, headers={"durable": "true", "auto-delete": "false"})
+        c.unsubscribe(self.subscription, headers={"durable": "true"})
+        c.disconnect()
+        self.conn.disconnect()
+
+
+@pytest.fixture
+def stomp_bus(rabbitmq, request):
+    b = StompBus(rabbitmq, request)
+    yield b
+    b.close()
+
+
+def stomp_collect(bus: StompBus, out: Path, *extra: str) -> subprocess.Popen:
+    """`collect --from stomp://…`, returned once it is subscribed (its first line)."""
+    p = subprocess.Popen([CLI, "collect", "--from", bus.source, "--out", str(out), "--rejects", str(out) + ".rejects",
+                          "--stats", *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    line = p.stderr.readline().decode()
+    assert "consuming stomp://" in line, line + p.stderr.read().decode()
+    p.first_line = line
+    return p
+
+
+def test_the_pelican_capture_over_stomp_gives_what_its_datagrams_give_directly(stomp_bus, tmp_path):
+    out = tmp_path / "out.jsonl"
+    p = stomp_collect(stomp_bus, out, "--stop-after-idle", "2s")
+    messages = pelican_messages()
+    bad = [b"not json at all"]
+    stomp_bus.publish(messages[:5] + bad + messages[5:])
+    stats, _ = finished(p)
+    assert events_of(out) == direct(messages)
+    assert stats["bus"]["messages"] == len(messages) + 1 and stats["bus"]["malformed"] == 1
+    assert stats["bus"]["acked"] == len(messages) + 1
+
+
+def test_stomp_kill_9_mid_stream_and_a_restart_give_every_access_exactly_once(stomp_bus, tmp_path):
+    messages = shoveled(read_capture(RUN1))
+    half = len(messages) // 2
+    out = tmp_path / "out.jsonl"
+    checkpoint = Path(str(out) + ".checkpoint")
+    p = stomp_collect(stomp_bus, out)
+    stomp_bus.publish(messages[:half])
+    while not checkpoint.exists():
+        assert p.poll() is None, p.stderr.read().decode()
+        time.sleep(0.01)  # polling for the file, not a delay before an assertion
+    p.kill()
+    p.wait()
+    p.stderr.close()
+    p.stdout.close()
+    stomp_bus.publish(messages[half:])  # the durable subscription keeps them meanwhile
+    q = stomp_collect(stomp_bus, out, "--stop-after-idle", "2s")
+    assert "restored from" in q.first_line
+    stats, _ = finished(q)
+    assert events_of(out) == direct(messages)
