@@ -259,7 +259,7 @@ class AmqpSource(BusSource):
             ch.queue_declare(s.queue, durable=True)
             ch.queue_bind(s.queue, s.exchange, routing_key=s.routing_key)
             ch.basic_qos(prefetch_count=s.prefetch)
-            ch.basic_consume(s.queue, self._on_message, auto_ack=False)
+            self._consumer_tag = ch.basic_consume(s.queue, self._on_message, auto_ack=False)
         except pika.exceptions.AMQPError as exc:
             self.conn.close()
             raise UserError(f"--from {s.where}: cannot consume: {exc}") from None
@@ -294,7 +294,7 @@ class AmqpSource(BusSource):
             return
         self._stopped = True
         try:
-            self.ch.basic_cancel()  # no more deliveries; those in flight land in the inbox
+            self.ch.basic_cancel(self._consumer_tag)  # no more deliveries
         except Exception:  # noqa: BLE001 - a lost connection: the broker requeues everything unacked
             pass
 
