@@ -1,5 +1,6 @@
-"""`cachescope collect --listen udp://HOST:PORT [--site S] (--out FILE|- | --to kafka://HOST:PORT/TOPIC)
-[--stop-after-idle DURATION]`: XRootD's UDP monitoring, received as it is sent, into AccessEvents.
+"""`cachescope collect (--listen udp://HOST:PORT | --from amqp://…) [--site S] (--out FILE|- | --to
+kafka://HOST:PORT/TOPIC) [--stop-after-idle DURATION]`: XRootD's UDP monitoring, received as it is
+sent or as OSG's shoveler publishes it to a message bus (cli/_collect_bus.py), into AccessEvents.
 
 `--out` writes AccessEvent JSON lines (as `cachescope parse` prints them; rejects with their reason
 as JSON lines on stderr or --rejects); `--to` ships them to Kafka in transactions (as `cachescope
@@ -20,8 +21,19 @@ from cli.app import app
 
 @app.command()
 def collect(
-    listen: str = typer.Option(..., "--listen", help="udp://HOST:PORT to receive XRootD's monitoring on "
-                                                     "(xrootd.monitor ... dest ... HOST:PORT)"),
+    listen: Optional[str] = typer.Option(None, "--listen", help="udp://HOST:PORT to receive XRootD's monitoring on "
+                                                              "(xrootd.monitor ... dest ... HOST:PORT)"),
+    from_: Optional[str] = typer.Option(None, "--from", metavar="amqp://USER:PASS@HOST:PORT/VHOST",
+                                        help="consume the shoveler's messages from this AMQP broker "
+                                             "(?exchange=shoveled-xrd&queue=cachescope-collect&routing_key=%23), "
+                                             "or stomp://USER:PASS@HOST:PORT/topic/NAME"),
+    exchange: Optional[str] = typer.Option(None, "--exchange", help="--from: the exchange the shoveler publishes "
+                                           "to (default shoveled-xrd, the shoveler's)"),
+    queue: Optional[str] = typer.Option(None, "--queue", help="--from: the durable queue to consume "
+                                        "(default cachescope-collect)"),
+    routing_key: Optional[str] = typer.Option(None, "--routing-key", help="--from: the queue's binding key (default #)"),
+    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="--from: the decoder's checkpoint file "
+                                              "(default FILE.checkpoint beside --out FILE; needed with --to or --out -)"),
     site: str = typer.Option("", "--site", help="site name for every event (default: the server's, else the config's)"),
     out: Optional[str] = typer.Option(None, "--out", help="write AccessEvent JSON lines to FILE, or '-' for stdout"),
     to: Optional[str] = typer.Option(None, "--to", help="ship to kafka://HOST:PORT/TOPIC, exactly once"),
@@ -45,7 +57,11 @@ def collect(
 
     if (out is None) == (to is None):
         raise UsageError("give exactly one of --out FILE|- or --to kafka://HOST:PORT/TOPIC")
-    host, port = parse_listen(listen)
+    if (listen is None) == (from_ is None):
+        raise UsageError("give exactly one of --listen udp://HOST:PORT or --from amqp://USER:PASS@HOST:PORT/VHOST "
+                         "(or stomp://USER:PASS@HOST:PORT/topic/NAME)")
+    if from_ is None and (exchange, queue, routing_key, checkpoint) != (None, None, None, None):
+        raise UsageError("--exchange, --queue, --routing-key and --checkpoint go with --from amqp://…")
     idle = None
     if stop_after_idle is not None:
         try:
@@ -61,6 +77,14 @@ def collect(
     if to is not None:
         bootstrap, _ = _checks.kafka_url(to, "--to")
         _checks.kafka_reachable(bootstrap, "--to")
+    if from_ is not None:
+        from cli._collect_bus import collect_bus
+
+        collect_bus(from_, cfg=cfg, site=site, out=out, to=to, idle=idle, rejects=rejects, stats=stats,
+                    collector_id=collector_id, exchange=exchange, queue=queue, routing_key=routing_key,
+                    checkpoint=checkpoint)
+        return
+    host, port = parse_listen(listen)
 
     import orjson
 

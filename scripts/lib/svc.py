@@ -137,6 +137,14 @@ def _native_hello(port: int) -> None:
 
 # --------------------------------------------------------------------------- Flink
 
+def amqp_ready(port: int) -> bool:
+    """The broker answers the AMQP 0-9-1 protocol header with Connection.Start (class 10, method 10)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=3) as s:
+        s.sendall(b"AMQP\x00\x00\x09\x01")
+        head = _recv(s, 11)
+        return head[0] == 1 and struct.unpack(">HH", head[7:11]) == (10, 10)
+
+
 def flink_taskmanagers(rest: str) -> int:
     import json
 
@@ -159,6 +167,13 @@ def main(argv: list[str]) -> int:
         elif cmd == "flink-ready":
             if flink_taskmanagers(args[0]) < (int(args[1]) if len(args) > 1 and args[1] != "-v" else 0):
                 return 1
+        elif cmd == "tcp-ready":
+            socket.create_connection(("127.0.0.1", int(args[0])), timeout=2).close()
+        elif cmd == "amqp-ready":
+            if not amqp_ready(int(args[0])):
+                return 1
+            if len(args) > 1:  # the STOMP listener (a plugin: it starts after AMQP's)
+                socket.create_connection(("127.0.0.1", int(args[1])), timeout=2).close()
         elif cmd == "clickhouse-kill":
             clickhouse_http(int(args[0]), f"KILL QUERY WHERE query_id = '{args[1]}' SYNC", timeout=30)
         else:

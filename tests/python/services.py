@@ -1,7 +1,7 @@
 """pytest plugin: the real Kafka and ClickHouse servers of scripts/services, and isolated
 stores/topics per test. Loaded from conftest.py (`pytest_plugins`).
 
-Session fixtures `kafka` and `clickhouse` use the servers of this checkout when they are
+Session fixtures `kafka`, `clickhouse` and `rabbitmq` use the servers of this checkout when they are
 already running (`scripts/services start`), else start them and stop them when the session
 ends. Tests that use them are marked `services`. Per test: `kafka_topic` (a fresh topic name),
 `server_store` (ClickHouseStore on a fresh database, dropped afterwards), `embedded_store`
@@ -50,6 +50,14 @@ class KafkaService:
 
 
 @dataclass
+class RabbitMQService:
+    url: str  # amqp://guest:guest@127.0.0.1:PORT/%2F
+    port: int
+    env: dict[str, str] = field(repr=False)
+    started_here: bool = False
+
+
+@dataclass
 class ClickHouseService:
     url: str  # clickhouse://127.0.0.1:PORT/default (native protocol)
     tcp_port: int
@@ -84,6 +92,15 @@ def clickhouse():
                             http_port=int(env["CLICKHOUSE_HTTP_PORT"]), env=env, started_here=started)
     if started:
         _stop("clickhouse")
+
+
+@pytest.fixture(scope="session")
+def rabbitmq():
+    """Debian's RabbitMQ as a plain process (scripts/services start rabbitmq), stopped by PID."""
+    env, started = _session_service("rabbitmq")
+    yield RabbitMQService(url=env["RABBITMQ_URL"], port=int(env["RABBITMQ_PORT"]), env=env, started_here=started)
+    if started:
+        _stop("rabbitmq")
 
 
 @pytest.fixture(scope="session")
@@ -160,5 +177,5 @@ def topic_items(bootstrap: str, topic: str) -> list[dict]:
 
 
 def pytest_report_header(config):
-    running = [n for n in ("kafka", "clickhouse") if os.path.exists(REPO / "var" / "services" / f"{n}.env")]
+    running = [n for n in ("kafka", "clickhouse", "rabbitmq") if os.path.exists(REPO / "var" / "services" / f"{n}.env")]
     return f"cachescope services already running: {', '.join(running) or 'none'} (scripts/services status)"

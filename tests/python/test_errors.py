@@ -20,6 +20,8 @@ PACKAGES = ("cachescope", "ingest", "runners", "api", "cli")
 INTERNAL = {
     "ingest.formats._base.BadRecord": "a field a parser cannot use: becomes a reject with its reason, processing goes on",
     "ingest.xrootd_monitoring.header.BadDatagram": "a datagram that does not decode: counted by kind, never raised out",
+    "ingest.xrootd_monitoring.bus.BadMessage": "a bus message that is no shoveler message: a reject with its reason, "
+                                               "counted and acked, never raised out",
     "runners.parse_streams.ParserStopped": "a parse child ended by a signal: the replay stops as on that signal",
     "api.errors.ApiError": "an HTTP error answer: the API turns it into a status and a JSON body",
     "api.metrics._TooBig": "control flow of the body-size limit: becomes a 413 answer",
