@@ -30,6 +30,7 @@ from cachescope.core.columns import DTYPES, NO_OBSERVATION, OP_NAME_ARRAY, Event
 from cachescope.engine import EngineError
 from cachescope.events import FIELD_KINDS, FIELD_NAMES, FLAG_FIELDS, OBSERVED_FIELDS, OP_CODES, AccessEvent
 from cachescope.specs import MESSAGE_FIELDS, decode_message as _decode_message
+from cachescope.units import MAX_ACCESS_BYTES
 
 #: the member naming the message's cache group (first, and the record's key)
 GROUP_FIELD = "cache_group"
@@ -128,8 +129,22 @@ def decode_batch(message: bytes | str) -> tuple[str, EventColumns]:
     """The cache group and its events as columns, validated against the contract."""
     fast = _decode_message(message)
     if fast is not None:  # the compiled decoder took it (it declines what msgspec must judge)
-        return fast[0], EventColumns(**fast[1])
-    return decode_reference(message)
+        group, cols = fast[0], EventColumns(**fast[1])
+    else:
+        group, cols = decode_reference(message)
+    _within_bounds(cols)
+    return group, cols
+
+
+def _within_bounds(cols: EventColumns) -> None:
+    """No access above the per-access bound (the parsers reject such records: only a forged
+    message holds one), so that a window's sums fit the store's UInt64 counters."""
+    if len(cols):
+        for name in ("file_size", "bytes_read"):
+            top = int(getattr(cols, name).max())
+            if top > MAX_ACCESS_BYTES:
+                raise ValueError(f"message column {name!r}: {top} bytes is above the {MAX_ACCESS_BYTES:,} bytes "
+                                 "(2^48) one access may state")
 
 
 def decode_reference(message: bytes | str) -> tuple[str, EventColumns]:
