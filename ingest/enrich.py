@@ -24,7 +24,7 @@ _TS_LIMIT = 2**63  # microseconds must fit in int64
 
 def _out_of_range(a: Access) -> None:
     if a.file_size > MAX_ACCESS_BYTES:
-        raise BadRecord(f"file size {a.file_size} bytes is above the {MAX_ACCESS_BYTES:,} bytes (2^48, 256 TiB) one "
+        raise BadRecord(f"file size: {a.file_size} bytes is above the {MAX_ACCESS_BYTES:,} bytes (2^48, 256 TiB) one "
                         "access may state: not a real file (the store's per-window counters must hold the sums)")
     if a.bytes_read < 0:
         raise BadRecord(f"bytes read {a.bytes_read} is negative")
