@@ -35,7 +35,7 @@ from cachescope.tiers import TierClassifier
 from cachescope.compressed import open_bounded
 from ingest.enrich import Enricher
 from ingest.formats import INTERNAL_ERROR, Access, BadRecord, Format, ParseContext, Reject, get_format
-from ingest.formats._base import HELD_VERDICT, Held
+from ingest.formats._base import HELD_PENDING, HELD_VERDICT, Held
 
 
 #: characters of a rejected line kept in its record: enough to see what the line is, while a
@@ -216,6 +216,18 @@ class LineParser:
             stats.skipped_reasons[key] += 1
         self._on_reject(RejectRecord(line_no, reason, reject_text(text), rej.skipped))
 
+    def _settle(self, verdict: str, quiet: dict[str, int]) -> None:
+        """The held lines' verdict, given by a line after them: skipped as they seemed ("") or rejected."""
+        for held_no, held_line, reason in self._held:
+            self.stats.held -= 1
+            if verdict:
+                self._reject(held_no, held_line, Reject(verdict))
+            elif self._record_skipped:
+                self._reject(held_no, held_line, Reject(reason, True))
+            else:
+                quiet[reason] = quiet.get(reason, 0) + 1
+        self._held.clear()
+
     def _count_skipped(self, quiet: dict[str, int]) -> None:
         stats = self.stats
         for reason, n in quiet.items():
@@ -251,19 +263,8 @@ class LineParser:
         `quiet` when they are not recorded)."""
         raw, ctx, enrich, reject = self.format.raw, self.ctx, self.enrich, self._reject
         record_skipped = self._record_skipped
-        held, state, stats = self._held, self.ctx.state, self.stats
-
-        def settle(verdict: str) -> None:
-            """The held lines' verdict, given by the line after them: skipped as they seemed ("") or rejected."""
-            for held_no, held_line, reason in held:
-                stats.held -= 1
-                if verdict:
-                    reject(held_no, held_line, Reject(verdict))
-                elif record_skipped:
-                    reject(held_no, held_line, Reject(reason, True))
-                else:
-                    quiet[reason] = quiet.get(reason, 0) + 1
-            held.clear()
+        held, state = self._held, self.ctx.state
+        settle = self._settle
 
         def take(line_no: int, line: str, result, emit: Callable[[AccessEvent], None]) -> None:
             event = None
@@ -283,7 +284,7 @@ class LineParser:
             if held:
                 verdict = state.pop(HELD_VERDICT, None)
                 if verdict is not None:
-                    settle(verdict)
+                    settle(verdict, quiet)
             if event is not None:
                 emit(event)  # outside the try: a value the columns cannot hold raises, as from_events does
             elif type(result) is list:
@@ -384,6 +385,10 @@ class LineParser:
                 if len(builder) >= batch_size:
                     yield emitted()
         finally:
+            if self._held:  # the end of the input came before the line that decides them
+                self.ctx.state.pop(HELD_PENDING, None)
+                self._settle(f"not a complete record: {self._held[0][2]}, but the input ended before the rest of it",
+                             quiet)
             if quiet:
                 self._count_skipped(quiet)
             self._line_no = line_no

@@ -76,6 +76,9 @@ class Held(Reject):
 
 
 HELD_VERDICT = "held_verdict"
+#: the state a format keeps while it holds lines (cleared by the parser at the end of its input; the
+#: compiled g-stream builder declines every line while it is set)
+HELD_PENDING = "held_pending"
 
 
 @dataclass(slots=True)

@@ -45,6 +45,7 @@ from cachescope.specs import GstreamColumns
 from ingest.formats._base import (
     U64_MAX,
     Access,
+    HELD_PENDING,
     HELD_VERDICT,
     BadRecord,
     Format,
@@ -258,7 +259,7 @@ def _close(r: _Record, ctx: ParseContext) -> Access | Reject | list[Access]:
 
 _HEADER_BYTES = 24  # the binary g-stream header: code, pseq, plen, stod, tBeg, tEnd, sID
 _PIECE = "g-stream binary header (a piece: its bytes hold a newline)"
-_PENDING = "gstream_binary_header"  # header bytes seen on the held lines before (their newlines included)
+_PENDING = HELD_PENDING  # header bytes seen on the held lines before (their newlines included)
 
 
 def _binary_json(line: str, ctx: ParseContext) -> str | Reject:

@@ -582,7 +582,7 @@ impl GstreamColumns {
             return Ok(start);
         };
         // pieces of a binary header are held in Python: the line after them decides, there
-        if state.contains("gstream_binary_header")? {
+        if state.contains("held_pending")? {
             return Ok(start);
         }
         let mut header_seen = false;
