@@ -52,7 +52,7 @@ def replay(
     if fmt not in FORMATS:
         raise UsageError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
     for f in files:
-        if str(f) != "-" and not f.is_file():
+        if str(f) != "-" and not (f.is_file() or f.is_fifo()):  # a pipe: `<(zcat …)`, a named FIFO
             raise UsageError(f"{f}: {'is a directory, not a log file' if f.is_dir() else 'no such file'}")
     from cli._checks import database_name
 
