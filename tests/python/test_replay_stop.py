@@ -4,6 +4,7 @@ boundary so that running the same command again gives the store an uninterrupted
 
 from __future__ import annotations
 
+import errno
 import signal
 import subprocess
 import sys
@@ -200,7 +201,16 @@ def test_sigterm_to_the_whole_process_group_while_parsing_stops_as_sigterm_and_t
            *map(str, files)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, process_group=0,
                             preexec_fn=_default_stop_signals)
-    pipe = os.open(second, os.O_WRONLY)  # returns once the replay opened it for reading
+    while True:  # until the replay opened the pipe for reading (or it ended: its error is shown)
+        try:
+            pipe = os.open(second, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:
+                raise
+            assert proc.poll() is None, proc.communicate()[1]
+            threading.Event().wait(0.01)
+    os.set_blocking(pipe, True)
     cut = data.index(b"\n", 4 << 20) + 1  # whole lines; far more than a pipe and its reader buffer hold
     view = memoryview(data)[:cut]
     while view:
