@@ -86,6 +86,26 @@ def test_integer_beyond_u64_names_the_column():
         decode_batch(m)
 
 
+@pytest.mark.parametrize("column", ["file_size", "bytes_read"])
+def test_an_access_above_the_per_access_bound_is_a_rejected_message_with_its_reason(column):
+    """2^48 bytes per access (cachescope.units.MAX_ACCESS_BYTES): the parsers reject beyond it, so
+    only a forged message holds one; the Flink job rejects it whole with its reason (never a
+    window counter overflowing into an internal error)."""
+    from cachescope.units import MAX_ACCESS_BYTES
+    from runners.flink import read_message
+
+    at = encode_batch("g", [_event(1)])
+    field = f'"{column}":['.encode()
+    start = at.index(field) + len(field)
+    end = at.index(b"]", start)
+    assert decode_batch(at[:start] + str(MAX_ACCESS_BYTES).encode() + at[end:])  # the bound itself is data
+    m = at[:start] + str(2**63 - 1).encode() + at[end:]
+    with pytest.raises(ValueError, match=f"{column}.*above the 281,474,976,710,656 bytes"):
+        decode_batch(m)
+    cols, reject = read_message("g", m)
+    assert cols is None and "bad message" in orjson.loads(reject)["reason"] and column in reject
+
+
 def test_not_json_at_all():
     with pytest.raises(ValueError, match="message is not"):
         decode_batch(b"\x00garbage")
