@@ -263,7 +263,7 @@ class LineParser:
         `quiet` when they are not recorded)."""
         raw, ctx, enrich, reject = self.format.raw, self.ctx, self.enrich, self._reject
         record_skipped = self._record_skipped
-        held, state = self._held, self.ctx.state
+        held, state, stats = self._held, self.ctx.state, self.stats
         settle = self._settle
 
         def take(line_no: int, line: str, result, emit: Callable[[AccessEvent], None]) -> None:
