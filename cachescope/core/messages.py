@@ -128,12 +128,11 @@ def _observed(name: str, values: list) -> np.ndarray:
 def decode_batch(message: bytes | str) -> tuple[str, EventColumns]:
     """The cache group and its events as columns, validated against the contract."""
     fast = _decode_message(message)
-    if fast is not None:  # the compiled decoder took it (it declines what msgspec must judge)
-        group, cols = fast[0], EventColumns(**fast[1])
-    else:
-        group, cols = decode_reference(message)
+    if fast is None:
+        return decode_reference(message)
+    cols = EventColumns(**fast[1])  # the compiled decoder took it (it declines what msgspec must judge)
     _within_bounds(cols)
-    return group, cols
+    return fast[0], cols
 
 
 def _within_bounds(cols: EventColumns) -> None:
@@ -182,7 +181,9 @@ def decode_reference(message: bytes | str) -> tuple[str, EventColumns]:
             out[f] = _observed(f, values)
         else:
             out[f] = number(f, DTYPES[f])
-    return doc.cache_group, EventColumns(**out)
+    cols = EventColumns(**out)
+    _within_bounds(cols)
+    return doc.cache_group, cols
 
 
 def cache_group_of(message: bytes | str) -> str:

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from cachescope.core.columns import EventColumns
 from cachescope.events import FIELD_NAMES
+from cachescope.units import MAX_ACCESS_BYTES
 from cachescope.core.messages import cache_group_of, decode_batch, encode_batch, encode_columns, encode_messages
 from cachescope.events import AccessEvent
 
@@ -221,10 +222,11 @@ def test_the_compiled_decoder_agrees_on_damaged_messages(data):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["a", "b", 'we"ird\\', "é"]), st.integers(0, 2**64 - 1),
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", 'we"ird\\', "é"]), st.integers(0, MAX_ACCESS_BYTES),
                           st.none() | st.integers(0, 2**63 - 1)), max_size=40))
 def test_any_events_round_trip_through_the_one_definition(rows):
-    """encode_messages → decode_batch gives each cache group its events, in order, as columns."""
+    """encode_messages → decode_batch gives each cache group its events, in order, as columns (sizes
+    up to the per-access bound: beyond it a message is refused, test_an_access_above_…)."""
     import msgspec
 
     events = [msgspec.structs.replace(_event(i), cache_group=g, file_size=size, observed_hit_bytes=hit)
