@@ -5,6 +5,7 @@ boundary so that running the same command again gives the store an uninterrupted
 from __future__ import annotations
 
 import errno
+import select
 import signal
 import subprocess
 import sys
@@ -184,7 +185,7 @@ def test_sigterm_to_the_whole_process_group_stops_as_sigterm_and_the_rerun_compl
 def test_sigterm_to_the_whole_process_group_while_parsing_stops_as_sigterm_and_the_rerun_completes(logs, tmp_path):
     """The same signal mid-parse, on any host: the second input is a pipe the test writes, so the
     replay cannot end before the test lets it; the signal goes once the replay has read megabytes
-    of it (a pipe's writes return only as its reader takes them), the rest of it still unwritten."""
+    of it (a pipe's writes return only as its reader takes them), the rest of it unwritten then."""
     import os
 
     data = Path(logs["collector"]).read_bytes()
@@ -215,7 +216,19 @@ def test_sigterm_to_the_whole_process_group_while_parsing_stops_as_sigterm_and_t
     view = memoryview(data)[:cut]
     while view:
         view = view[os.write(pipe, view):]
-    os.killpg(proc.pid, signal.SIGTERM)  # it has parsed megabytes of the pipe; the rest never comes
+    os.killpg(proc.pid, signal.SIGTERM)  # it has parsed megabytes of the pipe
+    # the rest goes on flowing until the replay has stopped, so it reads the input it would read
+    # without the stop (a pipe closed early would be a shorter input, not an interruption)
+    os.set_blocking(pipe, False)
+    view = memoryview(data)[cut:]
+    while view and proc.poll() is None:
+        select.select([], [pipe], [], 0.1)
+        try:
+            view = view[os.write(pipe, view[:1 << 16]):]
+        except BlockingIOError:
+            continue
+        except BrokenPipeError:  # the replay ended its parse processes: it has stopped
+            break
     os.close(pipe)
     _, err = proc.communicate()
     assert proc.returncode == 143, err
