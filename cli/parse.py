@@ -3,8 +3,8 @@
 AccessEvent JSON lines on stdout; every line that gives no event as a JSON line
 `{"line": N, "reason": ..., "text": ..., "skipped": bool}` on stderr or in --rejects
 (`skipped`: well-formed but not an access that counts, e.g. a dCache door request); only the
-first `ingest.rejects_per_reason` (1000) per reason are written, the rest counted in one
-`{"rejects_not_written": N, "rejects_per_reason": K, "by_reason": {...}}` line on stderr at the end.
+first `ingest.rejects_per_reason` (1000) per reason are written, the rest counted in one last
+`{"rejects_not_written": N, "rejects_per_reason": K, "by_reason": {...}}` line there.
 Exit status 0 unless the input (or the config) cannot be read: 1 when the input is damaged
 (truncated or corrupt gzip/zstd, or a line longer than 16 MiB; the events before the damage are
 written) or has lines of which none is usable (every one rejected: the wrong --format, or not a
@@ -96,12 +96,12 @@ def parse(
         typer.echo(f"cachescope parse: reading {source} failed: {exc}", err=True)
         raise typer.Exit(1) from None
     finally:  # a damaged input (InputError) ends here too: the events before it are out, exit 1
+        if limit.not_written:  # said once, where the rejects go (stderr or --rejects), as a JSON line of its own
+            reject_out.write(orjson.dumps(limit.as_dict()) + b"\n")
         if rejects:
             reject_out.close()
         else:
             reject_out.flush()
-        if limit.not_written:  # said once, on stderr, as a JSON line of its own
-            sys.stderr.buffer.write(orjson.dumps(limit.as_dict()) + b"\n")
         if stats:
             summary = parser.stats.as_dict()
             summary["rejects_not_written"] = limit.not_written
