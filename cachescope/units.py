@@ -13,6 +13,11 @@ _UNITS = {
 }
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)\s*$")
 U64_MAX = 2**64 - 1  # the one definition: every u64 bound of the contract and the CLI
+#: The largest file size (and so bytes read) one access may state: 2^48 bytes = 256 TiB, far beyond any
+#: real file (the largest grid files are tens of GB). The store's counters are UInt64 and a window
+#: sums its accesses: at this bound 65,536 accesses of the largest size still fit one window's
+#: counter, so no realistic window overflows. A record above it is a reject with its reason.
+MAX_ACCESS_BYTES = 2**48
 
 
 class SizeError(UsageError, ValueError):

@@ -2,7 +2,9 @@
 
 AccessEvent JSON lines on stdout; every line that gives no event as a JSON line
 `{"line": N, "reason": ..., "text": ..., "skipped": bool}` on stderr or in --rejects
-(`skipped`: well-formed but not an access that counts, e.g. a dCache door request).
+(`skipped`: well-formed but not an access that counts, e.g. a dCache door request); only the
+first `ingest.rejects_per_reason` (1000) per reason are written, the rest counted in one last
+`{"rejects_not_written": N, "rejects_per_reason": K, "by_reason": {...}}` line there.
 Exit status 0 unless the input (or the config) cannot be read: 1 when the input is damaged
 (truncated or corrupt gzip/zstd, or a line longer than 16 MiB; the events before the damage are
 written) or has lines of which none is usable (every one rejected: the wrong --format, or not a
@@ -69,8 +71,13 @@ def parse(
         typer.echo(f"cachescope parse: cannot write --rejects {rejects}: {exc}", err=True)
         raise typer.Exit(2) from None
 
+    from ingest.rejects import RejectLimit
+
+    limit = RejectLimit(cfg.ingest.rejects_per_reason)
+
     def on_reject(rec: "RejectRecord") -> None:
-        reject_out.write(_reject_encoder.encode(rec) + b"\n")
+        if limit.admit(rec.reason):
+            reject_out.write(_reject_encoder.encode(rec) + b"\n")
 
     try:
         parser = LineParser(fmt, config=cfg, site=site, server=server, source_name=source, year=year, origin=origin,
@@ -89,15 +96,18 @@ def parse(
         typer.echo(f"cachescope parse: reading {source} failed: {exc}", err=True)
         raise typer.Exit(1) from None
     finally:  # a damaged input (InputError) ends here too: the events before it are out, exit 1
-        if stats:
-            summary = parser.stats.as_dict()
-            if parser.error:
-                summary["error"] = parser.error
-            sys.stderr.buffer.write(orjson.dumps({"stats": summary}) + b"\n")
+        if limit.not_written:  # said once, where the rejects go (stderr or --rejects), as a JSON line of its own
+            reject_out.write(orjson.dumps(limit.as_dict()) + b"\n")
         if rejects:
             reject_out.close()
         else:
             reject_out.flush()
+        if stats:
+            summary = parser.stats.as_dict()
+            summary["rejects_not_written"] = limit.not_written
+            if parser.error:
+                summary["error"] = parser.error
+            sys.stderr.buffer.write(orjson.dumps({"stats": summary}) + b"\n")
     if parser.stats.unusable():  # no line usable: as unreadable as a damaged file, not a short success
         where = f"in {rejects}" if rejects else "on stderr"
         typer.echo(f"cachescope parse: none of the {parser.stats.lines:,} lines of {source} is a {fmt} record "

@@ -3,7 +3,7 @@
 Parses the logs, runs the configured shadow caches (the `pipeline:` section of the config) and
 writes events, efficiencies, curves and the real cache's observations into the embedded store at
 DIR. Rejected (malformed) lines and late events are kept in DIR/rejects.jsonl (JSON lines, with
-their reason), never dropped; lines skipped by design (door requests, headers ...) are counted by
+their reason; the first `ingest.rejects_per_reason` per reason, the rest counted in the summary); lines skipped by design (door requests, headers ...) are counted by
 reason in the summary. Exit 1 when an input is damaged (the lines before the damage are stored)
 or none of its lines is usable (every one rejected),
 130/143 when stopped by SIGINT/SIGTERM (at a batch boundary; run the same command again).
@@ -52,7 +52,7 @@ def replay(
     if fmt not in FORMATS:
         raise UsageError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
     for f in files:
-        if str(f) != "-" and not f.is_file():
+        if str(f) != "-" and not (f.is_file() or f.is_fifo()):  # a pipe: `<(zcat …)`, a named FIFO
             raise UsageError(f"{f}: {'is a directory, not a log file' if f.is_dir() else 'no such file'}")
     from cli._checks import database_name
 
@@ -92,13 +92,21 @@ def replay(
         except OSError as exc:
             raise _rejects_failed(rejects_path, exc) from None
 
+    from ingest.rejects import RejectLimit
+
+    limit = RejectLimit(cfg.ingest.rejects_per_reason)
+    late_reason = "late: its window had closed (allowed lateness passed)"
+
     def on_reject(source, rec) -> None:  # malformed lines only: lines skipped by design are counted
-        write_rejects(orjson.dumps({"file": source, **orjson.loads(encode(rec))}) + b"\n")
+        if limit.admit(rec.reason):
+            write_rejects(orjson.dumps({"file": source, **orjson.loads(encode(rec))}) + b"\n")
 
     def on_late(late) -> None:
         for i in range(len(late)):
+            if not limit.admit(late_reason):
+                continue
             write_rejects(orjson.dumps({"file": None, "line": None, "skipped": False,
-                                        "reason": "late: its window had closed (allowed lateness passed)",
+                                        "reason": late_reason,
                                         "cache_group": late.cache_group[i], "ts": int(late.ts[i]),
                                         "seq": int(late.seq[i]), "path": late.path[i]}) + b"\n")
 
@@ -156,6 +164,8 @@ def replay(
               + f"; {summary.seconds:.1f} s, {rate:,.0f} events/s; store {store}")
     if skipped:
         err.print(f"skipped by design (not accesses, not in the rejects): {skipped}")
+    if limit.not_written:
+        err.print(limit.summary())
     if summary.interrupted:
         if not received and summary.signal is not None:
             received.append(summary.signal)

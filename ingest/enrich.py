@@ -5,7 +5,7 @@ file_id (xxh3-64 of the normalised path, unless the record states its own id), p
 (--site overrides; else the record's site; else the configured default), the VO (the path's
 rules, else the record's hint, else the site's configured VO), the cache group (config
 `cache_groups`), clamps bytes_read to file_size (counted in `clamped`), rejects values the
-contract cannot hold (sizes above 64 bits, times before 1970), and numbers events with `seq` in
+contract cannot hold (sizes above `MAX_ACCESS_BYTES`, 2^48, times before 1970), and numbers events with `seq` in
 input order within its origin (the log stream). A real cache's counters that add up to more than
 the bytes read are clamped to them (`clamp_observed`: the rule is written in cachescope/events.py).
 """
@@ -15,15 +15,17 @@ from __future__ import annotations
 from cachescope.config import CachescopeConfig
 from cachescope.events import AccessEvent, file_id_of
 from cachescope.tiers import TierClassifier
-from ingest.formats._base import U64_MAX, Access, BadRecord
+from cachescope.units import MAX_ACCESS_BYTES
+from ingest.formats._base import Access, BadRecord
 
 _PATH_CACHE_LIMIT = 500_000
 _TS_LIMIT = 2**63  # microseconds must fit in int64
 
 
 def _out_of_range(a: Access) -> None:
-    if a.file_size > U64_MAX:
-        raise BadRecord(f"file size {a.file_size} does not fit in 64 bits")
+    if a.file_size > MAX_ACCESS_BYTES:
+        raise BadRecord(f"file size: {a.file_size} bytes is above the {MAX_ACCESS_BYTES:,} bytes (2^48, 256 TiB) one "
+                        "access may state: not a real file (the store's per-window counters must hold the sums)")
     if a.bytes_read < 0:
         raise BadRecord(f"bytes read {a.bytes_read} is negative")
     raise BadRecord(f"time {a.ts} us is outside 1970 .. year 292278")
@@ -128,7 +130,7 @@ class Enricher:
         if nbytes > size:
             nbytes = size
             self.clamped += 1
-        if size > U64_MAX or nbytes < 0 or not 0 <= a.ts < _TS_LIMIT:
+        if size > MAX_ACCESS_BYTES or nbytes < 0 or not 0 <= a.ts < _TS_LIMIT:
             _out_of_range(a)
         hit, miss, bypass = a.observed_hit_bytes, a.observed_miss_bytes, a.observed_bypass_bytes
         if (hit or 0) + (miss or 0) + (bypass or 0) > nbytes:

@@ -35,6 +35,7 @@ from cachescope.tiers import TierClassifier
 from cachescope.compressed import open_bounded
 from ingest.enrich import Enricher
 from ingest.formats import INTERNAL_ERROR, Access, BadRecord, Format, ParseContext, Reject, get_format
+from ingest.formats._base import HELD_PENDING, HELD_VERDICT, Held
 
 
 #: characters of a rejected line kept in its record: enough to see what the line is, while a
@@ -68,13 +69,15 @@ class ParseStats:
     skipped: int = 0  # well-formed lines that are not accesses (door requests, failures ...)
     clamped: int = 0  # events whose bytes_read was cut to file_size
     internal_errors: int = 0  # parser bugs (must stay 0)
+    held: int = 0  # lines whose verdict waits for a later line (pieces of a binary g-stream header)
     reasons: Counter = field(default_factory=Counter)  # rejected and skipped lines by reason
     skipped_reasons: Counter = field(default_factory=Counter)  # skipped lines only, by reason
 
     def unusable(self) -> bool:
         """Lines were read and every one was rejected as malformed (none an event, none even a
         well-formed line skipped by design): a wrong --format, or not a log at all."""
-        return self.lines > 0 and self.events == 0 and self.rejected == self.lines
+        # a line still held (a header piece nothing completed) is not known to be well-formed
+        return self.lines > 0 and self.events == 0 and self.rejected + self.held == self.lines
 
     def as_dict(self) -> dict:
         return {
@@ -186,6 +189,7 @@ class LineParser:
         # with no RejectRecord (the shippers send none of them; half of a dCache billing log)
         self._record_skipped = record_skipped
         self._line_no = 0
+        self._held: list[tuple[int, str, str]] = []  # (line number, text, reason if confirmed)
         self.error: str | None = None  # why reading stopped early (a damaged input), else None
         self._reason_keys: dict[str, str] = {}
 
@@ -211,6 +215,18 @@ class LineParser:
         if rej.skipped:
             stats.skipped_reasons[key] += 1
         self._on_reject(RejectRecord(line_no, reason, reject_text(text), rej.skipped))
+
+    def _settle(self, verdict: str, quiet: dict[str, int]) -> None:
+        """The held lines' verdict, given by a line after them: skipped as they seemed ("") or rejected."""
+        for held_no, held_line, reason in self._held:
+            self.stats.held -= 1
+            if verdict:
+                self._reject(held_no, held_line, Reject(verdict))
+            elif self._record_skipped:
+                self._reject(held_no, held_line, Reject(reason, True))
+            else:
+                quiet[reason] = quiet.get(reason, 0) + 1
+        self._held.clear()
 
     def _count_skipped(self, quiet: dict[str, int]) -> None:
         stats = self.stats
@@ -247,6 +263,8 @@ class LineParser:
         `quiet` when they are not recorded)."""
         raw, ctx, enrich, reject = self.format.raw, self.ctx, self.enrich, self._reject
         record_skipped = self._record_skipped
+        held, state, stats = self._held, self.ctx.state, self.stats
+        settle = self._settle
 
         def take(line_no: int, line: str, result, emit: Callable[[AccessEvent], None]) -> None:
             event = None
@@ -259,6 +277,14 @@ class LineParser:
                 result = Reject(exc.reason, exc.skipped)
             except Exception as exc:  # noqa: BLE001 - a parser bug: keep the line, name the bug
                 result = Reject(f"{INTERNAL_ERROR}: {type(exc).__name__}: {exc}")
+            if type(result) is Held:
+                held.append((line_no, line, result.reason))
+                stats.held += 1
+                return
+            if held:
+                verdict = state.pop(HELD_VERDICT, None)
+                if verdict is not None:
+                    settle(verdict, quiet)
             if event is not None:
                 emit(event)  # outside the try: a value the columns cannot hold raises, as from_events does
             elif type(result) is list:
@@ -359,6 +385,10 @@ class LineParser:
                 if len(builder) >= batch_size:
                     yield emitted()
         finally:
+            if self._held:  # the end of the input came before the line that decides them
+                self.ctx.state.pop(HELD_PENDING, None)
+                self._settle(f"not a complete record: {self._held[0][2]}, but the input ended before the rest of it",
+                             quiet)
             if quiet:
                 self._count_skipped(quiet)
             self._line_no = line_no

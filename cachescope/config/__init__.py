@@ -126,6 +126,9 @@ class SpoolConfig(_Section):
 class IngestConfig(_Section):
     year: int | None = Field(None, ge=1970, le=9999, description="year for dCache billing dates without one")
     seq_start: int = Field(0, ge=0, description="first seq number of a parse run")
+    rejects_per_reason: int = Field(
+        1000, ge=0, description="rejected lines written per reason (rejects file, parse's stderr); the rest are counted"
+    )
     dcache_billing: DCacheBillingConfig = Field(default_factory=DCacheBillingConfig)
     http_access: HttpAccessConfig = Field(default_factory=HttpAccessConfig)
     spool: SpoolConfig = Field(default_factory=SpoolConfig, description="the collector's durable spool "

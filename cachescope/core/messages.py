@@ -30,6 +30,7 @@ from cachescope.core.columns import DTYPES, NO_OBSERVATION, OP_NAME_ARRAY, Event
 from cachescope.engine import EngineError
 from cachescope.events import DURATION_FIELDS, FIELD_KINDS, FIELD_NAMES, NULLABLE_FIELDS, OP_CODES, AccessEvent
 from cachescope.specs import MESSAGE_FIELDS, decode_message as _decode_message
+from cachescope.units import MAX_ACCESS_BYTES
 
 #: the member naming the message's cache group (first, and the record's key)
 GROUP_FIELD = "cache_group"
@@ -129,9 +130,22 @@ def _observed(name: str, values: list) -> np.ndarray:
 def decode_batch(message: bytes | str) -> tuple[str, EventColumns]:
     """The cache group and its events as columns, validated against the contract."""
     fast = _decode_message(message)
-    if fast is not None:  # the compiled decoder took it (it declines what msgspec must judge)
-        return fast[0], EventColumns(**fast[1])
-    return decode_reference(message)
+    if fast is None:
+        return decode_reference(message)
+    cols = EventColumns(**fast[1])  # the compiled decoder took it (it declines what msgspec must judge)
+    _within_bounds(cols)
+    return fast[0], cols
+
+
+def _within_bounds(cols: EventColumns) -> None:
+    """No access above the per-access bound (the parsers reject such records: only a forged
+    message holds one), so that a window's sums fit the store's UInt64 counters."""
+    if len(cols):
+        for name in ("file_size", "bytes_read"):
+            top = int(getattr(cols, name).max())
+            if top > MAX_ACCESS_BYTES:
+                raise ValueError(f"message column {name!r}: {top} bytes is above the {MAX_ACCESS_BYTES:,} bytes "
+                                 "(2^48) one access may state")
 
 
 def decode_reference(message: bytes | str) -> tuple[str, EventColumns]:
@@ -172,7 +186,9 @@ def decode_reference(message: bytes | str) -> tuple[str, EventColumns]:
             out[f] = _observed(f, values)
         else:
             out[f] = number(f, DTYPES[f])
-    return doc.cache_group, EventColumns(**out)
+    cols = EventColumns(**out)
+    _within_bounds(cols)
+    return doc.cache_group, cols
 
 
 def cache_group_of(message: bytes | str) -> str:

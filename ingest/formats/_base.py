@@ -70,6 +70,19 @@ def skip(reason: str) -> Reject:
     return Reject(reason, True)
 
 
+class Held(Reject):
+    """A line whose verdict waits for the lines after it (a piece of a binary g-stream header that
+    holds a newline byte): the parser keeps it and a later line's parse decides, by setting
+    `ctx.state[HELD_VERDICT]`: "" = the held lines were what they seemed (skipped with this reason),
+    any other text = they were not (rejected with that reason)."""
+
+
+HELD_VERDICT = "held_verdict"
+#: the state a format keeps while it holds lines (cleared by the parser at the end of its input; the
+#: compiled g-stream builder declines every line while it is set)
+HELD_PENDING = "held_pending"
+
+
 @dataclass(slots=True)
 class ParseContext:
     """Everything a parser may know beyond the line: set once per input stream."""

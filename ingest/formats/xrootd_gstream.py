@@ -22,7 +22,9 @@ possibly absent, plus `host`/`site`) parse the same way.
   its limits: cachescope/events.py). Kept per server and file in the stream's state.
 * Raw binary datagrams kept as lines (24-byte header, then the JSON records): the header is
   stripped, also when its bytes hold a newline and the relay split it over two lines (the pieces
-  before the JSON are skipped).
+  before the JSON are held until the line that completes the header, then skipped). A header is
+  one only if a JSON record decodes within its 24 bytes: a line starting with `g` that has none,
+  and held pieces that nothing completes, are rejects with their reason.
 * Decoded into a struct of the keys above (msgspec skips the others unread: a third of the cost
   of a dict); a line that does not decode so is parsed as a dict, which names its problem.
 * Skipped: packet headers and server idents (they only set the server/site for the records
@@ -46,8 +48,11 @@ from cachescope.specs import GstreamColumns
 from ingest.formats._base import (
     U64_MAX,
     Access,
+    HELD_PENDING,
+    HELD_VERDICT,
     BadRecord,
     Format,
+    Held,
     ParseContext,
     Reject,
     epoch_us,
@@ -288,32 +293,45 @@ def _close(r: _Record, ctx: ParseContext) -> Access | Reject | list[Access]:
 
 
 _HEADER_BYTES = 24  # the binary g-stream header: code, pseq, plen, stod, tBeg, tEnd, sID
+_PIECE = "g-stream binary header (a piece: its bytes hold a newline)"
+_PENDING = HELD_PENDING  # header bytes seen on the held lines before (their newlines included)
 
 
 def _binary_json(line: str, ctx: ParseContext) -> str | Reject:
-    """The JSON after a raw binary g-stream header, or a skip for a piece of such a header (its
-    bytes may hold a newline: a relay keeping datagrams as lines then splits it). Lines decoded
-    with errors replaced: a header char stands for one byte or more, so the JSON starts at a
-    brace within the first 25 chars (tried in order: header bytes may hold a brace too)."""
-    at = line.find("{", 0, _HEADER_BYTES + 1)
+    """The JSON after a raw binary g-stream header: a line is one only when a JSON record decodes
+    at a brace within the header's 24 bytes. A relay keeping datagrams as lines splits a header
+    whose bytes hold a newline: the pieces before the JSON are held (`Held`) until a line completes
+    the header within its 24 bytes (they are skipped then) or does not (they are rejected, as this
+    line is). Lines decoded with errors replaced: a header char stands for one byte or more, so the
+    JSON starts at a brace within the first 25 chars (tried in order: header bytes may hold a brace too)."""
+    seen = ctx.state.pop(_PENDING, 0)
+    room = _HEADER_BYTES - seen  # header bytes that can still be on this line
+    at = line.find("{", 0, room + 1)
     while at >= 0:
         try:
             _decode(line[at:])
         except _DECODE_ERRORS:
-            at = line.find("{", at + 1, _HEADER_BYTES + 1)
+            at = line.find("{", at + 1, room + 1)
             continue
-        ctx.state.pop("gstream_binary_header", None)
+        if seen:
+            ctx.state[HELD_VERDICT] = ""
         return line[at:]
-    if len(line) < _HEADER_BYTES:
-        ctx.state["gstream_binary_header"] = True
-        return skip("g-stream binary header (a piece: its bytes hold a newline)")
-    return line  # not a header after all: the parse names what it is
+    if seen + len(line) + 1 <= _HEADER_BYTES:  # its newline is a header byte too
+        ctx.state[_PENDING] = seen + len(line) + 1
+        return Held(_PIECE)
+    if seen:
+        ctx.state[HELD_VERDICT] = (f"not a g-stream record: a line starting with 'g', taken for a binary header "
+                                   f"cut by a newline, but no JSON record followed within its {_HEADER_BYTES} bytes")
+        raise BadRecord("not a g-stream record: neither a JSON record nor the rest of the binary header begun "
+                        f"on the line(s) before (no JSON record within its {_HEADER_BYTES} bytes)")
+    raise BadRecord(f"not a g-stream record: a line starting with 'g' but no JSON record within its first "
+                    f"{_HEADER_BYTES} bytes (a binary packet header is followed by one)")
 
 
 def _parse(line: str, ctx: ParseContext) -> Access | Reject | list[Access]:
-    if line[:1] != "{" and (line[:1] == "g" or ctx.state.get("gstream_binary_header")):
+    if line[:1] == "g" or _PENDING in ctx.state:
         line = _binary_json(line, ctx)  # a raw datagram: binary header, then JSON
-        if type(line) is Reject:
+        if type(line) is Held:
             return line
     try:
         r = _decode(line)

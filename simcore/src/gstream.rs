@@ -23,6 +23,8 @@ const PATH_CACHE_LIMIT: usize = 500_000;
 /// remembered per server.
 const MAX_SPLIT: u64 = 64;
 const COUNTS_LIMIT: usize = 1_000_000;
+/// `cachescope/units.py`'s MAX_ACCESS_BYTES: the largest file size one access may state (2^48).
+const MAX_ACCESS_BYTES: u64 = 1 << 48;
 const SECONDS_BELOW: u64 = 100_000_000_000; // 1e11: epoch seconds (epoch_us's rule)
 
 /// The keys `_Record` decodes; the rest are validated and skipped.
@@ -219,6 +221,9 @@ fn outcome(line: &str) -> Option<Outcome<'_>> {
         return None;
     }
     let Some(Val::Int(size)) = r.size else { return None };
+    if size > MAX_ACCESS_BYTES {
+        return None; // the Enricher's reject (its reason is worded there)
+    }
     if r.b_hit.is_none() && r.b_miss.is_none() {
         return None;
     }
@@ -607,6 +612,10 @@ impl GstreamColumns {
         else {
             return Ok(start);
         };
+        // pieces of a binary header are held in Python: the line after them decides, there
+        if state.contains("held_pending")? {
+            return Ok(start);
+        }
         let mut header_seen = false;
         let mut i = start;
         while i < n {

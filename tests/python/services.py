@@ -21,6 +21,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SERVICES = REPO / "scripts" / "services"
+#: how long scripts/services waits for a server the tests start (Kafka, ClickHouse, Flink) to be ready,
+#: in seconds: long enough for a loaded 2-core machine (180 s ran out there); a server that exits
+#: ends the wait at once, and the script says what it waited for every 30 s and when it gives up
+START_DEADLINE = 1800
+os.environ.setdefault("CACHESCOPE_START_TIMEOUT", str(START_DEADLINE))  # every scripts/services the tests run
 
 
 def services_env(name: str, env: dict | None = None) -> dict[str, str] | None:

@@ -152,8 +152,7 @@ def test_sigkill_mid_stream_and_restart_sends_every_event_exactly_once(kafka, ka
             "--batch", "200", "--linger", "0.2"]
     p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # follows: runs until killed
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and p.poll() is None and committed_records(kafka.bootstrap, group) < 3000:
+        while p.poll() is None and committed_records(kafka.bootstrap, group) < 3000:  # no time limit: an event
             time.sleep(0.1)
         assert p.poll() is None, "the shipper exited on its own"
         killed_at = committed_records(kafka.bootstrap, group)

@@ -179,8 +179,36 @@ def test_edge_lines_agree():
         _compare([line])
         cols = _outcome([line], True)[0]
         assert cols.observed_hit_bytes.max() <= 1000 and cols.observed_miss_bytes.max() <= 1000
-    line = _close(b_hit=big, size=2**64 - 1)  # within the file size, beyond the int64 columns: both raise
-    assert _outcome([line], False) == _outcome([line], True) == "OverflowError: Python int too large to convert to C long"
+    for line in (_close(b_hit=big, size=2**64 - 1), _close(size=big, b_miss=big), _close(size=2**48 + 1)):
+        _compare([line])  # above the per-access bound (2^48 bytes): a reject naming it on both paths, never a raise
+        cols, rejects = _outcome([line], True)[:2]
+        assert len(cols) == 0 and [r.reason.split(":")[0] for r in rejects] == ["file size"], rejects
+    _compare([_close(size=2**48, b_hit=2**48)])  # the bound itself is an access
+    assert len(_outcome([_close(size=2**48, b_hit=2**48)], True)[0]) == 1
+
+
+def test_a_line_is_a_header_only_if_it_parses_as_one():
+    """A `g` line with no JSON record within the 24 header bytes is a reject; a short one is held as
+    a piece of a header cut by a newline byte, and the line after it decides: it completes the
+    header (the piece is skipped) or not (both are rejects); a record after a piece ends the header
+    on the compiled path too (it declines while a piece is held)."""
+    garbage = ["garbage", "this is not a log"]
+    _compare(garbage)
+    cols, rejects, stats = _run(garbage, True)[:3]
+    assert len(cols) == 0 and stats["rejected"] == 2 and stats["skipped"] == 0, (rejects, stats)
+    assert [r.line for r in rejects] == [1, 2] and all(r.reason.startswith("not a g-stream record") for r in rejects)
+    long_g = ["g" + "x" * 40]
+    _compare(long_g)
+    assert [r.reason.split(":")[0] for r in _run(long_g, True)[1]] == ["not a g-stream record"]
+    split = ["g\x07", "\x01\x02" + _close()]  # a real header cut by a newline byte, then its record
+    _compare(split)
+    cols, rejects, stats = _run(split, True)[:3]
+    assert len(cols) == 1 and stats["skipped"] == 1 and stats["rejected"] == 0
+    after = ["gabc", _close(), "short", "g\x01", "{not json"]
+    _compare(after)
+    cols, rejects, stats = _run(after, True)[:3]
+    assert len(cols) == 1 and (stats["skipped"], stats["rejected"]) == (1, 3), (rejects, stats)
+    assert [r.line for r in rejects if not r.skipped] == [3, 4, 5]
 
 
 DELIMS = ['"', "{", "}", "[", "]", ":", ",", " ", "\t", "\\", "é", "-", "0", "1e5", ".5", "null", "true",

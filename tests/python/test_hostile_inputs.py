@@ -5,10 +5,12 @@ kept as a prefix; an input of which every line is rejected exits 1."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import tempfile
 import zlib
+from collections import Counter
 from pathlib import Path
 
 import orjson
@@ -16,7 +18,7 @@ import pytest
 
 from cachescope.compressed import MAX_LINE_BYTES
 from ingest.generate import make_workload, write
-from ingest.pipeline import REJECT_TEXT_CHARS
+from ingest.pipeline import REJECT_TEXT_CHARS, reason_key
 
 CLI = str(Path(sys.executable).parent / "cachescope")
 MiB = 1 << 20
@@ -127,7 +129,12 @@ def test_replay_of_random_bytes_streams_its_rejects_in_bounded_memory(tmp_path):
     code, _, err, rss = run("replay", "-f", "xrootd-collector", "--store", str(store), str(path))
     assert code == 1 and "nothing usable was read" in err and "Traceback" not in err
     rejects = (store / "rejects.jsonl").read_bytes().splitlines()
-    assert len(rejects) == usable and f"{usable:,} rejected" in err  # every line reported
+    assert f"{usable:,} rejected" in err  # every line counted
+    # the first 1,000 per reason written (ingest.rejects_per_reason), the rest counted in the summary
+    written = Counter(reason_key(orjson.loads(r)["reason"]) for r in rejects)
+    assert max(written.values()) == 1000, written
+    not_written = re.search(r"([\d,]+) rejects not written \(only the first 1,000 per reason", err)
+    assert not_written and len(rejects) + int(not_written.group(1).replace(",", "")) == usable, err
     assert {orjson.loads(r)["file"] for r in rejects[:: len(rejects) // 50]} == {str(path)}
     # before: every reject held by the parse process, then sent at once (+300 MiB for 24 MiB)
     assert rss < baseline[3] + 120, (rss, baseline[3])
@@ -174,3 +181,79 @@ def test_a_zstd_bomb_is_refused_in_bounded_memory(tmp_path):
     code, out, err, rss = run("parse", "-f", "xrootd-collector", str(path))
     assert code == 1 and out == "" and "16 MiB" in err and "decompressed data" in err
     assert rss < 160, rss
+
+
+def _random_file(path: Path, mib: int, seed: int) -> Path:
+    import random
+
+    rng = random.Random(seed)
+    with open(path, "wb") as f:
+        for _ in range(mib):
+            f.write(rng.randbytes(MiB))
+    return path
+
+
+def _lines(path: Path) -> int:
+    text = path.read_bytes().decode("utf-8", "replace").split("\n")
+    return sum(1 for line in text if line.rstrip("\r\n") and not line.isspace())
+
+
+def test_random_bytes_as_gstream_are_rejects_written_bounded_per_reason(tmp_path, monkeypatch):
+    """Random bytes with --format xrootd-gstream: before, a line starting with `g` was a "header"
+    and the short lines after it skipped (exit 0, rejects as large as the input); now every line is
+    a reject, the first N per reason written (ingest.rejects_per_reason), the rest counted, exit 1."""
+    monkeypatch.setenv("CACHESCOPE_INGEST__REJECTS_PER_REASON", "50")
+    path = _random_file(tmp_path / "random.bin", 8, seed=11)
+    n = _lines(path)
+    code, out, err, _ = run("parse", "-f", "xrootd-gstream", "--stats", str(path))
+    assert code == 1 and out == "", err[-2000:]
+    lines = err.strip().splitlines()
+    assert "none of the" in lines[-1] and "is a xrootd-gstream record" in lines[-1]
+    stats = orjson.loads(lines[-2])["stats"]
+    summary = orjson.loads(lines[-3])
+    recs = [orjson.loads(line) for line in lines[:-3]]
+    assert stats["rejected"] == n and stats["skipped"] == 0 and stats["events"] == 0, stats
+    assert summary["rejects_per_reason"] == 50 and stats["rejects_not_written"] == summary["rejects_not_written"]
+    assert len(recs) + summary["rejects_not_written"] == n
+    per_reason = Counter(reason_key(r["reason"]) for r in recs)
+    assert max(per_reason.values()) == 50 and sum(summary["by_reason"].values()) == summary["rejects_not_written"]
+    assert any(r["text"][:1] == "g" and r["reason"].startswith("not a g-stream record") for r in recs)
+    store = tmp_path / "store"
+    code, _, err, _ = run("replay", "-f", "xrootd-gstream", "--store", str(store), str(path))
+    assert code == 1 and "nothing usable was read" in err and "Traceback" not in err
+    assert f"{n:,} rejected, 0 skipped" in err and "rejects not written" in err
+    assert len((store / "rejects.jsonl").read_bytes().splitlines()) == len(recs)
+
+
+def _close(**fields) -> str:
+    rec = {"event": "file_close", "lfn": "/atlas/rucio/mc23_13p6TeV/f1/52/AOD.20055714._000164.pool.root.1",
+           "size": 1000, "attach_t": 1704067232, "detach_t": 1704067243, "remotes": [], "b_hit": 1000,
+           "b_miss": 0, "b_bypass": 0}
+    rec.update(fields)
+    return orjson.dumps(rec).decode()
+
+
+def test_big_numbers_are_rejects_with_their_reason_in_parse_and_replay(tmp_path):
+    """A size the store's counters cannot hold (above 2^48 bytes per access: cachescope.units) is a
+    reject naming it: before, size = b_miss = 2^63 made `replay` end with `internal error:
+    OverflowError`, and three accesses of 2^63-1 bytes in one minute `internal error: ValueError: …
+    a counter exceeds 2^64-1 within one window`."""
+    top = 2**63 - 1
+    lines = [_close(), _close(size=2**63, b_miss=2**63, b_hit=0, attach_t=1704067233),
+             *(_close(size=top, b_hit=top, attach_t=1704067240 + i, lfn=f"/atlas/rucio/x/AOD.{i}.root")
+               for i in range(3)),
+             _close(size=2**48, b_hit=2**48, attach_t=1704067250, lfn="/atlas/rucio/x/AOD.max.root")]
+    log = tmp_path / "g.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    code, out, err, _ = run("parse", "-f", "xrootd-gstream", str(log))
+    assert code == 0, err
+    assert [orjson.loads(e)["file_size"] for e in out.splitlines()] == [1000, 2**48]
+    rejects = [orjson.loads(line) for line in err.splitlines()]
+    assert [r["line"] for r in rejects] == [2, 3, 4, 5]
+    assert all(r["reason"].startswith("file size: ") and "above the 281,474,976,710,656 bytes" in r["reason"]
+               for r in rejects), rejects
+    store = tmp_path / "store"
+    code, _, err, _ = run("replay", "-f", "xrootd-gstream", "--store", str(store), str(log))
+    assert code == 0 and "internal error" not in err and "Traceback" not in err, err
+    assert "2 events (4 rejected" in err, err
+    assert len((store / "rejects.jsonl").read_bytes().splitlines()) == 4

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from cachescope.core.columns import EventColumns
 from cachescope.events import FIELD_NAMES
+from cachescope.units import MAX_ACCESS_BYTES
 from cachescope.core.messages import cache_group_of, decode_batch, encode_batch, encode_columns, encode_messages
 from cachescope.events import AccessEvent
 
@@ -85,6 +86,26 @@ def test_integer_beyond_u64_names_the_column():
     m = encode_batch("g", [_event(1)]).replace(b'"file_size":[11]', b'"file_size":[18446744073709551616]')
     with pytest.raises(ValueError, match="file_size"):
         decode_batch(m)
+
+
+@pytest.mark.parametrize("column", ["file_size", "bytes_read"])
+def test_an_access_above_the_per_access_bound_is_a_rejected_message_with_its_reason(column):
+    """2^48 bytes per access (cachescope.units.MAX_ACCESS_BYTES): the parsers reject beyond it, so
+    only a forged message holds one; the Flink job rejects it whole with its reason (never a
+    window counter overflowing into an internal error)."""
+    from cachescope.units import MAX_ACCESS_BYTES
+    from runners.flink import read_message
+
+    at = encode_batch("g", [_event(1)])
+    field = f'"{column}":['.encode()
+    start = at.index(field) + len(field)
+    end = at.index(b"]", start)
+    assert decode_batch(at[:start] + str(MAX_ACCESS_BYTES).encode() + at[end:])  # the bound itself is data
+    m = at[:start] + str(2**63 - 1).encode() + at[end:]
+    with pytest.raises(ValueError, match=f"{column}.*above the 281,474,976,710,656 bytes"):
+        decode_batch(m)
+    cols, reject = read_message("g", m)
+    assert cols is None and "bad message" in orjson.loads(reject)["reason"] and column in reject
 
 
 def test_not_json_at_all():
@@ -202,10 +223,11 @@ def test_the_compiled_decoder_agrees_on_damaged_messages(data):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["a", "b", 'we"ird\\', "é"]), st.integers(0, 2**64 - 1),
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", 'we"ird\\', "é"]), st.integers(0, MAX_ACCESS_BYTES),
                           st.none() | st.integers(0, 2**63 - 1)), max_size=40))
 def test_any_events_round_trip_through_the_one_definition(rows):
-    """encode_messages → decode_batch gives each cache group its events, in order, as columns."""
+    """encode_messages → decode_batch gives each cache group its events, in order, as columns (sizes
+    up to the per-access bound: beyond it a message is refused, test_an_access_above_…)."""
     import msgspec
 
     events = [msgspec.structs.replace(_event(i), cache_group=g, file_size=size, observed_hit_bytes=hit)

@@ -4,6 +4,7 @@ second pair of servers in a separate var/ directory (so the session's are untouc
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import urllib.request
@@ -20,8 +21,8 @@ def run(*args, env=None):
 
 
 def test_status_lists_the_running_servers(kafka, clickhouse):
-    p = run("status")
-    assert p.returncode == 0, p.stdout + p.stderr
+    p = run("status")  # all: 0 only when every service runs (the session's Flink cluster is optional)
+    assert p.returncode == (0 if all(services_env(n) for n in _defined_services()) else 3), p.stdout + p.stderr
     assert f"kafka: running pid {kafka.env['KAFKA_PID']}" in p.stdout
     assert f"clickhouse: running pid {clickhouse.env['CLICKHOUSE_PID']}" in p.stdout
     assert kafka.bootstrap.startswith("127.0.0.1:")
@@ -87,3 +88,57 @@ def test_start_status_stop_cycle(name, tmp_path):
             assert got == b"42\n"
         finally:
             assert run("stop", name, env=env).returncode == 0
+
+
+def _defined_services() -> list[str]:
+    """Every service of the script: a name with both start_NAME() and stop_NAME() (read from its text)."""
+    text = SERVICES.read_text()
+    starts = re.findall(r"^start_(\w+)\(\)", text, re.M)
+    stops = set(re.findall(r"^stop_(\w+)\(\)", text, re.M))
+    return [n for n in starts if n in stops]
+
+
+def test_all_is_every_service_the_script_runs(tmp_path):
+    """`all` is not a list kept by hand: status and stop cover every service the script defines
+    (Flink included; one added later is covered once it has start_/stop_ functions)."""
+    env = dict(os.environ, CACHESCOPE_VAR_DIR=str(tmp_path / "var"))
+    names = _defined_services()
+    assert {"kafka", "clickhouse", "flink"} <= set(names)
+    st = run("status", env=env)
+    assert st.returncode == 3, st.stdout + st.stderr  # none is running
+    assert sorted(line.split(":")[0] for line in st.stdout.splitlines()) == sorted(names)
+    stop = run("stop", "all", env=env)
+    assert stop.returncode == 0, stop.stderr
+    assert all(f"{n}: not running, nothing to stop" in stop.stderr for n in names), stop.stderr
+    bad = run("stop", "kafak", env=env)
+    assert bad.returncode == 2 and "unknown service 'kafak'" in bad.stderr
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_stop_all_stops_a_flink_cluster_too(tmp_path, flink_jars):
+    """After `start flink --taskmanagers 2`, `stop all` stops the JobManager and both TaskManagers
+    (before, `all` was Kafka and ClickHouse: it exited 0 and left the cluster running), and says so."""
+    env = dict(os.environ, CACHESCOPE_VAR_DIR=str(tmp_path / "var"))
+    started = run("start", "flink", "--taskmanagers", "2", env=env)
+    assert started.returncode == 0, started.stderr
+    e = services_env("flink", env)
+    pids = [int(e["FLINK_JOBMANAGER_PID"])] + [int(p) for p in e["FLINK_TASKMANAGER_PIDS"].split(",")]
+    assert len(pids) == 3 and not any(_gone(p) for p in pids)
+    try:
+        st = run("status", env=env)
+        assert f"flink: running jobmanager pid {pids[0]}" in st.stdout, st.stdout
+        stop = run("stop", "all", env=env)
+    finally:
+        run("stop", "flink", env=env)  # whatever happened above, nothing of this test stays running
+    assert stop.returncode == 0, stop.stderr
+    assert [p for p in pids if not _gone(p)] == [], stop.stderr
+    assert f"flink stopped (jobmanager pid {pids[0]}" in stop.stderr
+    assert "kafka: not running, nothing to stop" in stop.stderr
+    assert services_env("flink", env) is None
