@@ -74,7 +74,7 @@ def check_points(settings, start: dt.datetime, end: dt.datetime, step_s: int, *,
         why = (f"step {asked} reads {tier_series * _windows(start, end, step_s, minute_window_s):,} stored windows "
                f"(the {reads.table_for_step(step_s)} table); a read scans at most {max_rows:,} (the server's "
                "max_rows_read, CACHESCOPE_API__MAX_ROWS_READ)")
-    fitting = next((s for s in _LADDER if s > step_s and fits(s)), None)
+    fitting = next((s for s in _LADDER if fits(s)), None)
     if fitting is None:
         raise ApiError(422, "step", f"{why}: no step fits this range; shorten the range or narrow the filters "
                                     "(cache_group, policy, size, tier)")

@@ -26,10 +26,10 @@ def alerts(
 ):
     """Transitions with their time (the end of the window that decided), rule, cache group, state,
     severity, value, threshold, reference, when the condition started, and a summary."""
+    P.check_names(store, "cache_group", P.split(cache_group))
     if tables.ALERTS not in store.tables():
         return P.json_response({"alerts": []})
     start, end = P.time_range(store, from_, to)
-    P.check_names(store, "cache_group", P.split(cache_group))
     # the last transitions are decided by the last window: its end is inside the default range
     df = reads.alerts(store, start, end + dt.timedelta(microseconds=1), state,
                       cache_groups=P.split(cache_group)).head(limit)
