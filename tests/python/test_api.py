@@ -365,7 +365,9 @@ def test_identical_requests_in_flight_compute_once(data, monkeypatch, cache_seco
         return real(store)
 
     monkeypatch.setattr(reads, "time_span", time_span)
-    app = create_app(Settings(store_dir=data["store"], answer_cache_seconds=cache_seconds, series_copy_max_rows=0))
+    # 16 slots: all 16 in flight at once (beyond the slots they would wait at the door, not join)
+    app = create_app(Settings(store_dir=data["store"], answer_cache_seconds=cache_seconds, series_copy_max_rows=0,
+                              concurrency=16))
     with TestClient(app) as c:
         answers = app.state.answers
         got: list = []
