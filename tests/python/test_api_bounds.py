@@ -5,7 +5,7 @@ counts each access once however often a replay wrote it.
 
 The store: a small trace replayed by `cachescope replay` (accesses and results of group SITE-A),
 plus efficiency rows of group LONG across 2024-01-01 … 2024-07-09 written into the minute, hour
-and day tables as the core writes them (2 policies x 2 sizes x 3 tiers, one-minute windows).
+and day tables as the core writes them (2 policies x 1 size x 3 tiers, one-minute windows).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ CLI = str(Path(sys.executable).parent / "cachescope")
 T0 = 1_700_000_000  # 2023-11-14T22:13:20Z
 FROM, TO = "2023-11-14T00:00:00Z", "2023-11-18T00:00:00Z"
 LONG_FROM, LONG_TO = "2024-01-01T00:00:00Z", "2024-07-09T00:00:00Z"
-POLICIES, SIZES, TIERS = ["lru", "arc"], [10**12, 10**13], ["AOD", "HITS", "USER"]
+POLICIES, SIZES, TIERS = ["lru", "arc"], [10**13], ["AOD", "HITS", "USER"]
 
 
 def write_long_results(store) -> int:
@@ -88,21 +88,21 @@ HALF_YEAR = {"from": LONG_FROM, "to": LONG_TO, "by_tier": "true"}
 
 
 def test_the_half_year_request_at_2m_is_refused_at_once_naming_the_step_that_fits(app_client):
-    # the issue's request: 190 days at 2 minutes by tier is 12 series x 136,800 buckets = 1.6 M points
+    # the issue's request: 190 days at 2 minutes by tier is 6 series x 136,800 buckets = 821 k points
     r = app_client.get("/v1/efficiency", params={**HALF_YEAR, "step": "2m"})
     assert r.status_code == 422 and r.json()["field"] == "step", r.text
     msg = r.json()["detail"][0]["msg"]
-    assert "12 series x 136,800 buckets" in msg and "max_points" in msg
-    # 150,000 points / 12 series = 12,500 buckets: 22 minutes (12,437 buckets) fits, 21 does not
-    assert "the smallest step that fits is 22m" in msg, msg
-    assert app_client.get("/v1/efficiency", params={**HALF_YEAR, "step": "21m"}).status_code == 422
-    ok = app_client.get("/v1/efficiency", params={**HALF_YEAR, "step": "22m"})
+    assert "6 series x 136,800 buckets" in msg and "max_points" in msg
+    # 150,000 points / 6 series = 25,000 buckets: 11 minutes (24,873 buckets) fits, 10 does not
+    assert "the smallest step that fits is 11m" in msg, msg
+    assert app_client.get("/v1/efficiency", params={**HALF_YEAR, "step": "10m"}).status_code == 422
+    ok = app_client.get("/v1/efficiency", params={**HALF_YEAR, "step": "11m"})
     assert ok.status_code == 200, ok.text
     series = ok.json()["series"]
-    assert len(series) == 12 and sum(len(s["time"]) for s in series) <= 150_000
-    # tiers summed: 4 series fit in 1.6× fewer minutes; the settings move the bound
+    assert len(series) == 6 and sum(len(s["time"]) for s in series) <= 150_000
+    # tiers summed: 2 series fit in a step 3 times shorter
     r = app_client.get("/v1/efficiency", params={"from": LONG_FROM, "to": LONG_TO, "step": "2m"})
-    assert r.status_code == 422 and "the smallest step that fits is 8m" in r.text, r.text
+    assert r.status_code == 422 and "the smallest step that fits is 4m" in r.text, r.text
 
 
 def test_a_step_that_reads_the_minute_table_over_months_is_bounded_by_the_windows_read(store_dir):
@@ -111,22 +111,22 @@ def test_a_step_that_reads_the_minute_table_over_months_is_bounded_by_the_window
     from api.core.config import Settings
     from api.main import create_app
 
-    # 12 tier series x 273,600 minute windows = 3.3 M rows read: over a bound of 1 M the step must
-    # whole hours (the hour table: 12 x 4,560 windows), although 61 minutes would hold few points
+    # 6 tier series x 273,600 minute windows = 1.6 M rows read: over a bound of 1 M the step must be
+    # whole hours (the hour table: 6 x 4,560 windows), although 61 minutes would hold few points
     with TestClient(create_app(Settings(store_dir=store_dir, max_rows_read=1_000_000))) as c:
         r = c.get("/v1/efficiency", params={**HALF_YEAR, "step": "61m"})
         assert r.status_code == 422 and r.json()["field"] == "step"
-        assert "3,283,200 stored windows" in r.text and "the smallest step that fits is 1h" in r.text, r.text
+        assert "1,641,600 stored windows" in r.text and "the smallest step that fits is 1h" in r.text, r.text
         assert c.get("/v1/efficiency", params={**HALF_YEAR, "step": "1h"}).status_code == 200
         # from the in-process copy of the hour table (no store query) the points bound holds alike
     with TestClient(create_app(Settings(store_dir=store_dir, max_points=10_000))) as c:
         r = c.get("/v1/efficiency", params={**HALF_YEAR, "step": "1h"})
-        assert r.status_code == 422 and "12 series x 4,560 buckets" in r.text, r.text
-        assert "the smallest step that fits is 6h" in r.text, r.text
+        assert r.status_code == 422 and "6 series x 4,560 buckets" in r.text, r.text
+        assert "the smallest step that fits is 3h" in r.text, r.text
 
 
 def test_healthz_answers_while_the_heaviest_allowed_read_is_in_flight(app_client):
-    """The largest answer the bound allows (22 minutes over the half year: 3.3 M minute windows
+    """The largest answer the bound allows (11 minutes over the half year: 1.6 M minute windows
     read, 149 k points) holds the embedded store for its query: /healthz answers meanwhile, saying
     the store is busy, instead of queueing behind it."""
     app_client.app.state.answers.seconds = 0  # every request computes (no answer kept)
@@ -134,7 +134,7 @@ def test_healthz_answers_while_the_heaviest_allowed_read_is_in_flight(app_client
     status = {}
 
     def heavy():
-        status["heavy"] = app_client.get("/v1/efficiency", params={**HALF_YEAR, "step": "22m"}).status_code
+        status["heavy"] = app_client.get("/v1/efficiency", params={**HALF_YEAR, "step": "11m"}).status_code
         done.set()
 
     t = threading.Thread(target=heavy)
