@@ -315,7 +315,7 @@ def wheel_server(tmp_path_factory):
     where = subprocess.run([str(venv / "bin" / "python"), "-c", "import api, cachescope; print(api.__file__)"],
                            capture_output=True, text=True, cwd=run)
     assert where.returncode == 0 and where.stdout.startswith(str(site)), (where.stdout, where.stderr)
-    w, _ = apply("hit-drop", make_workload(8_000, days=1, sites=1, servers=1, seed=5))
+    w = make_workload(6_000, days=2, sites=1, servers=1, seed=5)
     files = write("xrootd-gstream", w, tmp / "logs", single_file=False)
     yield from _serve(tmp, files, {"site": w.sites[0], "pipeline": {"shadow": {"policies": ["lru", "arc"],
                                                                                "sizes": ["2TB", "10TB"]}}},
