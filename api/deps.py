@@ -53,6 +53,20 @@ class StorePool:
         finally:
             self._free.put(store)
 
+    def ping(self) -> tuple[Store, bool]:
+        """(a store, whether it answered SELECT 1): not when every connection is serving a query,
+        which is not waited for (busy is alive)."""
+        if self.backend == "embedded":
+            return self._all[0], self._all[0].ping()
+        try:
+            store = self._free.get_nowait()
+        except queue.Empty:
+            return self._all[0], False
+        try:
+            return store, store.ping()
+        finally:
+            self._free.put(store)
+
     def close(self) -> None:
         for s in self._all:
             s.close()

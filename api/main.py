@@ -10,6 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.core.config import Settings
+from api.budget import BusyGate, Slots
 from api.cache import AnswerCache
 from api.deps import Auth, StorePool, require
 from api.errors import ApiError, api_error, error_body, unexpected, validation_error
@@ -54,6 +55,7 @@ def create_app(settings: Settings | None = None, stores: StorePool | None = None
     app.state.auth = Auth(settings.token_scopes())
     app.state.metrics = metrics
     app.state.limits = Limits(settings, metrics)
+    app.state.slots = Slots(settings.concurrency, settings.busy_wait_seconds, refused=metrics.busy_refused)
     app.state.answers = AnswerCache(settings.answer_cache_seconds, counter=metrics.answers)
     app.state.series = SeriesIndex(max_rows=settings.series_copy_max_rows,
                                    check_seconds=settings.series_copy_check_seconds)
@@ -84,6 +86,7 @@ def create_app(settings: Settings | None = None, stores: StorePool | None = None
 
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
                            allow_headers=["Authorization", "Content-Type"])
+    app.add_middleware(BusyGate, slots=app.state.slots)  # inside the others: a refusal is timed and has its headers
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
     app.add_middleware(LatencyMiddleware, metrics=metrics)
     app.add_middleware(SecurityHeadersMiddleware)  # outermost: every answer, refusals included

@@ -20,6 +20,8 @@ class Metrics:
                                    registry=self.registry)
         self.answers = Counter("cachescope_api_answers", "read answers: computed, joined (shared with an identical "
                                "request in flight) or cached", ["outcome"], registry=self.registry)
+        self.busy_refused = Counter("cachescope_api_busy_refused", "/v1 requests refused with a 503: every slot "
+                                    "taken for the whole wait", registry=self.registry)
         self.whatif_refused = Counter("cachescope_whatif_refused", "what-if replays refused (too many at once)",
                                       registry=self.registry)
 

@@ -371,7 +371,9 @@ class AlertsAnswer(BaseModel):
 
 
 class Health(BaseModel):
-    model_config = ConfigDict(json_schema_extra={"examples": [{"status": "ok", "backend": "embedded", "database": "cachescope"}]})
+    model_config = ConfigDict(json_schema_extra={"examples": [{"status": "ok", "backend": "embedded", "database": "cachescope",
+                                                               "busy": False}]})
     status: str
     backend: str
     database: str
+    busy: bool = Field(False, description="the store was serving a query (not waited for: it is open and working)")

@@ -107,6 +107,14 @@ def site_groups(store: Store, sites: list[str], where: str = "query") -> list[st
         raise ApiError(422, e.field, str(e), where) from None
 
 
+def check_names(store: Store, field: str, values: list[str], where: str = "query") -> None:
+    """422 naming `field` and the values the store knows, for a value it holds nothing of."""
+    try:
+        reads.check_known(store, field, values)
+    except reads.UnknownName as e:
+        raise ApiError(422, e.field, str(e), where) from None
+
+
 def iso(col) -> list[str]:
     """ISO-8601 UTC strings for a datetime column (vectorised: a Python call per row would
     dominate the answer's time)."""

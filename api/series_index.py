@@ -97,9 +97,23 @@ class TableCopy:
         return _Ordering(sid * _SHIFT + ws, tuple(c[first] for c in sorted_cols), ws, self.codes["tier"][perm],
                          {c: v[perm] for c, v in self.counters.items()})
 
-    def _select(self, start: dt.datetime, end: dt.datetime, step_s: int, cache_groups: Sequence[str],
-                policies: Sequence[str], sizes: Sequence[int], tiers: Sequence[str], by_tier: bool,
-                counters: Sequence[str]) -> "_Answer":
+    def knows(self, *, cache_groups: Sequence[str] = (), policies: Sequence[str] = (),
+              tiers: Sequence[str] = ()) -> bool:
+        """Whether every asked name is in this table (else the store says whether it is a typo)."""
+        return all(not asked or set(map(str, asked)) <= set(map(str, names.tolist()))
+                   for names, asked in ((self.groups, cache_groups), (self.policies, policies), (self.tiers, tiers)))
+
+    def series_count(self, start: dt.datetime, end: dt.datetime, *, cache_groups: Sequence[str] = (),
+                     policies: Sequence[str] = (), sizes: Sequence[int] = (), tiers: Sequence[str] = (),
+                     by_tier: bool = False) -> int:
+        """How many series an answer of [start, end) with these filters holds (an upper bound when
+        tiers are summed over some of them), before building it."""
+        o, sids, lo_s, hi_s, want_tiers = self._series(start, end, cache_groups, policies, sizes, tiers, by_tier)
+        lo = np.searchsorted(o.key, sids * _SHIFT + lo_s)
+        hi = np.searchsorted(o.key, sids * _SHIFT + max(lo_s, hi_s))
+        return int(np.count_nonzero(hi > lo))
+
+    def _series(self, start, end, cache_groups, policies, sizes, tiers, by_tier):
         o = self.by_tier if by_tier else self.summed
         keep = np.ones(len(o.series_cols[0]) if o.series_cols else 0, dtype=bool)
         for col, names, asked in ((0, self.groups, cache_groups), (1, self.policies, policies),
@@ -113,6 +127,12 @@ class TableCopy:
         sids = np.flatnonzero(keep).astype(np.int64)
         # window_start (seconds) ≥ from (µs) ⇔ ws ≥ ⌈from⌉; < to ⇔ ws < ⌈to⌉
         lo_s, hi_s = -(-_us(start) // 1_000_000), -(-_us(end) // 1_000_000)
+        return o, sids, lo_s, hi_s, want_tiers
+
+    def _select(self, start: dt.datetime, end: dt.datetime, step_s: int, cache_groups: Sequence[str],
+                policies: Sequence[str], sizes: Sequence[int], tiers: Sequence[str], by_tier: bool,
+                counters: Sequence[str]) -> "_Answer":
+        o, sids, lo_s, hi_s, want_tiers = self._series(start, end, cache_groups, policies, sizes, tiers, by_tier)
         lo = np.searchsorted(o.key, sids * _SHIFT + lo_s)
         hi = np.searchsorted(o.key, sids * _SHIFT + max(lo_s, hi_s))
         n = hi - lo

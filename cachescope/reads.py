@@ -308,8 +308,9 @@ CACHE_GROUPS = NamedQuery(
     "cache_groups",
     "SELECT cache_group, any(site) AS site, count() AS accesses, min(ts) AS first_access, max(ts) AS last_access, "
     "uniqExact(server) AS servers "
-    f"FROM {tables.ACCESS_EVENTS} GROUP BY cache_group ORDER BY cache_group",
-    "the cache groups in the store, their site and time span",
+    f"FROM {tables.ACCESS_EVENTS} FINAL GROUP BY cache_group ORDER BY cache_group",
+    "the cache groups in the store, their site and time span; accesses counted once per identity "
+    "(cache_group, origin, seq), as a resumed replay may have written some twice",
 )
 
 LIVE_CONFIGS = NamedQuery(
@@ -472,6 +473,37 @@ EFFICIENCY_VS_BASELINE = NamedQuery(
                     _any_of("size_bytes", "sizes", "Array(UInt64)"))) + ") "
     "GROUP BY cache_group, policy, size_bytes ORDER BY cache_group, policy, size_bytes",
     "efficiency over [start, end) beside the same hours of the previous `baseline_days` days (summed)",
+)
+
+#: how big a series answer would be, before asking for it: the series the filters select (tiers
+#: summed, and by tier) from the day table, and the minute table's window length (one row looked at)
+SERIES_SCOPE = NamedQuery(
+    "series_scope",
+    "SELECT uniqExact(cache_group, policy, size_bytes) AS series, "
+    "uniqExact(cache_group, policy, size_bytes, tier) AS tier_series, "
+    f"(SELECT ifNull(min(toUInt32(window_end - window_start)), 0) FROM (SELECT window_start, window_end FROM "
+    f"{tables.EFFICIENCY} LIMIT 1)) AS window_s "
+    f"FROM {tables.EFFICIENCY_DAILY} WHERE window_start >= toStartOfDay({{start:DateTime64(6)}}) "
+    "AND window_start < {end:DateTime64(6)} AND "
+    + " AND ".join((_any_of("cache_group", "cache_groups"), _any_of("policy", "policies"),
+                    _any_of("size_bytes", "sizes", "Array(UInt64)"), _any_of("tier", "tiers"))),
+    "how many series (tiers summed; by tier) a series read of a range would answer, and the minute window",
+)
+
+#: the names a filter can take: those the stored accesses or results hold (a name outside them is a
+#: typo, answered as such rather than with zeros)
+KNOWN_CACHE_GROUPS = NamedQuery(
+    "known_cache_groups",
+    f"SELECT DISTINCT cache_group AS name FROM {tables.ACCESS_EVENTS} UNION DISTINCT "
+    f"SELECT DISTINCT cache_group AS name FROM {tables.EFFICIENCY_DAILY}",
+    "the cache groups the store holds accesses or results of",
+)
+
+KNOWN_TIERS = NamedQuery(
+    "known_tiers",
+    f"SELECT DISTINCT tier AS name FROM {tables.ACCESS_EVENTS} UNION DISTINCT "
+    f"SELECT DISTINCT tier AS name FROM {tables.EFFICIENCY_DAILY}",
+    "the data tiers the store holds accesses or results of",
 )
 
 SITES = NamedQuery(
@@ -660,6 +692,44 @@ def access_count(store: "Store", start: dt.datetime, end: dt.datetime, *, cache_
     return int(df["accesses"].iloc[0]) if len(df) else 0
 
 
+def series_scope(store: "Store", start: dt.datetime, end: dt.datetime, *, cache_groups: Sequence[str] = (),
+                 policies: Sequence[str] = (), sizes: Sequence[int] = (),
+                 tiers: Sequence[str] = ()) -> tuple[int, int, int]:
+    """(series with tiers summed, series by tier, the minute table's window in seconds or 0 when
+    empty) that an efficiency series read of [start, end) with these filters would answer."""
+    df = SERIES_SCOPE.run(store, start=_utc(start), end=_utc(end),
+                          **_lists(cache_groups=cache_groups, policies=policies, sizes=sizes, tiers=tiers))
+    if not len(df):
+        return 0, 0, 0
+    return int(df["series"].iloc[0]), int(df["tier_series"].iloc[0]), int(df["window_s"].iloc[0])
+
+
+#: filter field → the query of the names it can take (policies and sizes: the live shadow caches')
+_KNOWN = {"cache_group": KNOWN_CACHE_GROUPS, "tier": KNOWN_TIERS}
+
+
+def known_names(store: "Store", field: str) -> list[str]:
+    """The values the store holds for a filter field: cache_group, tier, site or policy."""
+    if field == "site":
+        df = SITES.run(store)
+        return sorted(str(v) for v in df["site"])
+    if field == "policy":
+        return sorted(str(v) for v in POLICIES.run(store)["policy"])
+    df = _KNOWN[field].run(store)
+    return sorted(str(v) for v in df["name"] if str(v))
+
+
+def check_known(store: "Store", field: str, values: Sequence[str]) -> None:
+    """UnknownName for the first of `values` the store holds nothing of (an empty list: all)."""
+    if not values:
+        return
+    known = known_names(store, field)
+    have = set(known)
+    for v in values:
+        if str(v) not in have:
+            raise UnknownName(field, str(v), known)
+
+
 def cache_groups(store: "Store") -> "pd.DataFrame":
     return CACHE_GROUPS.run(store)
 
@@ -749,4 +819,5 @@ ALL: tuple[NamedQuery, ...] = (*EFFICIENCY_SERIES.values(), *EFFICIENCY_TOTALS.v
                                OBSERVED_SERVERS, WHATIF_ACCESSES, WHATIF_FEED, WHATIF_SERVERS, WHATIF_SCOPE, ACCESS_COUNT, CACHE_GROUPS, LIVE_CONFIGS, TIME_SPAN,
                                PIPELINE_HEALTH, PARSE_HEALTH, CONSUMER_LAG, ALERTS, ALERT_SPANS, ALERTS_FIRING_SERIES,
                                EFFICIENCY_VS_BASELINE, BEST_POLICY, READ_VOLUME, CACHE_SPLIT, WINDOW_COMPLETENESS, SITES, SITE_CACHE_GROUPS,
+                               SERIES_SCOPE, KNOWN_CACHE_GROUPS, KNOWN_TIERS,
                                POLICIES, SIZES, TIERS)

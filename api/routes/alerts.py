@@ -26,6 +26,7 @@ def alerts(
 ):
     """Transitions with their time (the end of the window that decided), rule, cache group, state,
     severity, value, threshold, reference, when the condition started, and a summary."""
+    P.check_names(store, "cache_group", P.split(cache_group))
     if tables.ALERTS not in store.tables():
         return P.json_response({"alerts": []})
     start, end = P.time_range(store, from_, to)

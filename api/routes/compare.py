@@ -22,6 +22,7 @@ import numpy as np
 from fastapi import APIRouter, Depends, Query, Request
 
 from api import params as P
+from api.budget import check_points
 from api.deps import get_store, require
 from api.errors import ApiError
 from api.models import ERRORS, CompareAnswer
@@ -63,6 +64,11 @@ def compare(
         size_b = P.one_capacity(size, "size")
         start, end = P.time_range(store, from_, to)
         step_s = P.step_seconds(step, start, end)
+        P.check_names(store, "cache_group", [cache_group])
+        # the shadows stored at this size, the real cache and the xcache replay: sized before asked for
+        series, tier_series, window_s = reads.series_scope(store, start, end, cache_groups=[cache_group], sizes=[size_b])
+        check_points(request.app.state.settings, start, end, step_s, series=series + 2,
+                     tier_series=2 * tier_series, minute_window_s=window_s, step=step)
         obs = reads.observed_series(store, start, end, step_s, cache_groups=[cache_group])
         shadow = reads.efficiency_series(store, start, end, step_s, cache_groups=[cache_group], sizes=[size_b])
         ages = reads.residence_series(store, start, end, step_s, cache_groups=[cache_group], sizes=[size_b])

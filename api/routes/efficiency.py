@@ -11,6 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from api import params as P
 from api import series_index
+from api.budget import check_points
 from api.deps import require
 from api.models import ERRORS, EfficiencyAnswer
 from cachescope import reads
@@ -68,13 +69,23 @@ async def efficiency(
         filters = dict(cache_groups=groups, policies=P.split(policy), sizes=P.sizes(size), tiers=tiers,
                        by_tier=by_tier or bool(tiers))
         answer = {"step": step, "table": reads.table_for_step(step_s), "from": start.isoformat(), "to": end.isoformat()}
+        settings = request.app.state.settings
         # hour and day steps: the in-process copy of the table (the same answer, no query)
         if copy is None:
             copy = request.app.state.series.copy_of(store, answer["table"])
         if copy is not None:
+            check_points(settings, start, end, step_s, series=copy.series_count(start, end, **filters), step=step)
             answer["series"] = copy.series_json(start, end, step_s, **filters)
+            if store is not None:
+                _no_typo(store, answer["series"], filters)
             return Response(series_index.dumps(answer), media_type="application/json")
+        # sized before it is asked for: a refusal costs one small query, not the answer
+        series, tier_series, window_s = reads.series_scope(
+            store, start, end, **{k: filters[k] for k in ("cache_groups", "policies", "sizes", "tiers")})
+        check_points(settings, start, end, step_s, series=tier_series if filters["by_tier"] else series,
+                     tier_series=tier_series, minute_window_s=window_s, step=step)
         answer["series"] = columnar_series(reads.efficiency_series(store, start, end, step_s, **filters))
+        _no_typo(store, answer["series"], filters)
         return P.json_response(answer)
 
     def with_store():
@@ -86,9 +97,21 @@ async def efficiency(
         # nothing to ask the store (the range is given, no site to look up) and the copy was checked
         # less than a second ago: answered on the event loop, no thread hop (about 1 ms of numpy)
         copy = request.app.state.series.fresh(_table_of(step))
-        if copy is not None:
+        # a name the copy lacks may be a typo: the threaded path asks the store
+        if copy is not None and copy.knows(cache_groups=P.split(cache_group), policies=P.split(policy),
+                                           tiers=P.split(tier)):
             return answers.get(request, lambda: compute(None, copy))
     return await run_in_threadpool(answers.get, request, with_store)
+
+
+def _no_typo(store, series: list[dict], filters: dict) -> None:
+    """A filter value that selected nothing is a 422 when the store holds nothing of that name
+    (a typo answered with an empty list would read as a cache that did nothing)."""
+    for field, key, asked in (("cache_group", "cache_group", filters["cache_groups"]),
+                              ("policy", "policy", filters["policies"]), ("tier", "tier", filters["tiers"])):
+        if asked:
+            seen = {s[key] for s in series}
+            P.check_names(store, field, [v for v in asked if v not in seen])
 
 
 def _table_of(step: str) -> Optional[str]:

@@ -32,6 +32,8 @@ def mrc(
         start, end = P.time_range(store, from_, to)
         groups = P.groups_of(store, cache_group, site)
         tiers = P.split(tier)
+        P.check_names(store, "cache_group", groups)
+        P.check_names(store, "tier", tiers)
         curves: dict[str, list] = {}
         rate = None
         frames = [reads.mrc(store, start, end, cache_groups=groups, tiers=tiers, by_tier=False)]

@@ -51,6 +51,7 @@ def recommend(
         raise ApiError(422, "max_size", "max_size must be above min_size")
     start, end = P.time_range(store, from_, to)
     groups = P.groups_of(store, cache_group, site)
+    P.check_names(store, "cache_group", groups)
     limits = request.app.state.limits
     if sample_rate is None:
         n = scope(store, WhatIf(["lru"], [1], start, end, cache_groups=groups))[0]

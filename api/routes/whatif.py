@@ -52,6 +52,7 @@ def whatif(body: WhatIfRequest, request: Request, store=Depends(get_store)):
     req = to_whatif(body)
     if req.sites:
         P.site_groups(store, list(req.sites), "body")
+    P.check_names(store, "cache_group", list(req.cache_groups), "body")
     result = request.app.state.limits.run(store, req)
     answers = result.answers()
     for a in answers:

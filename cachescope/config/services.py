@@ -35,6 +35,15 @@ class ApiConfig(_Section):
     whatif_max_accesses: int = Field(300_000_000, gt=0, description="what-if: most stored accesses one request replays")
     whatif_concurrency: int = Field(2, ge=1, description="what-if requests at once (one more: 429)")
     whatif_max_configs: int = Field(64, ge=1, description="what-if: most (policy, size) pairs in one request")
+    concurrency: int = Field(8, ge=1, description="requests under /v1 worked on at once, reads and what-if together "
+                             "(what-if also within whatif_concurrency); /healthz, the page and /metrics are outside it")
+    busy_wait_seconds: float = Field(2.0, ge=0, description="a /v1 request finding every slot taken waits this long "
+                                     "for one, then gets a 503 with Retry-After")
+    max_points: int = Field(150_000, ge=1, description="most points (series x time buckets) in one series answer "
+                            "(/v1/efficiency, /v1/compare): about 100 bytes each (15 MB, 3 MB gzipped); more is a "
+                            "422 naming `step` with the smallest step that fits")
+    max_rows_read: int = Field(20_000_000, ge=1, description="most stored windows one series answer reads (series x "
+                               "windows of the table the step picks: minute, hour or day); more is a 422 naming `step`")
     max_body_bytes: int = Field(65_536, ge=1024, description="request bodies above this are refused (413)")
     answer_cache_seconds: float = Field(15.0, ge=0, description="read answers are kept this long, identical "
                                         "requests in flight share one query; 0: no answer kept")

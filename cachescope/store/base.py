@@ -130,6 +130,17 @@ class Store(abc.ABC):
         """Run a SELECT; a pandas DataFrame by the backend's fastest columnar path (what the read
         layer uses)."""
 
+    def ping(self) -> bool:
+        """SELECT 1, unless a query holds this store at this moment: False then (open and busy; a
+        health check must not queue behind a long read)."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            self.query("SELECT 1")
+        finally:
+            self._lock.release()
+        return True
+
     def stream_columns(self, sql: str, params: Mapping[str, Any] | None = None,
                        rows: int = 1 << 20) -> Iterator[dict[str, np.ndarray]]:
         """Run a SELECT of numeric columns; numpy arrays in chunks of at most `rows` rows, in the

@@ -44,16 +44,17 @@ def _get(url: str, body: dict | None = None):
         return json.loads(r.read())
 
 
-def _serve(tmp: Path, files: list[Path], config: dict):
-    """Replay `files` with the site configuration `config` into a store, serve it; yields the URL."""
+def _serve(tmp: Path, files: list[Path], config: dict, cli: str = CLI, cwd: Path | None = None):
+    """Replay `files` with the site configuration `config` into a store, serve it (`cli serve`, run
+    in `cwd`); yields the URL."""
     (tmp / "site.yaml").write_text(yaml.safe_dump(config))
     store = EmbeddedStore(tmp / "store")
     replay(files, "xrootd-gstream", config=load_config(tmp / "site.yaml"), store=store)
     store.close()
     port = _free_port()
     log = open(tmp / "serve.log", "w")
-    proc = subprocess.Popen([CLI, "serve", "--store", str(tmp / "store"), "--port", str(port)], stdout=log,
-                            stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([cli, "serve", "--store", str(tmp / "store"), "--port", str(port)], stdout=log,
+                            stderr=subprocess.STDOUT, cwd=cwd)
     url = f"http://127.0.0.1:{port}"
     while True:  # start-up: opening the store, however long it takes; a server that exits ends the wait
         if proc.poll() is not None:
@@ -277,3 +278,54 @@ def _error(url: str):
         assert e.code == 404
         return e
     raise AssertionError(f"{url} answered")
+
+
+# ------------------------------------------------------------------------------------ installed wheel
+
+@pytest.fixture(scope="module")
+def wheel_server(tmp_path_factory):
+    """`pip wheel .` of this checkout installed into a fresh virtual environment and served from
+    there, in a directory outside the checkout: the page must come with its chart library from the
+    wheel alone. The dependencies are the dev environment's, seen through a path entry (the wheel
+    itself is installed with --no-deps, so nothing is fetched); the checkout's editable install is
+    not (its .pth file is not processed from such an entry)."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    # the engine's build is the one scripts/setup made (the shared cargo target directory): a relink
+    env = {**os.environ, "CARGO_TARGET_DIR": os.environ.get("CARGO_TARGET_DIR", str(
+        Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "cachescope" / "cargo-target"))}
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp / "dist"), str(REPO)],
+                           capture_output=True, text=True, env=env)
+    assert built.returncode == 0, built.stderr[-3000:]
+    wheel = next((tmp / "dist").glob("cachescope-*.whl"))
+    import zipfile
+
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {"api/static/vendor/uPlot.iife.min.js", "api/static/vendor/uPlot.min.css",
+            "api/static/vendor/uPlot.LICENSE"} <= names, sorted(n for n in names if n.startswith("api/static"))
+    venv = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    dev_site = next(p for p in map(Path, sys.path) if p.name == "site-packages" and (p / "fastapi").is_dir())
+    (site / "dev_dependencies.pth").write_text(str(dev_site) + "\n")
+    out = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", str(wheel)],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    run = tmp / "run"
+    run.mkdir()
+    where = subprocess.run([str(venv / "bin" / "python"), "-c", "import api, cachescope; print(api.__file__)"],
+                           capture_output=True, text=True, cwd=run)
+    assert where.returncode == 0 and where.stdout.startswith(str(site)), (where.stdout, where.stderr)
+    w = make_workload(6_000, days=2, sites=1, servers=1, seed=5)
+    files = write("xrootd-gstream", w, tmp / "logs", single_file=False)
+    yield from _serve(tmp, files, {"site": w.sites[0], "pipeline": {"shadow": {"policies": ["lru", "arc"],
+                                                                               "sizes": ["2TB", "10TB"]}}},
+                      cli=str(venv / "bin" / "cachescope"), cwd=run)
+
+
+def test_the_page_of_an_installed_wheel_loads_its_chart_library_and_draws(browser, wheel_server):
+    with urllib.request.urlopen(wheel_server + "/vendor/uPlot.iife.min.js") as r:
+        assert r.status == 200 and b"uPlot" in r.read()
+    for pg in _open(browser, wheel_server):
+        assert pg.evaluate("() => typeof window.uPlot") == "function"
+        eff = _chart(pg, "efficiency")
+        assert eff["points"] > 0 and eff["values"] > 0
