@@ -1,5 +1,9 @@
-"""`cachescope collect --listen udp://HOST:PORT [--site S] (--out FILE|- | --to kafka://HOST:PORT/TOPIC)
-[--stop-after-idle DURATION]`: XRootD's UDP monitoring, received as it is sent, into AccessEvents.
+"""`cachescope collect --listen udp://HOST:PORT [--allow CIDR[,CIDR…]] [--site S] (--out FILE|- | --to
+kafka://HOST:PORT/TOPIC) [--stop-after-idle DURATION]`: XRootD's UDP monitoring, received as it is sent,
+into AccessEvents.
+
+`--allow` (or `collect.allow` in the config) names the servers whose monitoring counts; on loopback
+the loopback range is allowed without it, anywhere else it is required (exit 2 without it).
 
 `--out` writes AccessEvent JSON lines (as `cachescope parse` prints them; rejects with their reason
 as JSON lines on stderr or --rejects); `--to` ships them to Kafka in transactions (as `cachescope
@@ -22,6 +26,9 @@ from cli.app import app
 def collect(
     listen: str = typer.Option(..., "--listen", help="udp://HOST:PORT to receive XRootD's monitoring on "
                                                      "(xrootd.monitor ... dest ... HOST:PORT)"),
+    allow: Optional[str] = typer.Option(None, "--allow", metavar="CIDR[,CIDR…]", help="senders whose monitoring "
+                                        "counts (others are counted and dropped); default: collect.allow, else "
+                                        "127.0.0.0/8 and ::1 on a loopback --listen"),
     site: str = typer.Option("", "--site", help="site name for every event (default: the server's, else the config's)"),
     out: Optional[str] = typer.Option(None, "--out", help="write AccessEvent JSON lines to FILE, or '-' for stdout"),
     to: Optional[str] = typer.Option(None, "--to", help="ship to kafka://HOST:PORT/TOPIC, exactly once"),
@@ -55,6 +62,9 @@ def collect(
         cfg = load_config(config)
     except Exception as exc:  # noqa: BLE001 - any config problem is a usage error
         raise UsageError(f"config {config}: {exc}") from None
+    from ingest.xrootd_monitoring.senders import Senders, resolve
+
+    senders = Senders(resolve(host, allow if allow is not None else cfg.collect.allow))
     if to is not None:
         bootstrap, _ = _checks.kafka_url(to, "--to")
         _checks.kafka_reachable(bootstrap, "--to")
@@ -79,14 +89,14 @@ def collect(
         if to is not None:
             kafka = KafkaOut(to, collector_id or f"{host}:{receiver.address[1]}")
             sink = kafka
-            assembler = Assembler(cfg, site=site, on_reject=on_reject, seq_of=kafka.seq_of)
+            assembler = Assembler(cfg, site=site, on_reject=on_reject, seq_of=kafka.seq_of, senders=senders)
         else:
             try:
                 stream = sys.stdout.buffer if out == "-" else open(out, "ab")  # noqa: SIM115
             except OSError as exc:
                 raise UsageError(f"cannot write --out {out}: {exc.strerror or exc}") from None
             sink = LinesOut(stream)
-            assembler = Assembler(cfg, site=site, on_reject=on_reject)
+            assembler = Assembler(cfg, site=site, on_reject=on_reject, senders=senders)
         collector = Collector(receiver, assembler, sink, idle_seconds=idle)
 
         def on_signal(signum, frame) -> None:
@@ -114,4 +124,5 @@ def collect(
     st = assembler.stats
     why = "idle" if collector.stopped_idle else "stopped"
     typer.echo(f"collect: {why}: {st.datagrams} datagrams, {st.events} events, {st.lost} lost in sequence gaps, "
-               f"{sum(st.dropped.values())} undecodable", err=True)
+               f"{sum(st.dropped.values())} undecodable, {st.duplicates} duplicates, {st.refused} from senders not "
+               f"allowed, {st.conflicts} conflicting", err=True)

@@ -120,6 +120,11 @@ class Collector:
             while not self.stop.is_set():
                 item = receiver.get(0.1)
                 quiet = item is None  # nothing for 0.1 s: write what is decoded now
+                if quiet:  # the reorder window and idle streams pass with time, too
+                    events = assembler.tick()
+                    if events:
+                        write(events)
+                        dirty = True
                 now = time.monotonic()
                 if item is not None:
                     last_data = now
