@@ -548,8 +548,8 @@ class Assembler:
             elif clock and rec[2] - clock > ahead:  # held until its detach passed: never, in effect
                 self.stats.rejected += 1
                 self._parse_reject(s.origin, RejectRecord(
-                    0, f"g-stream record whose detach_t {rec[2]} lies {rec[2] - clock} s after its packet's time "
-                    f"{clock} (more than collect.max_ahead_seconds = {ahead:g})", line[:200], False))
+                    0, f"g-stream record dated past collect.max_ahead_seconds: detach_t {rec[2]} lies "
+                    f"{rec[2] - clock} s after its packet's time {clock} (more than {ahead:g} s)", line[:200], False))
             else:
                 s.gheld.append((line, *rec))
                 s.heldpaths.setdefault(rec[0], []).append(rec[1])
@@ -674,7 +674,9 @@ class Assembler:
         return self._release(s, final=True)
 
     def _parse_reject(self, origin: str, rec: RejectRecord) -> None:
-        self.stats.reasons[rec.reason.split(":", 1)[0][:60]] += 1
+        key = rec.reason.split(":", 1)[0][:60]
+        reasons = self.stats.reasons
+        reasons[key if key in reasons or len(reasons) < 1000 else "(other reasons)"] += 1  # bounded
         self.on_reject({"origin": origin, "line": rec.line, "reason": rec.reason, "text": rec.text,
                         "skipped": rec.skipped})
 
