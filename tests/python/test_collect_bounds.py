@@ -89,6 +89,7 @@ def test_peak_memory_stays_bounded_under_100000_new_server_streams_and_every_rea
     assert p.returncode == 0, err
     stats = next(json.loads(ln)["stats"] for ln in err.splitlines() if ln.startswith('{"stats"'))
     peak_mib = usage.ru_maxrss / 1024  # KiB on Linux: the collector and its receiving process, the larger
+    print(f"collect peak {peak_mib:.0f} MiB under {n:,} new server streams")
     assert peak_mib <= PEAK_BOUND_MIB, f"peak {peak_mib:.0f} MiB"
     assert stats["datagrams"] == n + len(payloads) and stats["lost_datagrams"] == 0
     assert stats["streams_closed_by"]["cap"] >= n - load_config().collect.max_streams
