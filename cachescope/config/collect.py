@@ -26,7 +26,7 @@ class CollectConfig(BaseModel):
                              "new one past this closes the one idle longest (its held accesses written)")
     stream_idle_seconds: float = Field(3600.0, gt=0, description="a server stream that sent nothing this long is "
                                        "closed (its held accesses written); its next datagram opens it again")
-    max_held_records: int = Field(400_000, ge=1000, description="records held for matching (g-stream closes "
+    max_held_records: int = Field(200_000, ge=1000, description="records held for matching (g-stream closes "
                                   "waiting for the f-stream, f-stream opens and accesses, user and path maps), all "
                                   "streams together: past this the streams idle longest are closed")
     max_ahead_seconds: float = Field(3600.0, gt=0, description="a g-stream record whose detach lies further ahead "
