@@ -5,8 +5,8 @@ range (127.0.0.2 is this machine too)."""
 
 from __future__ import annotations
 
-import json
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -71,11 +71,20 @@ def test_on_loopback_the_loopback_range_is_allowed_without_a_list(tmp_path):
     (["serve", "--store", "{store}", "--allow", "127.0.0.1"], "go with --collect"),
 ])
 def test_listening_beyond_loopback_needs_an_allow_list(argv, says, tmp_path):
-    """Refused before anything listens: one line saying how to name the servers, exit 2."""
+    """Refused before anything listens: one line saying how to name the servers, exit 2. (In a
+    network namespace of its own: were it to listen after all, nothing outside would reach it.)"""
     argv = [a.replace("{store}", str(tmp_path / "store")) for a in argv]
-    p = subprocess.run([CLI, *argv], capture_output=True, text=True, stdin=subprocess.DEVNULL)
-    assert p.returncode == 2, p.stderr
-    lines = p.stderr.strip().splitlines()
+    isolated = ["unshare", "--net"] if shutil.which("unshare") and subprocess.run(
+        ["unshare", "--net", "true"], capture_output=True).returncode == 0 else []
+    p = subprocess.Popen([*isolated, CLI, *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         stdin=subprocess.DEVNULL)
+    first = p.stderr.readline()
+    if re.search(r"listening on|collecting", first):  # it started: stop it, and fail
+        p.send_signal(signal.SIGTERM)
+    err = first + p.stderr.read()
+    p.wait()
+    assert p.returncode == 2, err
+    lines = err.strip().splitlines()
     assert len(lines) == 1 and says in lines[0] and "Traceback" not in p.stderr
     if "0.0.0.0" in " ".join(argv) or "::" in " ".join(argv):
         assert "CIDR" in lines[0] and "collect" in lines[0]
