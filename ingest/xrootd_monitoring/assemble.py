@@ -43,11 +43,12 @@ accesses of their own when a g-stream datagram was lost over their time (`_resol
 
 from __future__ import annotations
 
+import pickle
 import socket
 import struct
 import time
 from collections import Counter, OrderedDict, deque
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Callable
 
 import msgspec
@@ -180,6 +181,17 @@ class Stream:
         addr = f"[{self.ip}]" if ":" in self.ip else self.ip
         return f"xrootd:{addr}/{self.sid if self.sid is not None else 0}:{self.stod}"
 
+    def __getstate__(self) -> dict:
+        # the parser and enricher are made again on first use (their seq is the stream's)
+        return {**self.__dict__, "gparser": None, "fenrich": None}
+
+    def __setstate__(self, state: dict) -> None:
+        # a field added since the checkpoint was written starts at its default
+        for f in fields(self):
+            if f.name not in state:
+                state[f.name] = f.default_factory() if f.default_factory is not MISSING else f.default
+        self.__dict__.update(state)
+
     def held_records(self) -> int:
         return (len(self.users) + len(self.paths) + len(self.files) + len(self.traces) + len(self.held)
                 + len(self.copens) + len(self.gheld) + len(self.closing) + len(self.waiting) + len(self.ggaps)
@@ -272,6 +284,18 @@ class Assembler:
         self._slots: deque[tuple[order.Slot, tuple[str, int]]] = deque()  # window slots in arrival order
         self._idle_checked = 0.0
         self._out: list[AccessEvent] = []
+
+    _STATE = ("streams", "stats", "_names", "owners", "retired", "now", "held", "window_bytes", "_slots",
+              "_idle_checked")
+
+    def state(self) -> bytes:
+        """Everything needed to go on decoding exactly from here (a spool's checkpoints): the
+        streams with their windows, owners, closed streams' next seq, the clock."""
+        return pickle.dumps({k: getattr(self, k) for k in self._STATE}, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def load_state(self, data: bytes) -> None:
+        for k, v in pickle.loads(data).items():
+            setattr(self, k, v)
 
     # ------------------------------------------------------------------ datagrams
 

@@ -203,3 +203,21 @@ def test_the_pelican_capture_through_a_collect_process_in_its_stored_order(tmp_p
     events, stats, _ = c.finish()
     assert len(events) == 2176 and stats["lost_datagrams"] == 47
     assert stats["reordered_datagrams"] == 7
+
+
+@needs_lab
+def test_the_window_and_the_owners_survive_a_checkpoint():
+    """state()/load_state() mid-capture, with datagrams waiting in a window: the same events."""
+    payloads = datagrams("run1-default")
+    g = [i for i, d in enumerate(payloads) if d[:1] == b"g"]
+    order = list(payloads)
+    order[g[10]], order[g[11]] = order[g[11]], order[g[10]]
+    whole = feed_all(assembler(), order)
+    asm = assembler()
+    out = []
+    for d in order[:g[10] + 1]:  # the later one of the pair waits in the window
+        out += asm.feed(d, "127.0.0.1", now=0.0)
+    assert any(len(s.window) for s in asm.streams.values())
+    asm2 = assembler()
+    asm2.load_state(asm.state())
+    assert out + feed_all(asm2, order[g[10] + 1:]) == whole
