@@ -128,7 +128,10 @@ class CollectMetrics:
                 stats = self.assembler.stats
                 streams = list(self.assembler.streams.values())
                 lost = [(s.name, s.origin, kind, n) for s in streams for kind, n in list(s.lost.items())]
+                # streams closed since (idle, the stream cap) keep their count, summed by server
+                lost += [(server, "(closed streams)", kind, n) for (server, kind), n in list(stats.closed_lost.items())]
                 dropped = list(stats.dropped.items())
+                closed = list(stats.streams_closed.items())
                 break
             except RuntimeError:  # a dict changed size while being read
                 continue
@@ -137,6 +140,15 @@ class CollectMetrics:
         simple = (("datagrams", "datagrams received", stats.datagrams),
                   ("events", "access events decoded", stats.events),
                   ("duplicate_datagrams", "datagrams received twice (dropped)", stats.duplicates),
+                  ("reordered_datagrams", "datagrams that came after a later one of their stream and were put "
+                   "back in order", stats.reordered),
+                  ("late_datagrams", "datagrams that came after the reorder window passed their place (dropped; "
+                   "their gap counts as lost)", stats.late),
+                  ("reused_sequence_datagrams", "datagrams whose packet number was waiting with other bytes "
+                   "(dropped)", stats.reused),
+                  ("conflict_datagrams", "datagrams naming a server id and start time another sender owns "
+                   "(dropped)", stats.conflicts),
+                  ("refused_datagrams", "datagrams from senders not allowed (dropped)", stats.refused),
                   ("rejected", "records rejected", stats.rejected))
         for name, doc, value in simple:
             m = CounterMetricFamily(f"cachescope_collect_{name}", doc)
@@ -168,3 +180,9 @@ class CollectMetrics:
                                       "(GET /healthz says why)")
                 m.add_metric([], 1 if self.live.error_reason is not None else 0)
                 yield m
+        m = CounterMetricFamily("cachescope_collect_streams_closed", "server streams closed (their held accesses "
+                                "written), by why: idle, cap (collect.max_streams), budget (collect.max_held_records)",
+                                labels=["why"])
+        for why, n in closed:
+            m.add_metric([why], n)
+        yield m

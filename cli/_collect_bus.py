@@ -17,7 +17,7 @@ from cachescope.errors import UsageError, UserError
 
 def collect_bus(url: str, *, cfg, site: str, out: str | None, to: str | None, idle: float | None,
                 rejects: Path | None, stats: bool, collector_id: str | None, exchange: str | None,
-                queue: str | None, routing_key: str | None, checkpoint: Path | None) -> None:
+                queue: str | None, routing_key: str | None, checkpoint: Path | None, senders=None) -> None:
     import orjson
 
     from ingest.xrootd_monitoring.assemble import Assembler
@@ -54,9 +54,9 @@ def collect_bus(url: str, *, cfg, site: str, out: str | None, to: str | None, id
     if to is not None:
         kafka = KafkaOut(to, collector_id or default_id)
         sink = kafka
-        assembler = Assembler(cfg, site=site, on_reject=on_reject, seq_of=kafka.seq_of)
+        assembler = Assembler(cfg, site=site, on_reject=on_reject, seq_of=kafka.seq_of, senders=senders)
     else:
-        assembler = Assembler(cfg, site=site, on_reject=on_reject)
+        assembler = Assembler(cfg, site=site, on_reject=on_reject, senders=senders)
     restored = ckpt.load(assembler)
     if to is None:
         if out == "-":

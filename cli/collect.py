@@ -1,6 +1,11 @@
-"""`cachescope collect (--listen udp://HOST:PORT | --from amqp://…) [--site S] (--out FILE|- | --to
-kafka://HOST:PORT/TOPIC) [--stop-after-idle DURATION]`: XRootD's UDP monitoring, received as it is
-sent or as OSG's shoveler publishes it to a message bus (cli/_collect_bus.py), into AccessEvents.
+"""`cachescope collect (--listen udp://HOST:PORT [--allow CIDR[,CIDR…]] | --from amqp://…) [--site S]
+(--out FILE|- | --to kafka://HOST:PORT/TOPIC) [--stop-after-idle DURATION]`: XRootD's UDP monitoring,
+received as it is sent or as OSG's shoveler publishes it to a message bus (cli/_collect_bus.py),
+into AccessEvents.
+
+`--allow` (or `collect.allow` in the config) names the servers whose monitoring counts; on loopback
+the loopback range is allowed without it, anywhere else it is required (exit 2 without it). From a
+bus, whose publishers the broker authenticates, every `remote` counts unless `--allow` is given.
 
 `--out` writes AccessEvent JSON lines (as `cachescope parse` prints them; rejects with their reason
 as JSON lines on stderr or --rejects); `--to` ships them to Kafka in transactions (as `cachescope
@@ -34,6 +39,9 @@ def collect(
     routing_key: Optional[str] = typer.Option(None, "--routing-key", help="--from: the queue's binding key (default #)"),
     checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="--from: the decoder's checkpoint file "
                                               "(default FILE.checkpoint beside --out FILE; needed with --to or --out -)"),
+    allow: Optional[str] = typer.Option(None, "--allow", metavar="CIDR[,CIDR…]", help="senders whose monitoring "
+                                        "counts (others are counted and dropped); default: collect.allow, else "
+                                        "127.0.0.0/8 and ::1 on a loopback --listen"),
     site: str = typer.Option("", "--site", help="site name for every event (default: the server's, else the config's)"),
     out: Optional[str] = typer.Option(None, "--out", help="write AccessEvent JSON lines to FILE, or '-' for stdout"),
     to: Optional[str] = typer.Option(None, "--to", help="ship to kafka://HOST:PORT/TOPIC, exactly once"),
@@ -74,6 +82,9 @@ def collect(
         cfg = load_config(config)
     except Exception as exc:  # noqa: BLE001 - any config problem is a usage error
         raise UsageError(f"config {config}: {exc}") from None
+    from ingest.xrootd_monitoring.senders import Senders, parse_allow, resolve
+
+    allowed = allow if allow is not None else cfg.collect.allow
     if to is not None:
         bootstrap, _ = _checks.kafka_url(to, "--to")
         _checks.kafka_reachable(bootstrap, "--to")
@@ -82,9 +93,10 @@ def collect(
 
         collect_bus(from_, cfg=cfg, site=site, out=out, to=to, idle=idle, rejects=rejects, stats=stats,
                     collector_id=collector_id, exchange=exchange, queue=queue, routing_key=routing_key,
-                    checkpoint=checkpoint)
+                    checkpoint=checkpoint, senders=Senders(parse_allow(allowed) or None))
         return
     host, port = parse_listen(listen)
+    senders = Senders(resolve(host, allowed))
 
     import orjson
 
@@ -118,7 +130,7 @@ def collect(
             kafka = KafkaOut(to, cid)
             kafka.extra = lambda: receiver_metrics(receiver)
             sink = kafka
-            assembler = Assembler(cfg, site=site, on_reject=on_reject, seq_of=kafka.seq_of)
+            assembler = Assembler(cfg, site=site, on_reject=on_reject, seq_of=kafka.seq_of, senders=senders)
             if spool is not None:
                 checkpoints = Checkpoints(spool, "kafka", max_bytes=sp.max_bytes, max_age_s=sp.max_age_s)
                 kafka.spool = (receiver, checkpoints)
@@ -137,7 +149,7 @@ def collect(
             except OSError as exc:
                 raise UsageError(f"cannot write --out {out}: {exc.strerror or exc}") from None
             sink = LinesOut(stream)
-            assembler = Assembler(cfg, site=site, on_reject=on_reject)
+            assembler = Assembler(cfg, site=site, on_reject=on_reject, senders=senders)
             if spool is not None:
                 checkpoints = Checkpoints(spool, "out", max_bytes=sp.max_bytes, max_age_s=sp.max_age_s)
                 saved = checkpoints.load()
@@ -183,5 +195,6 @@ def collect(
     st = assembler.stats
     why = "idle" if collector.stopped_idle else "stopped"
     typer.echo(f"collect: {why}: {st.datagrams} datagrams, {st.events} events, {st.lost} lost in sequence gaps, "
-               f"{sum(st.dropped.values())} undecodable, {receiver.kernel_drops()} dropped by the kernel "
+               f"{sum(st.dropped.values())} undecodable, {st.duplicates} duplicates, {st.refused} from senders not "
+               f"allowed, {st.conflicts} conflicting, {receiver.kernel_drops()} dropped by the kernel "
                "(receive buffer full)", err=True)

@@ -24,6 +24,9 @@ def serve(
     log_level: str = typer.Option("warning", "--log-level", help="uvicorn log level"),
     collect: Optional[str] = typer.Option(None, "--collect", help="also receive XRootD's UDP monitoring on "
                                           "udp://HOST:PORT into the --store (live, one process)"),
+    allow: Optional[str] = typer.Option(None, "--allow", metavar="CIDR[,CIDR…]", help="with --collect: senders "
+                                        "whose monitoring counts (default: collect.allow, else the loopback range "
+                                        "on a loopback --collect address)"),
     site: str = typer.Option("", "--site", help="with --collect: site name for every event"),
     config: Optional[Path] = typer.Option(None, "--config", help="with --collect: site configuration YAML "
                                           "(pipeline: caches, windows; cache groups)"),
@@ -50,12 +53,20 @@ def serve(
             cfg = load_config(config)
         except Exception as exc:  # noqa: BLE001 - any config problem is a usage error
             raise fail(f"config {config}: {exc}", 2) from None
+        from cachescope.errors import UsageError
+        from ingest.xrootd_monitoring.senders import resolve
+
+        try:  # the collector's Assembler takes its allow-list from here
+            cfg.collect.allow = [str(n) for n in resolve(listen[0], allow if allow is not None else cfg.collect.allow,
+                                                         listen="--collect")]
+        except UsageError as exc:
+            raise fail(str(exc), 2) from None
         try:
             store.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise fail(f"cannot create the store directory {store}: {exc.strerror}", 2) from None
-    elif site or config is not None:
-        raise fail("--site and --config go with --collect", 2)
+    elif site or config is not None or allow is not None:
+        raise fail("--site, --config and --allow go with --collect", 2)
     if store is not None and not store.is_dir():
         raise fail(f"no store at {store}: write one with `cachescope replay --store {store} …`", 2)
 

@@ -41,6 +41,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 
 from cachescope.config.alerts import AlertRule, load_rules, merge_rules  # noqa: E402
+from cachescope.config.collect import CollectConfig  # noqa: E402
 from cachescope.config.environment import AliasSource  # noqa: E402
 from cachescope.config.pipeline import PipelineConfig  # noqa: E402
 from cachescope.config.services import ApiConfig, FlinkConfig, StoreConfig  # noqa: E402
@@ -194,6 +195,8 @@ class CachescopeConfig(BaseSettings):
     #: the streaming job (flink-jobs/shadow_caches.py; its options override these)
     flink: FlinkConfig = Field(default_factory=FlinkConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
+    #: `cachescope collect`, `serve --collect`
+    collect: CollectConfig = Field(default_factory=CollectConfig)
 
     @classmethod
     def settings_customise_sources(

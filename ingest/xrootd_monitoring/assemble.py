@@ -1,17 +1,33 @@
 """Datagrams of every server -> AccessEvents: one stream state per server, gaps counted, never guessed.
 
-A server's stream is (sender address, start time `stod`): a restart is a new stream, with its own
-origin `xrootd:<server id>:<stod>` (the 48-bit server id of its g/f-stream packets) and its own seq
-from 0 in the order its accesses complete. Event times come from the records (g-stream attach
-time; for the f-stream, the time record `tBeg` before the open), never from the arrival time, so
-the same datagrams sent again give the same events.
+Senders: only the allowed addresses count (`senders.Senders`; the command line always names
+them); the others are counted and dropped before anything is decoded.
 
-Packet sequences: each stream kind has its own u8 counter (g, f, and one shared by the detailed
-monitor's u/d/t/i/... maps), so a missing datagram shows as a jump; jumps are counted per server
-and kind (`lost`), a repeated number as a duplicate (dropped). What a lost datagram held is not
-guessed at: a lost g-stream datagram's accesses are missing, a lost f/t datagram leaves its files'
-accesses incomplete (dropped at the end, counted as `incomplete`); a cache's lost g-stream record
-is replaced by the f-stream's opens it covered, when they came.
+A server's stream is (sender address, start time `stod`): a restart is a new stream, with its own
+origin `xrootd:<sender address>/<server id>:<stod>` (the 48-bit server id of its g/f-stream
+packets) and its own seq from 0 in the order its accesses complete; the origin is fixed when its
+first access is numbered. Two senders never share an identity: a server id and start time first
+seen from one address and then from another is a conflict, counted, and the second sender's
+datagrams are dropped, never merged. Event times come from the records (g-stream attach time; for
+the f-stream, the time record `tBeg` before the open), never from the arrival time, so the same
+datagrams sent again give the same events.
+
+Packet order (`order.Window`): each stream kind has its own u8 counter (g, f, and one shared by
+the detailed monitor's u/d/t/i/... maps); a datagram seen before (same bytes under the same
+number) is a counted duplicate, also when it comes late; a datagram arriving within the reorder
+window (`collect.reorder_datagrams`, `collect.reorder_seconds`) takes its place in order; a gap
+still open when the window passes counts as lost (per server and kind). What a lost datagram held
+is not guessed at: a lost g-stream datagram's accesses are missing, a lost f/t datagram leaves its
+files' accesses incomplete (dropped at the end, counted as `incomplete`); a cache's lost g-stream
+record is replaced by the f-stream's opens it covered, when they came.
+
+Bounded state whatever arrives: at most `collect.max_streams` streams are tracked (a new one past
+that closes the one idle longest), a stream silent for `collect.stream_idle_seconds` is closed, the
+records held for matching count against `collect.max_held_records` (past it the streams idle
+longest are closed), datagrams in the windows against `collect.reorder_max_bytes`, and a g-stream
+record dated more than `collect.max_ahead_seconds` past its packet is a reject, never held. A
+closed stream's held accesses are written first; its next datagram opens it again, numbering on
+where it stopped.
 
 Cache or storage element: the g-stream wins (see the package docstring). A server's f-stream
 accesses wait `HOLD_SECONDS` of its own f-stream time before they are written, so that a cache's
@@ -29,7 +45,9 @@ from __future__ import annotations
 
 import pickle
 import socket
-from collections import Counter, deque
+import struct
+import time
+from collections import Counter, OrderedDict, deque
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Callable
 
@@ -37,13 +55,15 @@ import msgspec
 import orjson
 
 from cachescope.config import CachescopeConfig
+from cachescope.config.collect import CollectConfig
 from cachescope.events import AccessEvent
 from cachescope.tiers import TierClassifier
 from ingest.enrich import Enricher, clamp_observed
 from ingest.formats._base import Access, BadRecord
 from ingest.pipeline import LineParser, RejectRecord
-from ingest.xrootd_monitoring import fstream, gstream, ident, maps, tstream
-from ingest.xrootd_monitoring.header import BadDatagram, binary_header, seq_kind
+from ingest.xrootd_monitoring import fstream, gstream, ident, maps, order, tstream
+from ingest.xrootd_monitoring.header import BadDatagram, Header, binary_header, seq_kind
+from ingest.xrootd_monitoring.senders import Senders, parse_allow
 
 GSTREAM_FORMAT = "xrootd-gstream"
 FSTREAM_SOURCE = "xrootd-fstream"
@@ -53,6 +73,10 @@ HOLD_SECONDS = 120
 #: seconds XRootD defers a detach while XrdPfc still writes the file (an open meanwhile joins its record)
 DEFERRAL = 30
 _MAP_LIMIT = 200_000  # entries of a server's user/path/file maps before the oldest half goes
+#: closed streams whose next seq is remembered (should they send again); the oldest are forgotten
+_RETIRED = 100_000
+_SID_MASK = (1 << 48) - 1
+_TOD = struct.Struct(">bbhIiiq")  # an f-stream datagram's first record: its time record
 
 
 def server_name(ip: str) -> str:
@@ -119,7 +143,12 @@ class Stream:
     has_trace: bool = False
     numbered: bool = False  # seq taken from `Assembler.seq_of` (a restarted collector continues it)
     seq: int = 0
-    last_pseq: dict[str, int] = field(default_factory=dict)
+    fixed_origin: str = ""  # the origin, once its first access is numbered
+    last_arrival: float = 0.0
+    heard: int = 0  # datagrams since the stream cap last looked at it
+    size: int = 0  # records held (counted against collect.max_held_records)
+    claims: set[tuple[int, int]] = field(default_factory=set)  # (server id, stod) this sender owns
+    window: order.Window = field(default_factory=order.Window)
     lost: Counter = field(default_factory=Counter)  # datagrams missing, by stream kind
     datagrams: Counter = field(default_factory=Counter)  # by code
     ident: ident.Ident | None = None
@@ -147,7 +176,10 @@ class Stream:
 
     @property
     def origin(self) -> str:
-        return f"xrootd:{self.sid if self.sid is not None else self.ip}:{self.stod}"
+        if self.fixed_origin:
+            return self.fixed_origin
+        addr = f"[{self.ip}]" if ":" in self.ip else self.ip
+        return f"xrootd:{addr}/{self.sid if self.sid is not None else 0}:{self.stod}"
 
     def __getstate__(self) -> dict:
         # the parser and enricher are made again on first use (their seq is the stream's)
@@ -160,6 +192,11 @@ class Stream:
                 state[f.name] = f.default_factory() if f.default_factory is not MISSING else f.default
         self.__dict__.update(state)
 
+    def held_records(self) -> int:
+        return (len(self.users) + len(self.paths) + len(self.files) + len(self.traces) + len(self.held)
+                + len(self.copens) + len(self.gheld) + len(self.closing) + len(self.waiting) + len(self.ggaps)
+                + len(self.window))
+
 
 @dataclass
 class CollectStats:
@@ -167,7 +204,15 @@ class CollectStats:
     bytes: int = 0
     dropped: Counter = field(default_factory=Counter)  # undecodable datagrams by kind
     duplicates: int = 0
+    reordered: int = 0  # datagrams that came after a later one of their kind and took their place
+    late: int = 0  # datagrams behind what had gone out (their gap counted as lost): dropped
+    reused: int = 0  # a number waiting in the window came again with other bytes: dropped
+    conflicts: int = 0  # a server id and start time seen from a second sender: dropped
+    refused: int = 0  # datagrams of senders not allowed: dropped
+    refused_by: Counter = field(default_factory=Counter)  # the same, by sender address
+    streams_closed: Counter = field(default_factory=Counter)  # by why: idle, cap, budget
     lost: int = 0  # datagrams missing from packet sequences
+    closed_lost: Counter = field(default_factory=Counter)  # (server, kind) -> lost, of streams closed since
     events: int = 0
     rejected: int = 0
     skipped: int = 0
@@ -178,6 +223,10 @@ class CollectStats:
     def as_dict(self, streams: dict | None = None) -> dict:
         out = {"datagrams": self.datagrams, "bytes": self.bytes, "events": self.events,
                "lost_datagrams": self.lost, "duplicate_datagrams": self.duplicates,
+               "reordered_datagrams": self.reordered, "late_datagrams": self.late,
+               "reused_sequence_datagrams": self.reused, "conflict_datagrams": self.conflicts,
+               "refused_datagrams": self.refused, "refused_senders": dict(self.refused_by.most_common(20)),
+               "streams_closed": sum(self.streams_closed.values()), "streams_closed_by": dict(self.streams_closed),
                "dropped_datagrams": dict(self.dropped), "rejected": self.rejected, "skipped": self.skipped,
                "fstream_superseded": self.superseded, "fstream_incomplete": self.incomplete,
                "reasons": dict(self.reasons.most_common(50))}
@@ -190,10 +239,15 @@ class CollectStats:
     def health_metrics(self) -> dict[str, int]:
         """pipeline_health metrics (component `collect`)."""
         m = {"datagrams": self.datagrams, "events": self.events, "lost_datagrams": self.lost,
-             "duplicate_datagrams": self.duplicates, "rejected": self.rejected, "skipped": self.skipped,
-             "dropped_datagrams": sum(self.dropped.values())}
+             "duplicate_datagrams": self.duplicates, "reordered_datagrams": self.reordered,
+             "late_datagrams": self.late, "reused_sequence_datagrams": self.reused,
+             "conflict_datagrams": self.conflicts, "refused_datagrams": self.refused,
+             "streams_closed": sum(self.streams_closed.values()), "rejected": self.rejected,
+             "skipped": self.skipped, "dropped_datagrams": sum(self.dropped.values())}
         for kind, n in self.dropped.items():
             m[f"dropped_datagrams:{kind}"] = n
+        for why, n in self.streams_closed.items():
+            m[f"streams_closed:{why}"] = n
         return m
 
 
@@ -201,85 +255,268 @@ RejectSink = Callable[[dict], None]
 
 
 class Assembler:
-    """Feed it datagrams in arrival order; it returns the AccessEvents they complete."""
+    """Feed it datagrams in arrival order (with their arrival time); it returns the AccessEvents
+    they complete. `tick()` when nothing arrives lets the reorder window and idle streams pass."""
 
     def __init__(self, config: CachescopeConfig, *, site: str = "", on_reject: RejectSink | None = None,
                  hold_seconds: int = HOLD_SECONDS, name_of: Callable[[str], str] = server_name,
-                 seq_of: Callable[[str], int] = lambda origin: 0):
+                 seq_of: Callable[[str], int] = lambda origin: 0, senders: Senders | None = None,
+                 clock: Callable[[], float] = time.time):
         self.config = config
+        self.limits: CollectConfig = config.collect
         self.site = site
         self.classifier = TierClassifier.load(config.tiers.rules_files)
         self.on_reject = on_reject or (lambda rec: None)
         self.hold = hold_seconds
         self.name_of = name_of
         self.seq_of = seq_of
+        #: who counts: given, else the configured allow-list, else everyone (library use)
+        self.senders = senders or Senders(parse_allow(self.limits.allow, "collect.allow") or None)
+        self.clock = clock
         self._names: dict[str, str] = {}
-        self.streams: dict[tuple[str, int], Stream] = {}
+        self.streams: OrderedDict[tuple[str, int], Stream] = OrderedDict()  # least recently heard first
+        self.owners: dict[tuple[int, int], str] = {}  # (server id, stod) -> the sender that owns it
+        self.retired: OrderedDict[str, int] = OrderedDict()  # origin -> next seq of a closed stream
         self.stats = CollectStats()
+        self.now = 0.0  # the latest arrival time (s)
+        self.held = 0  # records held by all streams
+        self.window_bytes = 0  # datagrams waiting in all windows
+        self._slots: deque[tuple[order.Slot, tuple[str, int]]] = deque()  # window slots in arrival order
+        self._idle_checked = 0.0
+        self._out: list[AccessEvent] = []
+
+    _STATE = ("streams", "stats", "_names", "owners", "retired", "now", "held", "window_bytes", "_slots",
+              "_idle_checked")
 
     def state(self) -> bytes:
-        """Everything needed to go on decoding exactly from here (the spool's checkpoints)."""
-        return pickle.dumps((self.streams, self.stats, self._names), protocol=pickle.HIGHEST_PROTOCOL)
+        """Everything needed to go on decoding exactly from here (a spool's checkpoints): the
+        streams with their windows, owners, closed streams' next seq, the clock."""
+        return pickle.dumps({k: getattr(self, k) for k in self._STATE}, protocol=pickle.HIGHEST_PROTOCOL)
 
     def load_state(self, data: bytes) -> None:
-        self.streams, self.stats, self._names = pickle.loads(data)
+        for k, v in pickle.loads(data).items():
+            setattr(self, k, v)
 
     # ------------------------------------------------------------------ datagrams
 
-    def feed(self, data: bytes, ip: str) -> list[AccessEvent]:
+    def feed(self, data: bytes, ip: str, now: float | None = None) -> list[AccessEvent]:
+        """The events a datagram from `ip`, arrived at `now` (s; default: the clock), completes."""
         st = self.stats
         st.datagrams += 1
         st.bytes += len(data)
-        try:
-            return self._datagram(data, ip)
-        except BadDatagram as exc:
-            self._drop(exc.kind, exc.reason, data, ip)
-        except (ValueError, IndexError, UnicodeError, OverflowError) as exc:  # struct.error is a ValueError
-            self._drop("garbage", f"{type(exc).__name__}: {exc}", data, ip)
-        return []
+        self._advance(now)
+        if not self.senders.allowed(ip):
+            st.refused = self.senders.refused
+            st.refused_by = self.senders.refused_by
+        else:
+            try:
+                self._arrive(data, ip)
+            except BadDatagram as exc:
+                self._drop(exc.kind, exc.reason, data, ip)
+            except (ValueError, IndexError, UnicodeError, OverflowError) as exc:  # struct.error is a ValueError
+                self._drop("garbage", f"{type(exc).__name__}: {exc}", data, ip)
+        out, self._out = self._out, []
+        return out
+
+    def tick(self, now: float | None = None) -> list[AccessEvent]:
+        """Nothing arrived: what the reorder window or an idle stream lets go by now."""
+        self._advance(now)
+        out, self._out = self._out, []
+        return out
+
+    def _advance(self, now: float | None) -> None:
+        now = self.clock() if now is None else now
+        if now > self.now:
+            self.now = now
+        now = self.now
+        slots, seconds = self._slots, self.limits.reorder_seconds
+        while slots and (slots[0][0].done or now - slots[0][0].arrived >= seconds):
+            slot, key = slots.popleft()
+            if not slot.done:
+                self._drain(self.streams[key])
+        if now - self._idle_checked >= 1.0:
+            self._idle_checked = now
+            idle = self.limits.stream_idle_seconds
+            while self.streams:
+                s = next(iter(self.streams.values()))
+                if now - s.last_arrival < idle:
+                    break
+                self._close(s, "idle")
 
     def _drop(self, kind: str, reason: str, data: bytes, ip: str) -> None:
         self.stats.dropped[kind] += 1
         self.on_reject({"datagram": self.stats.datagrams, "from": ip, "reason": f"{kind} datagram: {reason}",
                         "text": data[:32].hex(), "skipped": False})
 
-    def _stream(self, ip: str, stod: int) -> Stream:
-        s = self.streams.get((ip, stod))
+    def _stream(self, ip: str, stod: int, sid: int | None) -> Stream | None:
+        """The stream of (sender, stod), made if new (past the cap the one idle longest is closed);
+        None when another sender owns (sid, stod): a conflict, counted."""
+        if sid:
+            owner = self.owners.get((sid, stod))
+            if owner is not None and owner != ip:
+                self.stats.conflicts += 1
+                return None
+        key = (ip, stod)
+        s = self.streams.get(key)
         if s is None:
+            self._make_room()
             name = self._names.get(ip)
             if name is None:
+                if len(self._names) >= 4096:
+                    self._names.clear()
                 name = self._names[ip] = self.name_of(ip)
-            s = self.streams[(ip, stod)] = Stream(ip, stod, name)
+            s = self.streams[key] = Stream(ip, stod, name)
+        else:
+            self.streams.move_to_end(key)
+        if sid and (sid, stod) not in s.claims:
+            s.claims.add((sid, stod))
+            self.owners[(sid, stod)] = ip
+        s.last_arrival = self.now
+        s.heard += 1
         return s
 
-    def _sequence(self, s: Stream, kind: str | None, pseq: int) -> bool:
-        """Count a jump in the kind's packet sequence; False for a duplicate (drop it)."""
-        if kind is None:
-            return True
-        last = s.last_pseq.get(kind)
-        s.last_pseq[kind] = pseq
-        if last is None:
-            return True
-        if pseq == last:
-            self.stats.duplicates += 1
-            return False
-        gap = (pseq - last - 1) & 0xFF
-        if gap:
-            s.lost[kind] += gap
-            self.stats.lost += gap
-            if kind == "g":
-                s.gap_pending = True
-        return True
+    def _make_room(self) -> None:
+        """Below collect.max_streams: the stream idle longest is closed, but one heard more than
+        once since it was last looked at gets a second chance (a flood of one-datagram streams
+        goes before a server that keeps sending)."""
+        streams = self.streams
+        while len(streams) >= self.limits.max_streams:
+            key, s = next(iter(streams.items()))
+            if s.heard > 1:
+                s.heard = 0
+                streams.move_to_end(key)
+                continue
+            self._close(s, "cap")
 
-    def _datagram(self, data: bytes, ip: str) -> list[AccessEvent]:
+    def _arrive(self, data: bytes, ip: str) -> None:
+        """Into its stream's window (or at once: what has no packet number)."""
         if not data:
             raise BadDatagram("truncated", "empty datagram")
         if data[:1] == b"{":
-            return self._text(data, ip)
-        head = binary_header(data)
-        s = self._stream(ip, head.stod)
-        if not self._sequence(s, seq_kind(head.code), head.pseq):
-            return []
+            lines = data.split(b"\0", 1)[0].decode("utf-8", "replace").split("\n")
+            head = gstream.json_header(lines[0])
+            code = head["code"]
+            if code == "=":
+                stod = head.get("stod")
+                if type(stod) is not int:
+                    raise BadDatagram("garbage", "JSON ident without an integer stod")
+                sid = head.get("sid")
+                s = self._stream(ip, stod, sid & _SID_MASK if type(sid) is int else None)
+                if s is not None:
+                    s.datagrams["="] += 1
+                    self._ident(s, ident.from_json(head))
+                return
+            if code != "g":
+                raise BadDatagram("garbage", f"JSON datagram of code {code[:8]!r}")
+            packet = gstream.text(head, lines[1:])
+            s = self._stream(ip, packet.stod, packet.sid or None)
+            kind, pseq, payload, tbeg, tend = "g", packet.pseq, (packet, lines[0]), packet.tbeg, packet.tend
+        else:
+            head = binary_header(data)
+            kind, pseq, payload = seq_kind(head.code), head.pseq, head
+            if kind is None:  # no stream is made for it
+                raise BadDatagram("garbage", f"unknown stream code {head.code!r}")
+            sid, tbeg, tend = _peek(data, head)
+            s = self._stream(ip, head.stod, sid)
+        if s is None:
+            return
+        verdict, slot = s.window.offer(kind, pseq, data, payload, self.now, tbeg, tend)
+        st = self.stats
+        if verdict != order.NEW:
+            if verdict == order.DUPLICATE:
+                st.duplicates += 1
+            elif verdict == order.LATE:
+                st.late += 1
+            else:
+                st.reused += 1
+            return
+        if slot.behind:
+            st.reordered += 1  # it came after a later one of its kind, and takes its place
+        self._slots.append((slot, (s.ip, s.stod)))
+        self.window_bytes += len(data)
+        self._drain(s)
+        while self.window_bytes > self.limits.reorder_max_bytes and self._slots:
+            slot, key = self._slots.popleft()
+            if not slot.done:
+                self._drain(self.streams[key], force=1)
+        self._fit(s)
+
+    def _drain(self, s: Stream, force: int = 0) -> None:
+        """What the stream's window lets go, decoded in order; the gaps before them counted."""
+        lim = self.limits
+        for item, gap in s.window.release(self.now, lim.reorder_datagrams, lim.reorder_seconds, force):
+            self.window_bytes -= len(item.data)
+            if gap:
+                s.lost[item.kind] += gap
+                self.stats.lost += gap
+                if item.kind == "g":
+                    s.gap_pending = True
+            self._dispatch(s, item)
+        self._resize(s)
+
+    def _resize(self, s: Stream) -> None:
+        n = s.held_records()
+        self.held += n - s.size
+        s.size = n
+
+    def _fit(self, s: Stream) -> None:
+        """Held records within collect.max_held_records: the streams idle longest are closed (this one last)."""
+        self._resize(s)
+        while self.held > self.limits.max_held_records:
+            victim = next((x for x in self.streams.values() if x is not s), None)
+            if victim is None:
+                if self.streams.get((s.ip, s.stod)) is s:
+                    self._close(s, "budget")
+                break
+            self._close(victim, "budget")
+
+    def _close(self, s: Stream, why: str) -> None:
+        """Its window decoded, its held accesses written, its state gone (its next seq remembered)."""
+        self._drain(s, force=len(s.window))
+        self._out += self._resolve(s, final=True) if s.is_cache else self._release(s, final=True)
+        key = (s.ip, s.stod)
+        if self.streams.get(key) is s:
+            del self.streams[key]
+        self.held -= s.size
+        for claim in s.claims:
+            if self.owners.get(claim) == s.ip:
+                del self.owners[claim]
+        for kind, n in s.lost.items():
+            self.stats.closed_lost[(s.name, kind)] += n
+        if s.numbered:
+            self.retired[s.origin] = s.seq
+            self.retired.move_to_end(s.origin)
+            if len(self.retired) > _RETIRED:
+                self.retired.popitem(last=False)
+        self.stats.streams_closed[why] += 1
+
+    def _number(self, s: Stream) -> None:
+        """Its seq from where a closed stream of the same origin (or a restarted collector) stopped."""
+        if not s.numbered:
+            s.fixed_origin = origin = s.origin
+            seq = self.retired.pop(origin, None)
+            s.seq, s.numbered = (self.seq_of(origin) if seq is None else seq), True
+
+    def _ident(self, s: Stream, who: ident.Ident) -> None:
+        s.ident = who
+        if s.sid is None and who.sid is not None:
+            s.sid = who.sid
+
+    def _dispatch(self, s: Stream, item: order.Item) -> None:
+        try:
+            self._out += self._decode(s, item)
+        except BadDatagram as exc:
+            self._drop(exc.kind, exc.reason, item.data, s.ip)
+        except (ValueError, IndexError, UnicodeError, OverflowError) as exc:
+            self._drop("garbage", f"{type(exc).__name__}: {exc}", item.data, s.ip)
+
+    def _decode(self, s: Stream, item: order.Item) -> list[AccessEvent]:
+        data, payload = item.data, item.payload
+        if not isinstance(payload, Header):  # a JSON g-stream packet
+            packet, header_line = payload
+            s.datagrams["g"] += 1
+            return self._gpacket(s, packet, header_line)
+        head = payload
         s.datagrams[head.code] += 1
         code = head.code
         if code == "g":
@@ -297,35 +534,10 @@ class Assembler:
                 s.paths[rec.dictid] = rec.info
                 _bounded(s.paths)
             else:
-                s.ident = ident.binary(rec.who, rec.info)
-                if s.sid is None and s.ident.sid is not None:
-                    s.sid = s.ident.sid
+                self._ident(s, ident.binary(rec.who, rec.info))
         elif code not in "iprx":
             raise BadDatagram("garbage", f"unknown stream code {code!r}")
         return []
-
-    def _text(self, data: bytes, ip: str) -> list[AccessEvent]:
-        lines = data.split(b"\0", 1)[0].decode("utf-8", "replace").split("\n")
-        head = gstream.json_header(lines[0])
-        code = head["code"]
-        if code == "=":
-            stod = head.get("stod")
-            if type(stod) is not int:
-                raise BadDatagram("garbage", "JSON ident without an integer stod")
-            s = self._stream(ip, stod)
-            s.datagrams["="] += 1
-            s.ident = ident.from_json(head)
-            if s.sid is None and s.ident.sid is not None:
-                s.sid = s.ident.sid
-            return []
-        if code != "g":
-            raise BadDatagram("garbage", f"JSON datagram of code {code[:8]!r}")
-        packet = gstream.text(head, lines[1:])
-        s = self._stream(ip, packet.stod)
-        if not self._sequence(s, "g", packet.pseq):
-            return []
-        s.datagrams["g"] += 1
-        return self._gpacket(s, packet, lines[0])
 
     # ------------------------------------------------------------------ g-stream
 
@@ -351,10 +563,17 @@ class Assembler:
                                         "gs": {"type": p.provider, "tbeg": p.tbeg, "tend": p.tend}}).decode()
         # each file close waits until the f-stream (if the server sends one) is past its detach
         rest = [header_line]
+        clock = max(p.tbeg, p.tend)
+        ahead = self.limits.max_ahead_seconds
         for line in p.lines:
             rec = _close_record(line)
             if rec is None:
                 rest.append(line)
+            elif clock and rec[2] - clock > ahead:  # held until its detach passed: never, in effect
+                self.stats.rejected += 1
+                self._parse_reject(s.origin, RejectRecord(
+                    0, f"g-stream record dated past collect.max_ahead_seconds: detach_t {rec[2]} lies "
+                    f"{rec[2] - clock} s after its packet's time {clock} (more than {ahead:g} s)", line[:200], False))
             else:
                 s.gheld.append((line, *rec))
                 s.heldpaths.setdefault(rec[0], []).append(rec[1])
@@ -362,8 +581,7 @@ class Assembler:
         return events + self._resolve(s, final=False)
 
     def _parse(self, s: Stream, lines: list[str]) -> list[AccessEvent]:
-        if not s.numbered:
-            s.seq, s.numbered = self.seq_of(s.origin), True
+        self._number(s)
         parser = s.gparser
         if parser is None:
             parser = s.gparser = LineParser(GSTREAM_FORMAT, config=self.config, site=self.site, origin=s.origin,
@@ -480,7 +698,9 @@ class Assembler:
         return self._release(s, final=True)
 
     def _parse_reject(self, origin: str, rec: RejectRecord) -> None:
-        self.stats.reasons[rec.reason.split(":", 1)[0][:60]] += 1
+        key = rec.reason.split(":", 1)[0][:60]
+        reasons = self.stats.reasons
+        reasons[key if key in reasons or len(reasons) < 1000 else "(other reasons)"] += 1  # bounded
         self.on_reject({"origin": origin, "line": rec.line, "reason": rec.reason, "text": rec.text,
                         "skipped": rec.skipped})
 
@@ -600,8 +820,7 @@ class Assembler:
             if not ready:
                 return []
             s.held = [h for h in s.held if h[0] > cut]
-        if not s.numbered:
-            s.seq, s.numbered = self.seq_of(s.origin), True
+        self._number(s)
         enrich = s.fenrich
         if enrich is None:
             enrich = s.fenrich = Enricher(FSTREAM_SOURCE, config=self.config, classifier=self.classifier,
@@ -622,9 +841,12 @@ class Assembler:
     def finish(self) -> list[AccessEvent]:
         """Everything still held (the end of a run: idle, a signal): f-stream accesses of servers
         that are no caches."""
-        out: list[AccessEvent] = []
+        for s in list(self.streams.values()):
+            self._drain(s, force=len(s.window))
+        out, self._out = self._out, []
         for s in self.streams.values():
             out += self._resolve(s, final=True) if s.is_cache else self._release(s, final=True)
+            self._resize(s)
         return out
 
 
@@ -723,3 +945,19 @@ def _apportion(events: list[AccessEvent], opens: list[CacheOpen], seq0: int, lin
                                            observed_bypass_bytes=bypass, observed_hit=verdicts[i],
                                            observed_origin_bytes=origin[i], seq=seq0 + i))
     return out
+
+
+def _peek(data: bytes, head: Header) -> tuple[int | None, int, int]:
+    """(server id, tBeg, tEnd) a binary datagram states before it is decoded (g and f packets;
+    the ident's server id), for the owner check and the window's clock."""
+    code = head.code
+    if code == "g" and head.plen >= 24:
+        tbeg, tend, sid = struct.unpack_from(">iiq", data, 8)
+        return (sid & _SID_MASK) or None, tbeg, tend
+    if code == "f" and head.plen >= _TOD.size + 8 and data[8] == fstream.TIME:
+        _, _, _, _, tbeg, tend, sid = _TOD.unpack_from(data, 8)
+        return (sid & _SID_MASK) or None, tbeg, tend
+    if code == "=":
+        rec = maps.decode(data, head)
+        return ident.binary(rec.who, rec.info).sid, 0, 0
+    return None, 0, 0

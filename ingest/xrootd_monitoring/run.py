@@ -208,15 +208,27 @@ class Collector:
 
     def run(self) -> None:
         receiver, assembler, sink = self.receiver, self.assembler, self.sink
-        feed, write = assembler.feed, sink.write
+        write = sink.write
         last_data = last_flush = time.monotonic()
         dirty = False
         spooled = getattr(receiver, "spool", None) is not None  # another source (a bus) may have none
+        if spooled:
+            # a spooled datagram's own arrival time moves the reorder window: decoding the spool again
+            # after a restart passes it exactly as the first time did
+            def feed(payload: bytes, ip: str) -> list:
+                return assembler.feed(payload, ip, receiver.arrival / 1e6)
+        else:
+            feed = assembler.feed
         ok = False
         try:
             while not self.stop.is_set():
                 item = receiver.get(0.1)
                 quiet = item is None  # nothing for 0.1 s: write what is decoded now
+                if quiet:  # the reorder window and idle streams pass with time, too
+                    events = assembler.tick()
+                    if events:
+                        write(events)
+                        dirty = True
                 now = time.monotonic()
                 if item is not None:
                     last_data = now
