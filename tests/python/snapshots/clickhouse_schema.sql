@@ -18,7 +18,8 @@ CREATE TABLE {database}.access_events
     `observed_bypass_bytes` Nullable(UInt64),
     `observed_hit` Nullable(UInt8),
     `origin` LowCardinality(String),
-    `seq` UInt64 CODEC(Delta(8), ZSTD(1))
+    `seq` UInt64 CODEC(Delta(8), ZSTD(1)),
+    `duration_us` Nullable(UInt64)
 )
 ENGINE = ReplacingMergeTree
 PARTITION BY toDate(ts)
@@ -87,7 +88,9 @@ CREATE TABLE {database}.efficiency
     `bytes_evicted` UInt64,
     `evicted_age_s` UInt64 DEFAULT 0,
     `resident_age_s` UInt64 DEFAULT 0,
-    `age_reads` UInt64 DEFAULT 0
+    `age_reads` UInt64 DEFAULT 0,
+    `delayed_hits` UInt64 DEFAULT 0,
+    `bytes_delayed` UInt64 DEFAULT 0
 )
 ENGINE = ReplacingMergeTree
 PARTITION BY toYYYYMM(window_start)
@@ -116,7 +119,9 @@ CREATE TABLE {database}.efficiency_daily
     `bytes_evicted` UInt64,
     `evicted_age_s` UInt64 DEFAULT 0,
     `resident_age_s` UInt64 DEFAULT 0,
-    `age_reads` UInt64 DEFAULT 0
+    `age_reads` UInt64 DEFAULT 0,
+    `delayed_hits` UInt64 DEFAULT 0,
+    `bytes_delayed` UInt64 DEFAULT 0
 )
 ENGINE = ReplacingMergeTree
 PARTITION BY toYYYYMM(window_start)
@@ -145,7 +150,9 @@ CREATE TABLE {database}.efficiency_hourly
     `bytes_evicted` UInt64,
     `evicted_age_s` UInt64 DEFAULT 0,
     `resident_age_s` UInt64 DEFAULT 0,
-    `age_reads` UInt64 DEFAULT 0
+    `age_reads` UInt64 DEFAULT 0,
+    `delayed_hits` UInt64 DEFAULT 0,
+    `bytes_delayed` UInt64 DEFAULT 0
 )
 ENGINE = ReplacingMergeTree
 PARTITION BY toYYYYMM(window_start)
