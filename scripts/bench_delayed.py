@@ -87,6 +87,23 @@ def main() -> None:
                          "hit_ratio": answer["hit_ratio"], "delayed_hits": answer["delayed_hits"],
                          "delayed_hit_ratio": answer["delayed_hit_ratio"], "byte_hit_ratio": answer["byte_hit_ratio"],
                          "bytes_filled": answer["bytes_filled"]})
+        # the engine alone: the trace loaded once, each variant simulated in this process
+        sys.path.insert(0, str(REPO))
+        from cachescope.simulation import CacheSpec, load_trace, simulate
+        from cachescope.units import parse_size
+        from cachescope.xrdpfc import param_value
+
+        loaded = load_trace(trace)
+        for row, params in zip(rows, variants.values()):
+            spec = CacheSpec("xcache", parse_size(args.size),
+                             {k: param_value(k, v) for k, v in (p.split("=", 1) for p in params)})
+            best = float("inf")
+            for _ in range(args.repeat):
+                t0 = time.perf_counter()
+                simulate(loaded, [spec])
+                best = min(best, time.perf_counter() - t0)
+            row["engine_s"] = round(best, 4)
+            row["engine_requests_per_s"] = round(len(loaded) / best)
     for r in rows:
         print(json.dumps(r))
     sys.stdout.flush()
