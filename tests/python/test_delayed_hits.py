@@ -166,3 +166,45 @@ def test_duration_travels_in_messages_and_old_messages_read_as_null():
     _, old = decode_message(orjson.dumps(doc))
     assert old.duration_us.tolist() == [-1]
     assert isinstance(cols, EventColumns) and group == "g"
+
+
+def test_whatif_of_an_xcache_with_an_origin_rate_counts_delayed_hits(tmp_path):
+    import datetime as dt
+
+    from cachescope.replay import WhatIf, run_whatif
+    from cachescope.store import EmbeddedStore, migrations, tables
+
+    store = EmbeddedStore(tmp_path / "store", database="delayed")
+    try:
+        migrations.migrate(store, events_ttl_days=0)
+        t0 = dt.datetime(2024, 3, 1, tzinfo=dt.timezone.utc)
+        # the _trace rows (t = 1, 2, 10, 11 s), stored; the first access lasted 4 s (its duration)
+        rows = [(1, 1, 100 * MB, 40 * MB, 4_000_000), (2, 1, 100 * MB, 40 * MB, None),
+                (10, 1, 100 * MB, 40 * MB, None), (11, 2, 50 * MB, 50 * MB, None)]
+        n = len(rows)
+        store.insert(tables.ACCESS_EVENTS, {
+            "ts": np.array([int(t0.timestamp() + r[0]) * 10**6 for r in rows]).astype("datetime64[us]"),
+            "site": ["S"] * n, "source": ["xrootd-gstream"] * n, "server": ["xc"] * n, "client": [""] * n,
+            "vo": ["cms"] * n, "path": [f"/store/f{r[1]}" for r in rows],
+            "file_id": np.array([r[1] for r in rows], np.uint64), "file_size": np.array([r[2] for r in rows], np.uint64),
+            "bytes_read": np.array([r[3] for r in rows], np.uint64), "op": np.zeros(n, np.uint8),
+            "tier": ["AOD"] * n, "cache_group": ["g"] * n, "origin": ["test"] * n, "seq": np.arange(n, dtype=np.uint64),
+            "duration_us": np.ma.masked_array([r[4] or 0 for r in rows], mask=[r[4] is None for r in rows])})
+
+        def ask(params: dict) -> dict:
+            req = WhatIf(start=t0, end=t0 + dt.timedelta(minutes=1), policies=["xcache"], sizes=[10**9],
+                         params={"xcache": {"block_size": float(MB), **params}})
+            return run_whatif(store, req).answers()[0]
+
+        # a fast origin: the stored duration of the first access (4 s) still makes t=2 wait
+        timed = ask({"origin_rate": 1e12})
+        assert (timed["hits"], timed["delayed_hits"], timed["misses"]) == (1, 1, 2), timed
+        assert timed["by_tier"]["AOD"]["delayed_hits"] == 1
+        # a slow one (1 MB/s: 40 MB would take 40 s): the known duration still decides
+        slow = ask({"origin_rate": 1e6})
+        assert (slow["hits"], slow["delayed_hits"], slow["misses"]) == (1, 1, 2), slow
+        # without a rate a what-if feeds no times: instant, as before
+        instant = ask({})
+        assert (instant["hits"], instant["delayed_hits"], instant["misses"]) == (2, 0, 2), instant
+    finally:
+        store.close()

@@ -179,7 +179,7 @@ def test_whatif_form_shows_the_api_answer(page, server):
     want = _get(server + "/v1/whatif", {"policy": "belady", "size": "5TB", "from": frm, "to": to, "cache_group": group})
     assert row[0] == "what-if belady 5 TB"
     assert row[1] == str(want["requests"]) and row[2] == f"{want['hit_ratio']:.3f}"
-    assert row[3] == f"{want['byte_hit_ratio']:.3f}"
+    assert row[3] == str(want["delayed_hits"]) and row[4] == f"{want['byte_hit_ratio']:.3f}"
     live = page.locator("#whatif-table tr[data-kind=live]")
     assert live.count() == 6  # beside every live shadow of the group
     for i in range(6):  # over whole days, the live shadows saw exactly the reads the what-if replayed

@@ -63,9 +63,9 @@
 //! known, and the request has an event time; otherwise fetches are instant and nothing below
 //! changes the counts):
 //! - A read's missing blocks are fetched from its time `t` on, arriving evenly (in offset
-//!   order) until `t + bytes/origin_rate`, or, without a rate, `t + duration` (the access lasted
-//!   as long as its blocks took). The earlier blocks of the file were on disk when the previous
-//!   fetch ended.
+//!   order) until `t + duration` where the access's duration is known (it lasted as long as its
+//!   blocks took), else `t + bytes/origin_rate`. The earlier blocks of the file were on disk
+//!   when the previous fetch ended.
 //! - A read that needs nothing fetched but some of whose blocks are not on disk yet (another
 //!   read's fetch is in flight) is a **delayed hit**: not a hit (it waits for the origin), not
 //!   a miss (it costs no second fetch: `filled` 0). `hit_bytes` counts only the bytes on disk
@@ -525,13 +525,13 @@ impl Policy for XCache {
             entry.prior_ready = old.fetch_end.max(old.prior_ready);
             entry.fetch_from = cached;
             entry.fetch_start = now;
-            entry.fetch_end = if self.origin_rate > 0.0 {
-                now + (filled as f64 * 1e6 / self.origin_rate) as u64
-            } else {
-                // the access's duration covers the blocks it asked for; prefetched ones arrive
-                // at its pace after them
+            entry.fetch_end = if req.duration_us > 0 {
+                // the access's own duration, where the log has it, is how long its blocks took;
+                // prefetched ones arrive at its pace after them
                 let asked = if missing > 0 { missing } else { filled };
                 now + (req.duration_us as u128 * filled as u128 / asked as u128) as u64
+            } else {
+                now + (filled as f64 * 1e6 / self.origin_rate) as u64
             };
         }
         match slot {
@@ -704,6 +704,10 @@ mod tests {
         assert_eq!(timed(&mut p, 3, 1, 100, 30, 0), (true, false, 30, 0, 0));
         // a whole-file hit of a file fetched long ago is a hit whatever its duration
         assert_eq!(timed(&mut p, 10, 1, 100, 30, 5_000_000), (true, false, 30, 0, 0));
+        // with a rate too, a known duration decides: 30 bytes at 1000 bytes/s would take 30 ms
+        let mut q = xcache(1000, &[("block_size", 10.0), ("origin_rate", 1000.0)]);
+        assert_eq!(timed(&mut q, 0, 1, 100, 30, 3_000_000), (false, false, 0, 0, 30));
+        assert_eq!(timed(&mut q, 1, 1, 100, 30, 0), (false, true, 10, 20, 0));
     }
 
     #[test]
@@ -716,7 +720,7 @@ mod tests {
         // are in flight at its end → 40 + 70, bounded by the file: 60 fetched
         assert_eq!(timed(&mut p, 10, 1, 100, 20, 5_000_000), (true, false, 20, 0, 60));
         assert_eq!(p.used_bytes(), 100);
-        // those blocks arrive until t=16: a read of 80 at t=11 waits for them (a delayed hit:
+        // those blocks arrive until t=15 (its duration): a read of 80 at t=11 waits for them (a delayed hit:
         // 50 bytes on disk, 30 in flight, nothing fetched)
         assert_eq!(timed(&mut p, 11, 1, 100, 80, 0), (false, true, 50, 30, 0));
         // without fetch times prefetch still caches the whole file (golden_prefetch_caches_whole_files)

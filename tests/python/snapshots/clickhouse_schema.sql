@@ -19,7 +19,8 @@ CREATE TABLE {database}.access_events
     `observed_hit` Nullable(UInt8),
     `observed_origin_bytes` Nullable(UInt64),
     `origin` LowCardinality(String),
-    `seq` UInt64 CODEC(Delta(8), ZSTD(1))
+    `seq` UInt64 CODEC(Delta(8), ZSTD(1)),
+    `duration_us` Nullable(UInt64)
 )
 ENGINE = ReplacingMergeTree
 PARTITION BY toDate(ts)
@@ -88,7 +89,9 @@ CREATE TABLE {database}.efficiency
     `bytes_evicted` UInt64,
     `evicted_age_s` UInt64 DEFAULT 0,
     `resident_age_s` UInt64 DEFAULT 0,
-    `age_reads` UInt64 DEFAULT 0
+    `age_reads` UInt64 DEFAULT 0,
+    `delayed_hits` UInt64 DEFAULT 0,
+    `bytes_delayed` UInt64 DEFAULT 0
 )
 ENGINE = ReplacingMergeTree
 PARTITION BY toYYYYMM(window_start)
@@ -117,7 +120,9 @@ CREATE TABLE {database}.efficiency_daily
     `bytes_evicted` UInt64,
     `evicted_age_s` UInt64 DEFAULT 0,
     `resident_age_s` UInt64 DEFAULT 0,
-    `age_reads` UInt64 DEFAULT 0
+    `age_reads` UInt64 DEFAULT 0,
+    `delayed_hits` UInt64 DEFAULT 0,
+    `bytes_delayed` UInt64 DEFAULT 0
 )
 ENGINE = ReplacingMergeTree
 PARTITION BY toYYYYMM(window_start)
@@ -146,7 +151,9 @@ CREATE TABLE {database}.efficiency_hourly
     `bytes_evicted` UInt64,
     `evicted_age_s` UInt64 DEFAULT 0,
     `resident_age_s` UInt64 DEFAULT 0,
-    `age_reads` UInt64 DEFAULT 0
+    `age_reads` UInt64 DEFAULT 0,
+    `delayed_hits` UInt64 DEFAULT 0,
+    `bytes_delayed` UInt64 DEFAULT 0
 )
 ENGINE = ReplacingMergeTree
 PARTITION BY toYYYYMM(window_start)
