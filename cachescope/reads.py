@@ -215,6 +215,7 @@ OBSERVED_SERIES = NamedQuery(
     "sum(origin_accesses) AS origin_accesses, sum(origin_bytes_read) AS origin_bytes_read, "
     "sum(origin_bytes) AS origin_bytes, sum(origin_cache_bytes) AS origin_cache_bytes, "
     "sum(origin_hit_bytes) AS origin_hit_bytes, sum(verdict_hit_bytes) AS verdict_hit_bytes, "
+    "sum(verdict_accesses) AS verdict_accesses, "
     + _REAL_CACHE_BYTES + ", "
     "toUInt8(origin_accesses < accesses) AS transfer_efficiency_approximate, "
     "if(bytes_read = 0, nan, cache_bytes_low / bytes_read) AS transfer_efficiency_low, "

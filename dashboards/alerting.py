@@ -55,11 +55,13 @@ def _query(rule: AlertRule) -> tuple[str, str, float]:
     if rule.kind == "real_below_shadow":
         shadow = reads.EFFICIENCY_TOTALS[tables.EFFICIENCY].grafana(b)
         real = reads.OBSERVED_SERIES.grafana({**b, "step_s": "86400"})
-        # exact transfer efficiency when every access carries origin bytes (b_todisk), else hit efficiencies
-        sql = (f"SELECT s.cache_group AS cache_group, if(r.exact = 1, s.t - r.t, s.h - r.h) AS value FROM ("
+        # exact transfer efficiency when every access carries origin bytes (b_todisk); hit efficiencies where
+        # records carry the verdict but not the origin bytes (5.5 with prefetch); else b_hit's share
+        sql = (f"SELECT s.cache_group AS cache_group, if(r.exact = 0 AND r.verdicts > 0, s.h - r.h, s.t - r.t) AS value "
+               "FROM ("
                f"{narrow(shadow, 'cache_group, max(transfer_efficiency) AS t, max(hit_efficiency) AS h', 'requests >= ' + str(rule.min_requests) + ' GROUP BY cache_group')}"
                f") AS s INNER JOIN ("
-               f"{narrow(real, f'cache_group, {_REAL_EXACT} AS exact, {_REAL_TRANSFER} AS t, sum(hits) / sum(accesses) AS h', '1 GROUP BY cache_group')}"
+               f"{narrow(real, f'cache_group, {_REAL_EXACT} AS exact, sum(verdict_accesses) AS verdicts, {_REAL_TRANSFER} AS t, sum(hits) / sum(accesses) AS h', '1 GROUP BY cache_group')}"
                f") AS r ON s.cache_group = r.cache_group")
         return sql, "gt", rule.margin
     if rule.kind == "stalled":

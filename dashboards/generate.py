@@ -253,8 +253,8 @@ def real_vs_shadow() -> dashboard.Dashboard:
                                   "(XRootD >= 5.7.2); without b_todisk the upper bound (b_hit), see the range below"))
     # without b_todisk (5.5 with prefetch) the real cache's transfer efficiency is only a range
     real_range = narrow(bind(reads.OBSERVED_SERIES), "time, concat('real · ', cache_group) AS cache, "
-                        "transfer_efficiency_low, transfer_efficiency_high", "transfer_efficiency_approximate = 1")
-    d = d.with_panel(_series("Real XCache transfer efficiency range (approximate: records without b_todisk)",
+                        "transfer_efficiency_low, transfer_efficiency_high")
+    d = d.with_panel(_series("Real XCache transfer efficiency range (one line when exact: records with b_todisk)",
                              real_range, width=24,
                              desc="low: its hits by its own verdict serve all their bytes, misses none; high: b_hit, "
                                   "which with prefetch counts blocks still in flight from the origin as hits"))

@@ -18,9 +18,10 @@ Kinds:
 - `real_below_shadow`: the real cache's transfer efficiency more than `margin` below the shadow
   cache of its own size and model (`policy`, `size`), over `over`. The real cache's transfer
   efficiency is exact only when every access of the period carries its bytes from the origin
-  (XRootD >= 5.7.2's b_todisk); otherwise (5.5 with prefetch: b_hit counts in-flight blocks as
-  hits) the rule compares hit efficiencies, the real cache's from its own verdict, and its row's
-  `metric` says `hit`.
+  (XRootD >= 5.7.2's b_todisk); where records carry the cache's verdict but not those bytes (5.5
+  with prefetch: b_hit counts in-flight blocks as hits) the rule compares hit efficiencies, the
+  real cache's from its own verdict, and its row's `metric` says `hit`; records with neither keep
+  b_hit's share.
 - `stalled`: fewer than `min_events` read accesses over `over` (in event time: a gap in the
   stream closes empty windows once events resume; a live job's wall-clock lag is in
   pipeline_health).
@@ -45,9 +46,10 @@ HOUR_US = 3_600_000_000
 DAY_US = 86_400_000_000
 # per window and cache: requests, hits, bytes_requested, bytes_hit; per window: the real cache's
 # hit, miss, bypass bytes, accesses, hits, bytes read, accesses with origin bytes, their bytes served
-# from the cache (cachescope/core/observed.py: RealCache.alert_sums); reads; late events
+# from the cache, accesses with a verdict but no origin bytes (cachescope/core/observed.py:
+# RealCache.alert_sums); reads; late events
 _C = 4
-_O = 8
+_O = 9
 ALERT_COLUMNS = ("ts", "rule", "cache_group", "state", "severity", "kind", "metric", "policy", "size_bytes",
                  "value", "threshold", "reference", "starts_at", "summary", "fingerprint", "shard")
 
@@ -473,12 +475,14 @@ def _widen(o: np.ndarray) -> np.ndarray:
 
 def _real(o: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The real cache's transfer efficiency over each period's sums, and where it is only a range
-    (hit efficiencies are compared there): exact (bytes served from the cache by its verdict and
-    origin bytes / bytes read) when every access carries origin bytes, else b_hit's share of the
-    bytes (its upper bound); without access counts (bytes only) b_hit's share."""
+    whose bound from the cache's verdict is known (hit efficiencies are compared there): exact
+    (bytes served from the cache by its verdict and origin bytes / bytes read) when every access
+    carries origin bytes, else b_hit's share of the bytes (its upper bound); by hit efficiency
+    where some access has a verdict but no origin bytes (5.5 with prefetch). Records with neither
+    (cinfo reporter, collector) and inputs without access counts keep b_hit's share."""
     accesses, known = o[:, 3], o[:, 6]
     exact = (accesses > 0) & (known == accesses)
-    by_hit = (accesses > 0) & ~exact
+    by_hit = ~exact & (o[:, 8] > 0)
     upper = _ratio(o[:, 0], o[:, :3].sum(axis=1))
     return np.where(exact, _ratio(o[:, 7], o[:, 5]), upper), by_hit
 

@@ -16,9 +16,11 @@ from cachescope.core.columns import NO_OBSERVATION, EventColumns
 #: b_bypass, XRootD >= 5.7.2): their count, bytes read, origin bytes, bytes served from the cache
 #: (a hit all its bytes, a miss its bytes read - min(bytes read, origin bytes): exact for whole-file
 #: reads) and b_hit; verdict_hit_bytes: the bytes read of the others' hits (what they surely took
-#: from the cache: the lower bound, b_hit the upper one)
+#: from the cache: the lower bound, b_hit the upper one); verdict_accesses: the others that carry the
+#: cache's verdict (XRootD 5.5 g-stream `remotes`): where the real-vs-shadow alert compares hit efficiency
 OBSERVED_FIELDS = ("accesses", "bytes_read", "hit_bytes", "miss_bytes", "bypass_bytes", "hits", "origin_accesses",
-                   "origin_bytes_read", "origin_bytes", "origin_cache_bytes", "origin_hit_bytes", "verdict_hit_bytes")
+                   "origin_bytes_read", "origin_bytes", "origin_cache_bytes", "origin_hit_bytes", "verdict_hit_bytes",
+                   "verdict_accesses")
 
 
 def no_cells() -> Cells:
@@ -47,7 +49,8 @@ class RealCache:
         cache = np.where(hits, nbytes, nbytes - np.minimum(nbytes, np.maximum(origin, 0)))
         values = np.stack([np.ones(len(idx), dtype=np.int64), nbytes, hit, miss, bypass, hits.astype(np.int64),
                            known.astype(np.int64), np.where(known, nbytes, 0), np.where(known, origin, 0),
-                           np.where(known, cache, 0), np.where(known, hit, 0), np.where(~known & hits, nbytes, 0)],
+                           np.where(known, cache, 0), np.where(known, hit, 0), np.where(~known & hits, nbytes, 0),
+                           (~known & (verdict != NO_OBSERVATION)).astype(np.int64)],
                           axis=1)
         self.open = Cells.concat([self.open, Cells(win[idx], ev.server[idx], ev.tier[idx], values)]).summed(self.window_us)
 
@@ -62,11 +65,11 @@ class RealCache:
     def alert_sums(obs: Cells) -> tuple[list[int], np.ndarray]:
         """Per closed window, all servers and tiers (rows come sorted by window): hit, miss and bypass
         bytes, accesses, hits, bytes read, accesses with origin bytes, their bytes served from the
-        cache (the alert evaluator's real-cache columns)."""
+        cache, accesses with a verdict but no origin bytes (the alert evaluator's real-cache columns)."""
         at = np.flatnonzero(np.r_[True, obs.start[1:] != obs.start[:-1]])
         f = OBSERVED_FIELDS.index
         cols = [f(n) for n in ("hit_bytes", "miss_bytes", "bypass_bytes", "accesses", "hits", "bytes_read",
-                               "origin_accesses", "origin_cache_bytes")]
+                               "origin_accesses", "origin_cache_bytes", "verdict_accesses")]
         return obs.start[at].tolist(), np.add.reduceat(obs.values[:, cols], at, axis=0)
 
     @staticmethod

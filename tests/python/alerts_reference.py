@@ -83,7 +83,7 @@ class ReferenceEvaluator(AlertEvaluator):
         if r.kind == "real_below_shadow":
             if real_total == 0:
                 return None
-            if accesses > 0 and not exact:  # only a range: hit efficiencies compared
+            if not exact and o[8] > 0:  # only a range, with verdicts: hit efficiencies compared
                 return _eff(o[4], o[3]), _eff(cache[1], cache[0]), int(cache[0]), "1"
             return real, value, int(cache[0]), "0"
         over_us = b.over_windows * self.window_us

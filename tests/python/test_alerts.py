@@ -377,7 +377,8 @@ def test_blocks_of_windows_write_the_rows_of_the_window_by_window_definition(see
                 hits_r = int(reads * float(np.clip(level + rng.normal(0, 0.1), 0, 1)))
                 known = reads if kind < 0.33 else int(rng.integers(0, reads + 1))
                 served = int(known * size * float(np.clip(level - 0.2 + rng.normal(0, 0.1), 0, 1)))
-                obs = np.r_[obs, [reads, hits_r, reads * size, known, served]].astype(np.int64)
+                verdicts = int(rng.integers(0, reads - known + 1)) if rng.random() < 0.7 else 0
+                obs = np.r_[obs, [reads, hits_r, reads * size, known, served, verdicts]].astype(np.int64)
             late = int(rng.integers(0, 9))
             for e in (fast, ref):
                 e.add_window(start, counters=c, observed=obs, late=late)

@@ -68,11 +68,25 @@ def test_this_code_writes_the_state_main_wrote():
     ours = _without_newer_counters(ours, mains["eff_shape"][-1])
     for key in mains:
         if key not in ENGINE_BLOBS:
-            assert ours[key] == mains[key], key
+            assert _as_main(key, ours[key], mains[key]) == mains[key], key
     back = GroupProcessor.restore("site-A", made.config(), FIXTURE.read_bytes(), made.SHARD)
     again = _without_newer_counters(msgspec.msgpack.decode(back.snapshot()), mains["eff_shape"][-1])
-    assert {k: v for k, v in again.items() if k not in ENGINE_BLOBS} == {k: v for k, v in mains.items()
-                                                                          if k not in ENGINE_BLOBS}
+    assert {k: _as_main(k, v, mains[k]) for k, v in again.items() if k not in ENGINE_BLOBS} == {
+        k: v for k, v in mains.items() if k not in ENGINE_BLOBS}
+
+
+def _as_main(key, ours, mains):
+    """Our state in main's form: the real cache's fields added since (migration 0014: its origin
+    bytes) cut to main's width — main's fields, in main's order, must be equal. The added fields
+    read 0 where main's state is restored."""
+    if key == "obs":
+        width = len(mains[0][1]) if mains else 0
+        return [[k, v[:width]] for k, v in ours]
+    if key == "alerts" and ours and mains:
+        width = len(mains["recent"][0][2]) if mains["recent"] else 3
+        return {**ours, "recent": [[s, c, o[:width], lt] for s, c, o, lt in ours["recent"]],
+                "pending": [[s, c, o[:width], lt] for s, c, o, lt in ours["pending"]]}
+    return ours
 
 
 def _without_newer_counters(state: dict, n_fields: int) -> dict:

@@ -231,16 +231,21 @@ def _alert_rows(observed_row: np.ndarray) -> list[dict]:
 
 
 def test_the_alert_compares_transfer_efficiency_only_where_it_is_exact():
-    # hit, miss, bypass bytes, accesses, hits, bytes read, accesses with origin bytes, served from cache
+    # hit, miss, bypass bytes, accesses, hits, bytes read, accesses with origin bytes, served from cache,
+    # accesses with a verdict but no origin bytes
     # 5.5 with prefetch: b_hit says 0.99, the verdict 0.45 hits: only a range, hit efficiencies compared
-    approx = np.array([99_000, 1_000, 0, 100, 45, 100_000, 0, 0], dtype=np.int64)
+    approx = np.array([99_000, 1_000, 0, 100, 45, 100_000, 0, 0, 100], dtype=np.int64)
     rows = _alert_rows(approx)
     assert len(rows) == 0  # 0.45 is within 0.1 of the shadow's 0.5 (b_hit's 0.99 is not what is judged)
-    approx_low = np.array([99_000, 1_000, 0, 100, 30, 100_000, 0, 0], dtype=np.int64)
+    approx_low = np.array([99_000, 1_000, 0, 100, 30, 100_000, 0, 0, 100], dtype=np.int64)
     rows = _alert_rows(approx_low)
     assert len(rows) == 1 and rows[0]["metric"] == "hit" and rows[0]["value"] == pytest.approx(0.30)
     assert "only a range" in rows[0]["summary"]
     # every access with b_todisk: the exact transfer efficiency, 0.3, is compared
-    exact = np.array([99_000, 1_000, 0, 100, 45, 100_000, 100, 30_000], dtype=np.int64)
+    exact = np.array([99_000, 1_000, 0, 100, 45, 100_000, 100, 30_000, 0], dtype=np.int64)
     rows = _alert_rows(exact)
+    assert len(rows) == 1 and rows[0]["metric"] == "transfer" and rows[0]["value"] == pytest.approx(0.30)
+    # neither origin bytes nor verdicts (cinfo reporter): b_hit's share, as before
+    neither = np.array([30_000, 70_000, 0, 100, 45, 100_000, 0, 0, 0], dtype=np.int64)
+    rows = _alert_rows(neither)
     assert len(rows) == 1 and rows[0]["metric"] == "transfer" and rows[0]["value"] == pytest.approx(0.30)

@@ -225,7 +225,7 @@ def test_real_hits_come_from_the_verdict_and_the_byte_rule_only_without_one():
     rows = out.observed if out.observed is not None else proc.flush().observed
     assert int(rows["accesses"].sum()) == 4
     assert int(rows["hits"].sum()) == 2  # the verdict's one, and the byte rule's one where there is none
-    assert OBSERVED_FIELDS[-1] == "hits"
+    assert OBSERVED_FIELDS[5] == "hits"
 
 
 # --- the truth from the purge log --------------------------------------------------------------

@@ -11,4 +11,7 @@ ALTER TABLE {database}.observed ADD COLUMN IF NOT EXISTS origin_bytes_read UInt6
 ALTER TABLE {database}.observed ADD COLUMN IF NOT EXISTS origin_bytes UInt64 DEFAULT 0 AFTER origin_bytes_read;
 ALTER TABLE {database}.observed ADD COLUMN IF NOT EXISTS origin_cache_bytes UInt64 DEFAULT 0 AFTER origin_bytes;
 ALTER TABLE {database}.observed ADD COLUMN IF NOT EXISTS origin_hit_bytes UInt64 DEFAULT 0 AFTER origin_cache_bytes;
-ALTER TABLE {database}.observed ADD COLUMN IF NOT EXISTS verdict_hit_bytes UInt64 DEFAULT 0 AFTER origin_hit_bytes
+ALTER TABLE {database}.observed ADD COLUMN IF NOT EXISTS verdict_hit_bytes UInt64 DEFAULT 0 AFTER origin_hit_bytes;
+-- the accesses without origin bytes whose record states the cache's verdict (5.5's `remotes`): where the
+-- real-versus-shadow alert compares hit efficiencies, b_hit overstating the transfer efficiency with prefetch
+ALTER TABLE {database}.observed ADD COLUMN IF NOT EXISTS verdict_accesses UInt64 DEFAULT 0 AFTER verdict_hit_bytes

@@ -199,6 +199,7 @@ CREATE TABLE {database}.observed
     `origin_cache_bytes` UInt64 DEFAULT 0,
     `origin_hit_bytes` UInt64 DEFAULT 0,
     `verdict_hit_bytes` UInt64 DEFAULT 0,
+    `verdict_accesses` UInt64 DEFAULT 0,
     `shard` UInt16 DEFAULT 0,
     `run` UInt64
 )
