@@ -209,7 +209,7 @@ pub(crate) const PARALLEL_MIN_WORK: usize = 20_000;
 
 const SNAPSHOT_MAGIC: &[u8; 8] = b"CSBANK\0\0";
 /// Bump when the serialized layout of any policy changes; old snapshots are then refused.
-pub const SNAPSHOT_VERSION: u32 = 5; // 2: totals are u128; 3: residence ages; 4: arrivals in entries; 5: xcache's purge clock
+pub const SNAPSHOT_VERSION: u32 = 6; // 2: totals are u128; 3: residence ages; 4: arrivals in entries; 5: xcache's purge clock; 6: xcache's ResourceMonitor beats (xrootd_version)
 
 /// One batch through one cache into `block` ((windows, per_cache) counters); with event times,
 /// residence ages too. `uniform`: the batch's `Events::uniform_tier`, found once for all caches.
