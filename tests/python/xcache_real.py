@@ -232,7 +232,8 @@ class XCacheLab:
     plan: Plan
     xrootd: XRootD = DEBIAN_XROOTD
     #: `pfc.diskusage … purgeinterval` (6.x checks every 60 s whatever it says)
-    purge_interval: int = PURGE_INTERVAL    root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="cachescope-xcache-")))
+    purge_interval: int = PURGE_INTERVAL
+    root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="cachescope-xcache-")))
     procs: dict[str, _Proc] = field(default_factory=dict)
     mounted: list[Path] = field(default_factory=list)
     netns: Optional[Path] = None
