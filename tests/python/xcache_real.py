@@ -202,8 +202,8 @@ all.sitename {site}
 xrd.port {port}
 all.adminpath {root}/admin/{name}
 all.pidpath {root}/admin/{name}
-ofs.osslib libXrdPss{plugin}.so
-pss.cachelib libXrdPfc{plugin}.so
+ofs.osslib libXrdPss.so
+pss.cachelib libXrdPfc.so
 pss.origin 127.0.0.1:{origin_port}
 oss.localroot {root}/{name}
 pfc.blocksize 1m
@@ -263,7 +263,6 @@ class XCacheLab:
             self.config_path(c.name).write_text(CACHE_CFG.format(
                 site=c.site, port=c.port, root=self.root, name=c.name, origin_port=ORIGIN_PORT, low=c.low,
                 high=c.high, interval=self.purge_interval,
-                plugin=self.xrootd.plugin_suffix if self.xrootd.build is not None else "",
                 dests=" ".join(f"dest files io info user fstat pfc 127.0.0.1:{u}" for u in c.udp)))
         subprocess.run(["chown", "-R", f"{XRD_USER}:", str(self.root / "admin"), str(self.root / "logs"),
                         *(str(self.root / c.name) for c in self.caches)], check=True)
@@ -447,11 +446,13 @@ def _filter_log(stream, path: Path) -> None:
     stream.close()
 
 
-if __name__ == "__main__":  # a manual run: python tests/python/xcache_real.py (as root)
+if __name__ == "__main__":  # a manual run: python tests/python/xcache_real.py [ROUNDS [ROUND_S [6]]] (as root)
     caches = [CacheSetup("ok", 256, "80m", "100m", 1095, (9931,), "XCacheOK"),
               CacheSetup("small", 256, "8m", "16m", 1096, (9932,), "XCacheSmall")]
     n_rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 4
-    lab = XCacheLab(caches, make_plan(rounds=n_rounds))
+    six = len(sys.argv) > 3 and sys.argv[3] == "6"
+    lab = XCacheLab(caches, make_plan(rounds=n_rounds), xrootd=built_xrootd() if six else DEBIAN_XROOTD,
+                    purge_interval=300 if six else PURGE_INTERVAL)
     try:
         lab.prepare()
         for c in caches:  # a raw listener per cache, to see the datagrams arrive
