@@ -299,6 +299,8 @@ def test_real_hit_efficiency_from_the_store_is_the_truth_of_the_purge_log(live):
     for name, run in live.caches.items():
         truth = _truth(run)
         real = _ratio(run.stored["hits"], run.stored["accesses"])
+        print(f"figures {live.xrootd.version} {name}: reads {len(run.reads)}, hit efficiency observed {real:.4f} "
+              f"truth {sum(truth) / len(truth):.4f}")  # for the notes (pytest -s)
         assert abs(real - sum(truth) / len(truth)) <= 0.01, (name, real, sum(truth) / len(truth))
 
 
@@ -310,6 +312,7 @@ def test_real_transfer_efficiency_from_the_store_is_the_truth_of_the_purge_log(l
         truth = _served_from_disk(run) / sum(r["got"] for r in run.reads)
         st = run.stored
         real = _ratio(st["hit_bytes"], st["hit_bytes"] + st["miss_bytes"] + st["bypass_bytes"])
+        print(f"figures {live.xrootd.version} {name}: transfer efficiency observed {real:.4f} truth {truth:.4f}")
         assert abs(real - truth) <= 0.02, (name, live.xrootd.version, real, truth)
 
 
@@ -352,6 +355,7 @@ def test_xcache_model_from_the_cache_configuration_reproduces_the_real_cache(liv
         (model,) = [json.loads(line) for line in p.stdout.splitlines()]
         real = _ratio(run.stored["hits"], run.stored["accesses"])
         assert model["requests"] == len(run.reads)
+        print(f"figures {live.xrootd.version} {name}: model hit ratio {model['hit_ratio']:.4f} (real {real:.4f})")
         assert abs(model["hit_ratio"] - real) <= 0.02, (name, live.xrootd.version, model["hit_ratio"], real)
         params = {**read_config(run.config), "xrootd_version": param_value("xrootd_version", version)}
 
