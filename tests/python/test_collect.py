@@ -510,3 +510,12 @@ def test_stats_name_each_servers_xrootd_version_from_its_ident(run):
     assert ident.xrootd_version(six) == "6.2.1"
     assert ident.xrootd_version(None) is None
     assert ident.xrootd_version(ident.binary("x@h", "&pgm=xrootd&ver=unknown")) is None
+
+
+def test_map_records_key_on_the_host_never_the_user_id():
+    """5.5's `user.pid:sid@host` and 6.x's `root.<login number>:sid@host` give the same client."""
+    from ingest.xrootd_monitoring.maps import client_host
+
+    assert client_host("xroot/jdoe.4711:25@[::ffff:127.0.0.1]") == "127.0.0.1"
+    assert client_host("xroot/root.3:25@[::ffff:127.0.0.1]") == "127.0.0.1"
+    assert client_host("xroot/root.4:26@client.example.org") == "client.example.org"
