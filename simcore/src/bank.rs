@@ -540,10 +540,23 @@ impl Bank {
             return Err("not a cachescope bank snapshot".into());
         }
         let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
-        if version != SNAPSHOT_VERSION {
+        if version != SNAPSHOT_VERSION && version != 5 {
             return Err(format!("snapshot format version {version}, this build reads version {SNAPSHOT_VERSION}"));
         }
-        postcard::from_bytes(&bytes[12..]).map_err(|e| format!("corrupt bank snapshot: {e}"))
+        // version 5 differs only in an xcache's state: without one it reads as 6 (each shadow's
+        // spec precedes its state, so an xcache is seen before its state could be misread)
+        let xcache_v5 = || "snapshot format version 5 holds an xcache, whose state changed in version 6 (xrootd_version): start its cache group from empty state".to_string();
+        let bank: Bank = postcard::from_bytes(&bytes[12..]).map_err(|e| {
+            if version == 5 {
+                format!("{}; or the snapshot is corrupt: {e}", xcache_v5())
+            } else {
+                format!("corrupt bank snapshot: {e}")
+            }
+        })?;
+        if version == 5 && bank.shadows.iter().any(|s| s.spec.policy == "xcache") {
+            return Err(xcache_v5());
+        }
+        Ok(bank)
     }
 }
 
@@ -562,6 +575,24 @@ mod tests {
 
     fn events<'a>(id: &'a [u64], size: &'a [u64], tier: &'a [u8], op: &'a [u8]) -> Events<'a> {
         Events { id, size, bytes_read: size, tier, op, next_access: None, window: None, ts: None, key: None }
+    }
+
+    #[test]
+    fn a_version_5_snapshot_restores_unless_it_holds_an_xcache() {
+        let as_v5 = |bank: &Bank| {
+            let mut bytes = bank.snapshot();
+            bytes[8..12].copy_from_slice(&5u32.to_le_bytes());
+            bytes
+        };
+        let lru = Bank::new(vec![CacheSpec::new("lru", 10)], 2).unwrap();
+        assert!(Bank::restore(&as_v5(&lru)).is_ok());
+        let xc = Bank::new(vec![CacheSpec::new("lru", 10), CacheSpec::new("xcache", 10)], 2).unwrap();
+        let err = Bank::restore(&as_v5(&xc)).err().unwrap();
+        assert!(err.contains("holds an xcache"), "{err}");
+        assert!(Bank::restore(&xc.snapshot()).is_ok());
+        let mut v4 = lru.snapshot();
+        v4[8..12].copy_from_slice(&4u32.to_le_bytes());
+        assert!(Bank::restore(&v4).err().unwrap().contains("version 4"));
     }
 
     #[test]
