@@ -17,7 +17,8 @@ from cachescope.units import SizeError, parse_size
 
 #: the model's parameters and how each is written: `level` a fraction of the size (≤ 1) or a size
 #: (`300MB`), `size` bytes or a size, `seconds` seconds or a duration (`60s`, `5m`, `2h`, `7d`),
-#: `count` a whole number, `rate` bytes per second or a link rate (`100Mbit/s`, `12.5MB/s`)
+#: `count` a whole number, `rate` bytes per second or a link rate (`100Mbit/s`, `12.5MB/s`), `version`
+#: an XRootD version (`6.2.1`, `v5.5.3`: the engine takes major + minor / 100)
 XCACHE_PARAMS: dict[str, str] = {
     "block_size": "size",
     "low_watermark": "level",
@@ -31,9 +32,11 @@ XCACHE_PARAMS: dict[str, str] = {
     "purge_cold_period": "count",
     "prefetch": "count0",
     "origin_rate": "rate",
+    "xrootd_version": "version",
 }
 
 _BITS = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:bit/s|bps)\s*$", re.I)
+_VERSION = re.compile(r"^\s*v?(\d+)(?:\.(\d+))?(?:\.\d+)*(?:[-+].*)?\s*$")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h|d|w)?\s*$", re.I)
 _SECONDS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -61,10 +64,21 @@ def _seconds(text: object) -> float | None:
     return float(m.group(1)) * _SECONDS[(m.group(2) or "s").lower()] if m else None
 
 
+def xrootd_version(text: object) -> float:
+    """An XRootD version as the xcache model takes it: `6.2.1`, `v5.5.3`, `5.7` → major + minor /
+    100 (6.02, 5.05, 5.07). XrdPfcError for anything else."""
+    m = _VERSION.match(str(text)) if not isinstance(text, bool) else None
+    if m is None or not 4 <= int(m.group(1)) < 100 or int(m.group(2) or 0) >= 100:
+        raise XrdPfcError(f"parameter xrootd_version={text!r} must be an XRootD version like 6.2.1 or 5.5.3")
+    return int(m.group(1)) + int(m.group(2) or 0) / 100
+
+
 def param_value(name: str, value: object) -> float:
     """One `--param`/configuration value as the engine takes it (a number); for xcache's
-    parameters also sizes and durations. XrdPfcError names the parameter."""
+    parameters also sizes, durations and versions. XrdPfcError names the parameter."""
     kind = XCACHE_PARAMS.get(name)
+    if kind == "version":
+        return xrootd_version(value)
     n = _number(value)
     if kind in (None, "count", "count0"):
         low = 1 if kind == "count" else 0
@@ -182,7 +196,8 @@ def _lines(path: str, text: str):
 def read_config(path: str | Path, instance: str = "anon") -> dict[str, float]:
     """The `xcache` parameters a real cache's configuration file sets (`pfc.blocksize`,
     `pfc.diskusage low high [files baseline nominal max] [purgeinterval t] [purgecoldfiles age
-    period]`, `pfc.prefetch`, XrdPfc's default 10 when absent); directives without effect on what
+    period]`, `pfc.prefetch`, XrdPfc's default 10 when absent; `xrootd_version` 6 when its
+    `ofs.osslib`/`pss.cachelib` name a `-6.so` plugin); directives without effect on what
     is cached (`pfc.ram`, `pfc.trace`, …) and other components' lines are ignored. XrdPfcError
     names the file and line of anything else."""
     p = str(path)
@@ -226,6 +241,9 @@ def read_config(path: str | Path, instance: str = "anon") -> dict[str, float]:
                 raise XrdPfcError(f"{p}:{n}: {head} must look like `{head} name = value`")
             variables[name.strip()] = _substitute(value.strip(), variables, n, p, strict=False)
             continue
+        if head in ("ofs.osslib", "pss.cachelib"):
+            _plugin_version(words[1:], out)
+            continue
         if not head.startswith("pfc."):
             continue  # other components' directives
         words = _substitute(line, variables, n, p, strict=True).split()
@@ -234,6 +252,20 @@ def read_config(path: str | Path, instance: str = "anon") -> dict[str, float]:
         raise XrdPfcError(f"{p}: an if has no fi")
     out.setdefault("prefetch", 10.0)  # XrdPfc prefetches 10 blocks per file unless told otherwise
     return out
+
+
+#: a plugin named with its major version (`libXrdPfc-6.so`): XRootD loads that one
+_PLUGIN_MAJOR = re.compile(r"libXrd(?:Pss|Pfc|FileCache)-(\d+)\.so")
+
+
+def _plugin_version(args: list[str], out: dict[str, float]) -> None:
+    """`libXrdPss-6.so`/`libXrdPfc-6.so` say the cache runs XRootD 6 (its purge timing: the
+    model's `xrootd_version`); a `-5` name says nothing (5.5 and 5.7 time purges differently),
+    nor does the plain name sites usually write (`--param xrootd_version=` says it then)."""
+    for word in args:
+        m = _PLUGIN_MAJOR.search(word)
+        if m and int(m.group(1)) >= 6:
+            out["xrootd_version"] = float(int(m.group(1)))
 
 
 def _substitute(text: str, variables: Mapping[str, str], n: int, p: str, strict: bool) -> str:

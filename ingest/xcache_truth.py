@@ -67,12 +67,12 @@ def access_of_record(rec: dict[str, Any]) -> CacheAccess:
                        rec.get("n_blks"))
 
 
-def on_disk(accesses: Sequence[CacheAccess], purges: Iterable[Purge], initial: Iterable[str] = ()) -> list[bool]:
-    """Per access (in the given order): were its file's blocks on the cache's disk when it started?"""
+def _walk(accesses: Sequence[CacheAccess], purges: Iterable[Purge], initial: Iterable[str]):
+    """Per access (in the given order): (file on disk, blocks on disk before it: None if not counted)."""
     order = sorted(range(len(accesses)), key=lambda i: accesses[i].attach)  # stable: equal times keep their order
     pending = sorted(purges, key=lambda p: p.start)
     held: dict[str, int | None] = {lfn: None for lfn in initial}  # lfn -> blocks on disk (None: not counted)
-    truth = [False] * len(accesses)
+    out: list[tuple[bool, int | None]] = [(False, 0)] * len(accesses)
     at = 0
     for i in order:
         a = accesses[i]
@@ -82,18 +82,33 @@ def on_disk(accesses: Sequence[CacheAccess], purges: Iterable[Purge], initial: I
             at += 1
         present = a.lfn in held
         before = held.get(a.lfn)
-        if not present:
-            hit = False
-        elif before is None or a.blocks_done is None:
-            hit = True  # no block counts: the file being there is the answer
-        else:
-            hit = (a.blocks is not None and before >= a.blocks) or a.blocks_done <= before
-        truth[i] = hit
+        out[i] = (present, before if present else 0)
         if a.blocks_done is None:
             held[a.lfn] = before if present else None
         else:
             held[a.lfn] = max(a.blocks_done, before or 0)
+    return out
+
+
+def on_disk(accesses: Sequence[CacheAccess], purges: Iterable[Purge], initial: Iterable[str] = ()) -> list[bool]:
+    """Per access (in the given order): were its file's blocks on the cache's disk when it started?"""
+    truth = []
+    for a, (present, before) in zip(accesses, _walk(accesses, purges, initial)):
+        if not present:
+            truth.append(False)
+        elif before is None or a.blocks_done is None:
+            truth.append(True)  # no block counts: the file being there is the answer
+        else:
+            truth.append((a.blocks is not None and before >= a.blocks) or a.blocks_done <= before)
     return truth
+
+
+def blocks_on_disk(accesses: Sequence[CacheAccess], purges: Iterable[Purge],
+                   initial: Iterable[str] = ()) -> list[int | None]:
+    """Per access: how many of its file's blocks (a prefix: reads start at offset 0 here) were on
+    disk when it started (None: the file was, but no block counts say how much) — the bytes a
+    read served from the cache, for the transfer efficiency's truth."""
+    return [before for _, before in _walk(accesses, purges, initial)]
 
 
 def hit_efficiency(hits: Iterable[bool]) -> float:

@@ -1,5 +1,9 @@
 """XrdPfc's purge runs, read from an XCache's own log (`pfc.trace debug` or `dump`).
 
+Two layouts: XRootD up to 5.6 (`XrdPfc_Cache: … Purge()`, read here) and XRootD 5.7 and later,
+6.x included (`XrdPfc_ResourceMonitor`, ingest/xrdpfc_resmon_log.py); `parse_purges` reads
+either, telling them apart by their lines. docs/xrootd-versions.md has what changed.
+
 XRootD 5.5's `Cache::Purge()` logs, every `purgeinterval` (the first run 1 s after start):
 
     261127 08:54:45 22854 XrdPfc_Cache: info Purge() Started.
@@ -62,9 +66,24 @@ class Purge:
         return self.start.timestamp()
 
 
+def log_time(when: str, tz: Optional[dt.tzinfo]) -> dt.datetime:
+    """A log line's `yymmdd HH:MM:SS`, in `tz` (None: this machine's local zone)."""
+    start = dt.datetime.strptime(when, "%y%m%d %H:%M:%S")
+    return start.replace(tzinfo=tz) if tz else start.astimezone()
+
+
 def parse_purges(lines: Iterable[str], tz: Optional[dt.tzinfo] = None) -> list[Purge]:
-    """The purge runs of a cache log, in order. `tz`: the zone of the log's times (default: this
-    machine's local zone, right when the cache ran here)."""
+    """The purge runs of a cache log, in order, in either layout. `tz`: the zone of the log's
+    times (default: this machine's local zone, right when the cache ran here)."""
+    from ingest import xrdpfc_resmon_log
+
+    text = list(lines)
+    if any(xrdpfc_resmon_log.is_resmon(line) for line in text):
+        return xrdpfc_resmon_log.parse_checks(text, tz)
+    return _parse_purge_runs(text, tz)
+
+
+def _parse_purge_runs(lines: Iterable[str], tz: Optional[dt.tzinfo]) -> list[Purge]:
     out: list[Purge] = []
     cur: Optional[Purge] = None
     for raw in lines:
@@ -74,8 +93,7 @@ def parse_purges(lines: Iterable[str], tz: Optional[dt.tzinfo] = None) -> list[P
             continue
         when, msg = m.groups()
         if msg == "Started.":
-            start = dt.datetime.strptime(when, "%y%m%d %H:%M:%S")
-            cur = Purge(start=start.replace(tzinfo=tz) if tz else start.astimezone())
+            cur = Purge(start=log_time(when, tz))
             continue
         if cur is None:
             continue

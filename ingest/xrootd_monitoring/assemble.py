@@ -232,7 +232,8 @@ class CollectStats:
                "reasons": dict(self.reasons.most_common(50))}
         if streams is not None:
             out["servers"] = [{"origin": s.origin, "server": s.name, "address": s.ip, "stod": s.stod,
-                               "cache": s.is_cache, "datagrams": dict(s.datagrams), "lost": dict(s.lost)}
+                               "cache": s.is_cache, "datagrams": dict(s.datagrams), "lost": dict(s.lost),
+                               "xrootd_version": ident.xrootd_version(s.ident)}
                               for s in streams.values()]
         return out
 

@@ -44,3 +44,13 @@ def from_json(head: dict) -> Ident:
 
     return Ident(s("host"), _port(src.get("port")), s("site"), s("inst"), s("pgm"), s("ver"),
                  sid if type(sid) is int else None)
+
+
+def xrootd_version(server: Ident | None) -> str | None:
+    """The server's XRootD version as the xcache model's `xrootd_version` takes it ("v6.2.1" →
+    "6.2.1"; None when no ident came, or it names no version)."""
+    if server is None:
+        return None
+    v = server.version.strip()
+    v = v[1:] if v[:1] in ("v", "V") else v
+    return v if v[:1].isdigit() else None

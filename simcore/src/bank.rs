@@ -214,7 +214,7 @@ pub(crate) const PARALLEL_MIN_WORK: usize = 20_000;
 
 const SNAPSHOT_MAGIC: &[u8; 8] = b"CSBANK\0\0";
 /// Bump when the serialized layout of any policy changes; old snapshots are then refused.
-pub const SNAPSHOT_VERSION: u32 = 6; // 2: totals are u128; 3: residence ages; 4: arrivals in entries; 5: xcache's purge clock; 6: fetch times, delayed hits
+pub const SNAPSHOT_VERSION: u32 = 6; // 2: totals are u128; 3: residence ages; 4: arrivals in entries; 5: xcache's purge clock; 6: fetch times, delayed hits, xcache's ResourceMonitor beats (xrootd_version)
 
 /// One batch through one cache into `block` ((windows, per_cache) counters); with event times,
 /// residence ages too. `uniform`: the batch's `Events::uniform_tier`, found once for all caches.
@@ -576,6 +576,15 @@ mod tests {
 
     fn events<'a>(id: &'a [u64], size: &'a [u64], tier: &'a [u8], op: &'a [u8]) -> Events<'a> {
         Events { id, size, bytes_read: size, tier, op, next_access: None, window: None, ts: None, key: None, duration_us: None }
+    }
+
+    #[test]
+    fn an_xcache_snapshot_round_trips_and_version_4_is_refused() {
+        let xc = Bank::new(vec![CacheSpec::new("lru", 10), CacheSpec::new("xcache", 10)], 2).unwrap();
+        assert!(Bank::restore(&xc.snapshot()).is_ok());
+        let mut v4 = xc.snapshot();
+        v4[8..12].copy_from_slice(&4u32.to_le_bytes());
+        assert!(Bank::restore(&v4).err().unwrap().contains("version 4"));
     }
 
     #[test]

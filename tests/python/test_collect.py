@@ -491,3 +491,31 @@ def test_a_cache_whose_g_stream_comes_late_within_the_hold_counts_no_access_twic
     events += _feed(asm, [d for d in head if d[:1] == b"g"] + rest) + asm.finish()
     assert len(events) == 1000 and {e.source for e in events} == {"xrootd-gstream"}
     assert asm.stats.superseded == 1000
+
+
+@pytest.mark.parametrize("run", ["run1-default", "run5-json-insthdr-slow-origin"])
+def test_stats_name_each_servers_xrootd_version_from_its_ident(run):
+    """The ident record (binary `&ver=v5.5.3` or JSON `"ver":"v5.5.3"`) gives the version in the
+    form the xcache model's `xrootd_version` takes; a 6.x one reads the same way."""
+    from cachescope.xrdpfc import param_value
+    from ingest.xrootd_monitoring import ident
+
+    asm = Assembler(load_config(), name_of=lambda ip: ip)
+    _feed(asm, datagrams(run))
+    asm.finish()
+    (server,) = asm.stats.as_dict(asm.streams)["servers"]
+    assert server["xrootd_version"] == "5.5.3"
+    assert param_value("xrootd_version", server["xrootd_version"]) == pytest.approx(5.05)
+    six = ident.binary("xrootd/root.12:25@vm", "&pgm=xrootd&ver=v6.2.1&inst=anon&port=1095&site=X")
+    assert ident.xrootd_version(six) == "6.2.1"
+    assert ident.xrootd_version(None) is None
+    assert ident.xrootd_version(ident.binary("x@h", "&pgm=xrootd&ver=unknown")) is None
+
+
+def test_map_records_key_on_the_host_never_the_user_id():
+    """5.5's `user.pid:sid@host` and 6.x's `root.<login number>:sid@host` give the same client."""
+    from ingest.xrootd_monitoring.maps import client_host
+
+    assert client_host("xroot/jdoe.4711:25@[::ffff:127.0.0.1]") == "127.0.0.1"
+    assert client_host("xroot/root.3:25@[::ffff:127.0.0.1]") == "127.0.0.1"
+    assert client_host("xroot/root.4:26@client.example.org") == "client.example.org"

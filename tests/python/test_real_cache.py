@@ -22,7 +22,7 @@ from cachescope.core.processor import GroupProcessor
 from conftest import parse_lines
 from ingest.formats import xrootd_gstream as gs
 from ingest.pipeline import LineParser, open_lines
-from ingest.xcache_truth import CacheAccess, Purge, access_of_record, on_disk, read_purges
+from ingest.xcache_truth import CacheAccess, Purge, access_of_record, blocks_on_disk, on_disk, read_purges
 
 CAPTURES = ("run1-default", "run2-prefetch0", "run3-prefetch0-asyncoff", "run4-asyncoff",
             "run5-json-insthdr-slow-origin")
@@ -237,6 +237,8 @@ def test_truth_follows_purges_and_blocks():
                 CacheAccess("/b", 60), CacheAccess("/b", 70), CacheAccess("/c", 5)]
     purges = [Purge(50, ("/a",)), Purge(60, ("/b",))]
     assert on_disk(accesses, purges, initial=["/c"]) == [False, True, False, True, False, False, True, True]
+    # the blocks each found on disk (the transfer efficiency's truth): None where no count says
+    assert blocks_on_disk(accesses, purges, initial=["/c"]) == [0, 2, 2, 4, 0, 0, None, None]
 
 
 def test_on_the_lab_the_verdict_is_the_truth_and_the_byte_rule_is_not(shared_dir):

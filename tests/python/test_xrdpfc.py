@@ -191,3 +191,40 @@ def test_pipeline_shadow_caches_take_xcache_config_and_units(shared_dir):
         ShadowCaches(policies=["xcache"], sizes=["1GB"], params={"xcache": {"high_watermark": "lots"}})
     with pytest.raises(ValueError, match="not in policies"):
         ShadowCaches(policies=["lru"], sizes=["1GB"], xcache_config=str(cfg))
+
+
+def test_xrootd_version_param_and_config(tmp_path):
+    """`xrootd_version` as sites name it (the engine takes major + minor / 100), and from a
+    configuration that loads a `-6` plugin; a `-5` or plain name says nothing."""
+    assert param_value("xrootd_version", "6.2.1") == pytest.approx(6.02)
+    assert param_value("xrootd_version", "v5.5.3") == pytest.approx(5.05)
+    assert param_value("xrootd_version", "5.10") == pytest.approx(5.10)
+    assert param_value("xrootd_version", 6) == 6
+    for bad in ("six", "", "3.1", "6.2.x1", True):
+        with pytest.raises(XrdPfcError, match="xrootd_version"):
+            param_value("xrootd_version", bad)
+    cfg = tmp_path / "xcache.cfg"
+    for line, version in [("ofs.osslib libXrdPss-6.so\npss.cachelib libXrdPfc-6.so\n", 6.0),
+                          ("ofs.osslib /usr/lib64/libXrdPss-6.so\n", 6.0),
+                          ("ofs.osslib libXrdPss.so\npss.cachelib libXrdPfc.so\n", None),
+                          ("ofs.osslib libXrdPss-5.so\n", None)]:
+        cfg.write_text(line + "pfc.diskusage 0.9 0.95\n")
+        assert read_config(cfg).get("xrootd_version") == version, line
+
+
+def test_xcache_on_6x_purges_every_minute_whatever_purgeinterval_says():
+    """The engine: `purgeinterval 300` on 6.x still checks every 60 s of event time (5.5: every 300)."""
+    n = 30
+    ids = np.arange(1, n + 1, dtype=np.uint64)
+    sizes = np.full(n, 10 << 20, np.uint64)
+    ts = (1_000_000 + np.arange(n) * 20) * 1_000_000  # a read every 20 s, 600 s in all
+    counts = {}
+    for version in ("5.5.3", "6.2.1"):
+        params = {"purge_interval": 300.0, "xrootd_version": param_value("xrootd_version", version)}
+        bank = ShadowBank([CacheSpec("xcache", 100 << 20, params)], 2)
+        zeros = np.zeros(n, np.uint8)
+        bank.feed(ids, sizes, sizes, zeros, zeros, ts=ts.astype(np.int64))
+        (log,) = bank.purge_log(0)
+        counts[version] = [m["time"] - 1_000_000 for m in log]
+    assert counts["5.5.3"] == [0, 300]
+    assert counts["6.2.1"] == list(range(0, 600, 60))

@@ -61,3 +61,60 @@ def test_log_times_in_the_machines_zone_by_default():
     end = "261127 08:54:45 1 XrdPfc_Cache: info Purge() Finished, removed 0 data files, total size 0, bytes to remove at end 0, purge duration 0\n"
     (p,) = parse_purges([line, end])
     assert p.start == dt.datetime(2026, 11, 27, 8, 54, 45).astimezone()
+
+
+def _resmon_fixture() -> list[str]:
+    from conftest import FIXTURES
+
+    return (FIXTURES / "xrdpfc_6.2.1_resmon.log").read_text().splitlines(keepends=True)
+
+
+def test_a_6x_cache_log_gives_one_purge_per_check():
+    """XRootD 6.2.1's layout (XrdPfc_ResourceMonitor, a check every 60 s with `purgeinterval 300s`):
+    each check is a purge run; removed files with their 4 KiB-page sizes and .cinfo times."""
+    got = parse_purges(_resmon_fixture(), tz=UTC)
+    assert [p.start.strftime("%H:%M:%S") for p in got] == ["22:31:36", "22:32:36", "22:33:36", "22:34:36"]
+    first, protected, removing = got[0], got[1], got[2]
+    assert (first.used_disk, first.to_remove, first.removed, first.left_to_remove) == (None, 0, 0, 0)
+    # over the high watermark, every file opened since the previous check: all protected
+    assert (protected.used_disk, protected.files_bytes, protected.to_remove) == (41930752, 41861120, 33542144)
+    assert (protected.removed, protected.protected, protected.left_to_remove) == (0, 15, 33542144)
+    assert removing.removed == len(removing.files) == 15 and removing.protected == 17
+    assert sum(f.bytes for f in removing.files) == removing.removed_bytes == 41861120
+    assert removing.left_to_remove == removing.to_remove - removing.removed_bytes
+    assert all(f.bytes % 4096 == 0 and not f.lfn.endswith(".cinfo") for f in removing.files)
+    assert removing.files[0] == RemovedFile("/store/mc/XCacheLive/Tail/AODSIM/v1/0000/tail_00.root", 1290240,
+                                            1796164297)
+    # oldest first by the .cinfo's mtime
+    assert [f.atime for f in removing.files] == sorted(f.atime for f in removing.files)
+
+
+def test_6x_reading_agrees_with_the_labs_reader(shared_dir):
+    """The lab's own reader (shared/xcache-lab/purges.py, written against the same cache) reads the
+    same numbers from the same lines."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("lab_purges", shared_dir / "xcache-lab" / "purges.py")
+    lab = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lab)
+    lines = _resmon_fixture()
+    want, got = lab.resmon_purges(lines), parse_purges(lines, tz=UTC)
+    assert len(got) == len(want) == 4
+    for p, w in zip(got, want):
+        assert p.start == dt.datetime.fromisoformat(w["start"]).replace(tzinfo=UTC)
+        assert (p.used_disk, p.files_bytes, p.protected, p.removed, p.removed_bytes, p.left_to_remove) == (
+            w.get("used_disk"), w.get("files_bytes"), w["protected"], w["removed"], w["removed_bytes"],
+            w["left_to_remove"])
+        assert [[f.lfn, f.bytes, f.atime] for f in p.files] == w["files"]
+
+
+def test_a_6x_check_cut_short_or_waiting_for_a_running_task():
+    head = "261201 22:40:00 7 XrdPfc_ResourceMonitor: "
+    lines = [head + "debug perform_purge_check() Purge check:\n",
+             head + "debug Disk usage: 2000 exceed highWatermark.\n",
+             head + "debug \tbytes_to_remove   = 1000 B\n",
+             head + "warning perform_purge_check() purge required but previous purge task is still active!\n",
+             head + "debug perform_purge_check() Purge check:\n",
+             head + "info perform_purge_check() scheduling purge task.\n"]  # its task never ends: not returned
+    (p,) = parse_purges(lines, tz=UTC)
+    assert (p.used_disk, p.to_remove, p.removed, p.left_to_remove) == (2000, 1000, 0, 1000)

@@ -1,5 +1,6 @@
 """A real XCache for the test suite: XRootD 5.5 (Debian's xrootd-server, -server-plugins, -client,
-python3-xrootd; `scripts/install-system-deps`) as an origin and caching proxies, on this machine.
+python3-xrootd; `scripts/install-system-deps`) or XRootD 6.x (built by `scripts/build-xrootd6`,
+outside the checkout) as an origin and caching proxies, on this machine.
 
 `XCacheLab` (used by tests/python/test_xcache_real.py):
 - a network namespace with only `lo` (`unshare --net=FILE`, entered with `nsenter`): xrootd 5.5
@@ -11,7 +12,12 @@ python3-xrootd; `scripts/install-system-deps`) as an origin and caching proxies,
   log line per file a purge removes: ingest/xrdpfc_log.py reads them), prefetch off and
   `xrootd.async off` (then the g-stream's b_miss is the bytes fetched, not 64 KiB a block), and
   its UDP monitoring to a port in the namespace where the test's receiver listens;
-- xrootd refuses to run as root: `-R xrootd` (the Debian package's user);
+- xrootd refuses to run as root: `-R xrootd` (the Debian package's user); it loads its plugins
+  after dropping to that user, so a 6.x build (under root's home) is linked or copied into the
+  lab's directory first, its `lib/` on LD_LIBRARY_PATH (`libXrdPss.so` then resolves to
+  `libXrdPss-6.so`, ahead of Debian's `-5`);
+- 6.x logs its purge checks from XrdPfc_ResourceMonitor (ingest/xrdpfc_resmon_log.py): the
+  workload and the log filter look for those lines there;
 - the client: tests/python/xcache_workload.py under Debian's python3, rounds of reads between the
   caches' purges (it watches their logs);
 - everything stopped by PID, the tmpfs unmounted, the namespace removed (`stop`, also after a
@@ -48,6 +54,44 @@ PURGE_INTERVAL = 60  # XrdPfc's minimum
 
 class LabError(Exception):
     """The lab cannot run here, or a part of it failed: one line for the test report."""
+
+
+@dataclass(frozen=True)
+class XRootD:
+    """Which XRootD runs the lab: Debian's (on PATH) or a build (`build`: its `bin/`, `lib/`)."""
+
+    version: str
+    build: Optional[Path] = None
+
+    @property
+    def resmon(self) -> bool:
+        """Purges driven by XrdPfc_ResourceMonitor (XRootD 5.7 and later)."""
+        major, minor = (int(x) for x in self.version.split(".")[:2])
+        return (major, minor) >= (5, 7)
+
+    @property
+    def plugin_suffix(self) -> str:
+        return f"-{self.version.split('.')[0]}"
+
+    #: log lines that mark a purge (5.5) or a purge check (≥ 5.7) begun and ended
+    @property
+    def purge_markers(self) -> dict[str, list[str]]:
+        if self.resmon:
+            return {"Started": ["perform_purge_check() Purge check:"],
+                    "Finished": ["perform_purge_check() purge not required", "OldStylePurgeDriver Finished",
+                                 "perform_purge_check() purge required but previous purge task"]}
+        return {"Started": ["Purge() Started"], "Finished": ["Purge() Finished"]}
+
+
+DEBIAN_XROOTD = XRootD("5.5.3")
+
+
+def built_xrootd() -> XRootD:
+    """The XRootD 6.x that scripts/build-xrootd6 builds (the version is pinned there)."""
+    script = REPO / "scripts" / "build-xrootd6"
+    version = subprocess.run(["bash", str(script), "--version"], capture_output=True, text=True, check=True)
+    prefix = subprocess.run(["bash", str(script), "--prefix"], capture_output=True, text=True, check=True)
+    return XRootD(version.stdout.strip(), Path(prefix.stdout.strip()) / "build")
 
 
 @dataclass
@@ -112,7 +156,7 @@ def make_plan(seed: int = 27, rounds: int = 4) -> Plan:
     return Plan(files, plan_rounds)
 
 
-def check_machine() -> None:
+def check_machine(xrootd: XRootD = DEBIAN_XROOTD) -> None:
     """One line saying why the real XCache cannot run here (LabError), or nothing."""
     if os.geteuid() != 0:
         raise LabError("the real-XCache test needs root (a tmpfs mount and a network namespace): run the suite as root")
@@ -121,6 +165,13 @@ def check_machine() -> None:
             raise LabError(f"{tool} is missing: run scripts/install-system-deps")
     if not list(Path("/usr/lib").glob("*/libXrdPfc-5.so")):
         raise LabError("XrdPfc (libXrdPfc-5.so) is missing: run scripts/install-system-deps (xrootd-server-plugins)")
+    if xrootd.build is not None:
+        need = [xrootd.build / "bin" / "xrootd", *(xrootd.build / "lib" / f"libXrd{p}{xrootd.plugin_suffix}.so"
+                                                   for p in ("Pss", "Pfc"))]
+        missing = [str(n) for n in need if not n.exists()]
+        if missing or not (xrootd.build / ".complete").exists():
+            raise LabError(f"XRootD {xrootd.version} is not built ({missing[0] if missing else 'unfinished build'}): "
+                           "run scripts/build-xrootd6")
     p = subprocess.run([DEBIAN_PYTHON, "-c", "import XRootD.client"], capture_output=True)
     if p.returncode != 0:
         raise LabError(f"{DEBIAN_PYTHON} cannot import XRootD: run scripts/install-system-deps (python3-xrootd)")
@@ -179,6 +230,9 @@ class _Proc:
 class XCacheLab:
     caches: list[CacheSetup]
     plan: Plan
+    xrootd: XRootD = DEBIAN_XROOTD
+    #: `pfc.diskusage … purgeinterval` (6.x checks every 60 s whatever it says)
+    purge_interval: int = PURGE_INTERVAL
     root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="cachescope-xcache-")))
     procs: dict[str, _Proc] = field(default_factory=dict)
     mounted: list[Path] = field(default_factory=list)
@@ -194,7 +248,7 @@ class XCacheLab:
         self.start_servers()
 
     def prepare(self) -> None:
-        check_machine()
+        check_machine(self.xrootd)
         self.started_at = time.time()
         self.root.chmod(0o755)  # xrootd runs as XRD_USER: it must reach its files here
         for d in ("origin", "conf", "logs", "admin/origin", *(f"admin/{c.name}" for c in self.caches)):
@@ -203,11 +257,12 @@ class XCacheLab:
         for c in self.caches:
             self._tmpfs(self.root / c.name, c.fs_mib)
         self._origin_data()
+        self._install_build()
         (self.root / "conf/origin.cfg").write_text(ORIGIN_CFG.format(port=ORIGIN_PORT, root=self.root))
         for c in self.caches:
             self.config_path(c.name).write_text(CACHE_CFG.format(
                 site=c.site, port=c.port, root=self.root, name=c.name, origin_port=ORIGIN_PORT, low=c.low,
-                high=c.high, interval=PURGE_INTERVAL,
+                high=c.high, interval=self.purge_interval,
                 dests=" ".join(f"dest files io info user fstat pfc 127.0.0.1:{u}" for u in c.udp)))
         subprocess.run(["chown", "-R", f"{XRD_USER}:", str(self.root / "admin"), str(self.root / "logs"),
                         *(str(self.root / c.name) for c in self.caches)], check=True)
@@ -254,6 +309,27 @@ class XCacheLab:
         for d, _, files in os.walk(self.root / "origin"):
             os.chmod(d, 0o755)
 
+    def _install_build(self) -> None:
+        """The 6.x build where XRD_USER can load it (hard links when on one filesystem)."""
+        if self.xrootd.build is None:
+            return
+        dest = self.root / "xrootd"
+        for sub in ("bin", "lib"):
+            src = self.xrootd.build / sub
+            p = subprocess.run(["cp", "-al", str(src), str(dest / sub)], capture_output=True)
+            if p.returncode != 0:
+                shutil.rmtree(dest / sub, ignore_errors=True)
+                shutil.copytree(src, dest / sub, symlinks=True)
+        for d, _, _ in os.walk(dest):
+            os.chmod(d, 0o755)
+
+    def xrootd_argv(self, name: str, cfg: Path) -> list[str]:
+        if self.xrootd.build is None:
+            return ["xrootd", "-R", XRD_USER, "-n", name, "-c", str(cfg)]
+        base = self.root / "xrootd"
+        return ["env", f"LD_LIBRARY_PATH={base / 'lib'}", str(base / "bin" / "xrootd"), "-R", XRD_USER, "-n", name,
+                "-c", str(cfg)]
+
     def inns(self, argv: list[str]) -> list[str]:
         """argv run inside the lab's network namespace."""
         assert self.netns is not None
@@ -276,7 +352,7 @@ class XCacheLab:
         # and keep Purge()'s (one per removed file)
         log = self.log_path(name)
         out = open(self.root / "logs" / f"{name}.out", "wb")  # noqa: SIM115 - closed with the process
-        popen = subprocess.Popen(self.inns(["xrootd", "-R", XRD_USER, "-n", name, "-c", str(cfg)]),
+        popen = subprocess.Popen(self.inns(self.xrootd_argv(name, cfg)),
                                  stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.PIPE, cwd=self.root / "admin",
                                  preexec_fn=_child_setup, start_new_session=True)
         out.close()
@@ -338,8 +414,8 @@ class XCacheLab:
         python3, in the namespace); one dict per read and cache."""
         plan_path, out_path = self.root / "plan.json", self.root / "reads.jsonl"
         plan_path.write_text(json.dumps({
-            "caches": [{"name": c.name, "url": f"root://127.0.0.1:{c.port}/", "log": str(self.log_path(c.name))}
-                       for c in self.caches],
+            "caches": [{"name": c.name, "url": f"root://127.0.0.1:{c.port}/", "log": str(self.log_path(c.name)),
+                        "markers": self.xrootd.purge_markers} for c in self.caches],
             "rounds": self.plan.rounds, "round_seconds": round_seconds, "settle_seconds": settle_seconds,
             "hold_seconds": hold_seconds}))
         log = self.root / "logs" / "workload.log"
@@ -363,17 +439,20 @@ class XCacheLab:
 def _filter_log(stream, path: Path) -> None:
     with open(path, "ab", buffering=0) as out:
         for line in iter(stream.readline, b""):
-            if b" dump " in line and b"Purge()" not in line:
+            # a purge's dump lines: 5.5's `Purge() Removed file`, 6.x's `UnlinkPurgeStateFilesInMap …`
+            if b" dump " in line and b"Purge()" not in line and b"UnlinkPurgeStateFilesInMap" not in line:
                 continue
             out.write(line)
     stream.close()
 
 
-if __name__ == "__main__":  # a manual run: python tests/python/xcache_real.py (as root)
+if __name__ == "__main__":  # a manual run: python tests/python/xcache_real.py [ROUNDS [ROUND_S [6]]] (as root)
     caches = [CacheSetup("ok", 256, "80m", "100m", 1095, (9931,), "XCacheOK"),
               CacheSetup("small", 256, "8m", "16m", 1096, (9932,), "XCacheSmall")]
     n_rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 4
-    lab = XCacheLab(caches, make_plan(rounds=n_rounds))
+    six = len(sys.argv) > 3 and sys.argv[3] == "6"
+    lab = XCacheLab(caches, make_plan(rounds=n_rounds), xrootd=built_xrootd() if six else DEBIAN_XROOTD,
+                    purge_interval=300 if six else PURGE_INTERVAL)
     try:
         lab.prepare()
         for c in caches:  # a raw listener per cache, to see the datagrams arrive

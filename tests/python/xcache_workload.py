@@ -5,9 +5,12 @@ environment cannot import it) inside the test's network namespace, by tests/pyth
 
     /usr/bin/python3 xcache_workload.py PLAN.json OUT.jsonl
 
-PLAN: {"caches": [{"name", "url", "log"}], "rounds": [[{"path", "size", "bytes"}, ...], ...],
-"round_seconds": S, "settle_seconds": D, "hold_seconds": H}. Round k starts once every cache's
-log shows its purge k+1 finished (XrdPfc purges 1 s after start, then every purgeinterval), D seconds later (round 0
+PLAN: {"caches": [{"name", "url", "log", "markers"}], "rounds": [[{"path", "size", "bytes"}, ...], ...],
+"round_seconds": S, "settle_seconds": D, "hold_seconds": H}; markers: {"Started": [...],
+"Finished": [...]}, the log lines that begin and end a purge (5.5: `Purge() Started`; 6.x: a
+ResourceMonitor purge check). Round k starts once every cache's
+log shows its purge k+1 finished (XrdPfc 5.5 purges 1 s after start, then every purgeinterval;
+6.x checks 60 s after start, then every 60 s), D seconds later (round 0
 at once: a model of the cache purges first at its first access, then every interval of event
 time, so the first access marks the real cache's purge times), and spreads its reads evenly over
 S seconds, so that no read is in flight when a purge runs and the second-resolution times of the
@@ -35,18 +38,19 @@ from XRootD.client.flags import OpenFlags
 CHUNK = 8 << 20
 
 
-def purges(log: str, what: str) -> int:
+def purges(cache: dict, what: str) -> int:
     """How many purges the cache's log shows `what` (Started, Finished)."""
+    marks = cache["markers"][what]
     try:
-        with open(log, errors="replace") as f:
-            return sum(f"Purge() {what}" in line for line in f)
+        with open(cache["log"], errors="replace") as f:
+            return sum(any(m in line for m in marks) for line in f)
     except FileNotFoundError:
         return 0
 
 
 def wait_purges(caches: list[dict], n: int) -> None:
     """Until every cache's log shows n finished purges (the caches purge on their own clock)."""
-    while any(purges(c["log"], "Finished") < n for c in caches):
+    while any(purges(c, "Finished") < n for c in caches):
         time.sleep(0.2)
 
 
@@ -87,11 +91,11 @@ def main() -> int:
                 if due > time.time():
                     time.sleep(due - time.time())
                 for c in caches:
-                    before = purges(c["log"], "Started")
+                    before = purges(c, "Started")
                     start = time.time()
                     got, status = read(c["url"] + r["path"], r["size"], r["bytes"], plan["hold_seconds"])
                     end = time.time()
-                    after = purges(c["log"], "Started")
+                    after = purges(c, "Started")
                     failed += status != "ok"
                     out.write(json.dumps({"cache": c["name"], "path": r["path"], "size": r["size"],
                                           "bytes": r["bytes"], "got": got, "start": start, "end": end,

@@ -28,6 +28,8 @@
 //! - `files_baseline`, `files_nominal`, `files_max`: XrdPfc's `files baseline nominal max`
 //!   (fractions or bytes like the watermarks; all three or none; baseline < nominal < max).
 //! - `baseline_used`: bytes of other data on the cache's filesystem, default 0.
+//! - `xrootd_version`: the real cache's XRootD, major + minor / 100 (default 5.05; see "XRootD
+//!   versions" below: from 5.07 purges follow 5.7's ResourceMonitor).
 //! - `prefetch`: XrdPfc's `pfc.prefetch` (blocks in flight per file), default 0 = off. XrdPfc
 //!   prefetches the blocks of an open file that no client asked for yet: in the lab (prefetch
 //!   10) 990 of 994 accesses ended with every block of the file downloaded. With `prefetch > 0`
@@ -96,6 +98,23 @@
 //!   is one eviction of its cached bytes (`removed_bytes`: bytes of data); the last 1024 purges
 //!   are kept in a log (`purge_log`).
 //! - Ties in access time (whole seconds in XrdPfc) are broken by access order.
+//!
+//! # XRootD versions
+//! `xrootd_version` (major + minor / 100; default 5.05 = 5.5, the version the rules above were
+//! read from) switches to what XRootD 5.7 and later (6.x included; read from 6.2.1's
+//! XrdPfcResourceMonitor.cc, XrdPfcPurge.cc, XrdPfcFPurgeState.cc, checked against a real 6.2.1
+//! cache in tests/python/test_xcache_real.py) do:
+//! - A **purge check every 60 s** whatever `purge_interval` says: the first at the first
+//!   request's time (the heart-beat started 60 s before it), then 60 s after the previous
+//!   check, or earlier when a report beat (every `purge_interval`, from the heart-beat's start)
+//!   or a cold-file purge (every `purge_interval × purge_cold_period` seconds, also from the
+//!   start; not at the first check) falls due: each of those is a check too and restarts the
+//!   60 s. Each check ends a protection period (XrdPfc clears its purge-protected set there).
+//! - Files are counted by their filesystem pages (`st_blocks`: data rounded up to 4 KiB), not
+//!   whole blocks, in the candidates' budget and in what is left to remove, which starts at
+//!   `(bytes to remove >> 9) + 1` st_blocks.
+//! - Oldest first by the `.cinfo` file's modification time (about the last close): with reads
+//!   instantaneous here that is the same order as the last access.
 //!
 //! Other rules:
 //! - `remove(id)` (file deleted or rewritten at the source) drops its blocks at once.
@@ -198,6 +217,12 @@ pub struct PurgeRecord {
 
 /// Purges kept in the log.
 const PURGE_LOG: usize = 1024;
+/// ResourceMonitor's purge-check period (seconds), whatever `purgeinterval` says.
+const CHECK_INTERVAL: u64 = 60;
+/// Filesystem page: ResourceMonitor counts a file by its st_blocks.
+const PAGE: u64 = 4096;
+/// `xrootd_version` (major + minor / 100) from which the ResourceMonitor drives purges.
+const RESMON_FROM: f64 = 5.07;
 
 #[derive(Clone, Serialize, Deserialize)]
 pub struct XCache {
@@ -215,6 +240,13 @@ pub struct XCache {
     interval: u64,
     cold_age: u64,
     cold_period: u32,
+    /// XRootD ≥ 5.7's ResourceMonitor: a purge check every 60 s, `purgeinterval` the cold-file
+    /// cadence, files counted by their filesystem pages (the module doc, "XRootD versions").
+    resmon: bool,
+    /// ResourceMonitor: event time of the next report beat (every `interval`) and of the next
+    /// cold-file purge (every `interval × cold_period`); both wake a check of their own.
+    next_report: u64,
+    next_cold: u64,
     /// Purges until the next cold-file purge (0 before the first purge: it runs one).
     cold_countdown: u32,
     /// Cached bytes of all files (file usage).
@@ -240,6 +272,16 @@ fn level(params: &Params, key: &str, default: f64, capacity: u64) -> Result<u64,
         return Err(format!("parameter {key}={v} is {bytes} bytes, above the capacity ({capacity} bytes)"));
     }
     Ok(bytes as u64)
+}
+
+/// `xrootd_version`: the real cache's XRootD as major + minor / 100 (5.05 for 5.5, the default;
+/// 6.02 for 6.2; the Python side reads `6.2.1`).
+fn xrootd_version(params: &Params) -> Result<f64, String> {
+    let v = params.get("xrootd_version", 5.05);
+    if !(4.0..100.0).contains(&v) {
+        return Err(format!("parameter xrootd_version={v} must be an XRootD version as major + minor / 100 (5.05 for 5.5, 6.02 for 6.2)"));
+    }
+    Ok(v)
 }
 
 /// A whole non-negative number parameter (seconds, bytes, purges).
@@ -273,7 +315,13 @@ impl XCache {
 
     /// One purge at event time `now`.
     fn purge(&mut self, now: u64, ev: &mut Evictions) -> PurgeRecord {
-        let cold = self.cold_age > 0 && {
+        let cold = self.cold_age > 0 && if self.resmon {
+            let due = now >= self.next_cold;
+            if due {
+                self.next_cold = now + self.interval.saturating_mul(self.cold_period as u64);
+            }
+            due
+        } else {
             self.cold_countdown = self.cold_countdown.saturating_sub(1);
             let due = self.cold_countdown == 0;
             if due {
@@ -289,6 +337,10 @@ impl XCache {
             cold,
             ..PurgeRecord::default()
         };
+        if self.resmon && left > 0 {
+            // ResourceMonitor counts 512-byte st_blocks: `(bytes >> 9) + 1` of them to remove
+            left = (left >> 9 << 9) + 512;
+        }
         if left > 0 || cold {
             // files last accessed before this are cold (none when the cold purge is not due)
             let cold_before = if cold { now.saturating_sub(self.cold_age) } else { 0 };
@@ -304,7 +356,9 @@ impl XCache {
                 }
                 // XrdPfc counts a file by its downloaded blocks (`nBytes`: the last, partial one
                 // whole) in the candidates' budget and in what is left to remove
-                let blocks = (e.cached.div_ceil(self.block_size) * self.block_size) as i128;
+                // whole blocks; ResourceMonitor: the file's st_blocks, its data in 4 KiB pages
+                let unit = if self.resmon { PAGE } else { self.block_size };
+                let blocks = (e.cached.div_ceil(unit) * unit) as i128;
                 candidates += blocks;
                 if e.epoch == self.epoch {
                     rec.protected_files += 1;
@@ -337,6 +391,15 @@ impl XCache {
             Some(at) => at,
             None => now,
         };
+        if self.resmon {
+            if self.next_purge.is_none() {
+                // the first check at the first request: the heart-beat started 60 s before it
+                let start = now.saturating_sub(CHECK_INTERVAL);
+                self.next_report = start + self.interval;
+                self.next_cold = start + self.interval.saturating_mul(self.cold_period as u64);
+            }
+            return self.advance_checks(at, now, ev);
+        }
         // purges with no request between them: once one ran with nothing protected and
         // removed nothing, the ones after it change nothing either (unless a cold-file purge
         // may still find files growing cold)
@@ -349,6 +412,36 @@ impl XCache {
                 let skipped = (now - at) / self.interval + 1;
                 self.epoch = self.epoch.wrapping_add(skipped as u32);
                 at += skipped * self.interval;
+            }
+        }
+        self.next_purge = Some(at);
+    }
+
+    /// ResourceMonitor's heart-beat (XrdPfcResourceMonitor.cc): a check 60 s after the previous
+    /// one, or earlier when a report beat or a cold-file purge falls due, which restarts the 60 s.
+    fn advance_checks(&mut self, mut at: u64, now: u64, ev: &mut Evictions) {
+        let aligned = self.interval % CHECK_INTERVAL == 0 && self.cold_age == 0;
+        let mut idle = 0u32;
+        while at <= now {
+            let rec = self.purge(at, ev);
+            if at >= self.next_report {
+                self.next_report = at + self.interval;
+            }
+            let mut next = (at + CHECK_INTERVAL).min(self.next_report);
+            if self.cold_age > 0 {
+                next = next.min(self.next_cold);
+            }
+            at = next;
+            idle += 1;
+            // idle checks (nothing protected, nothing removed) change nothing: skip them while
+            // the report beats fall on check times
+            if aligned && idle >= 2 && rec.removed_files == 0 && at <= now {
+                let skipped = (now - at) / CHECK_INTERVAL + 1;
+                self.epoch = self.epoch.wrapping_add(skipped as u32);
+                at += skipped * CHECK_INTERVAL;
+                if self.next_report <= at {
+                    self.next_report += (at - self.next_report).div_ceil(self.interval) * self.interval;
+                }
             }
         }
         self.next_purge = Some(at);
@@ -446,6 +539,9 @@ impl Policy for XCache {
             cold_age: whole(params, "purge_cold_age", 0.0, 0.0)?,
             cold_period: whole(params, "purge_cold_period", 10.0, 1.0)?.min(u32::MAX as u64) as u32,
             cold_countdown: 0,
+            resmon: xrootd_version(params)? >= RESMON_FROM,
+            next_report: 0,
+            next_cold: 0,
             used: 0,
             table: Table::default(),
             lru: List::default(),
@@ -759,6 +855,84 @@ mod tests {
         assert_eq!(read(&mut p, 250, e, 5, 5), (false, 0, 5, 30));
         let times: Vec<u64> = log(&mut p).iter().map(|r| r.time).collect();
         assert_eq!(times, [0, 60, 120, 180, 240]);
+    }
+
+    #[test]
+    fn golden_resmon_checks_every_minute() {
+        // XRootD 6.2 (ResourceMonitor): purgeinterval 300 s, yet a check every 60 s. Capacity
+        // 100, block 1: hwm 95, lwm 90.
+        let v6 = [("block_size", 1.0), ("purge_interval", 300.0), ("xrootd_version", 6.02)];
+        let mut p = xcache(100, &v6);
+        let (a, b, c, d) = (1, 2, 3, 4);
+        assert_eq!(read(&mut p, 0, a, 40, 40), (false, 0, 40, 0));
+        assert_eq!(read(&mut p, 1, b, 40, 40), (false, 0, 40, 0));
+        assert_eq!(read(&mut p, 2, c, 20, 20), (false, 0, 20, 0));
+        // t = 60: a check (5.5 would wait for 300): all three opened since the one at 0
+        assert_eq!(read(&mut p, 60, d, 1, 1), (false, 0, 0, 0));
+        let rec = *log(&mut p).last().unwrap();
+        assert_eq!((rec.time, rec.bytes_to_remove, rec.removed_files, rec.protected_files), (60, 10, 0, 1));
+        // t = 120: A (oldest) goes
+        assert_eq!(read(&mut p, 130, d, 1, 1), (false, 0, 1, 40));
+        let times: Vec<u64> = log(&mut p).iter().map(|r| r.time).collect();
+        assert_eq!(times, [0, 60, 120]);
+        // the same reads under 5.5's timing: no purge before 300
+        let mut q = xcache(100, &[("block_size", 1.0), ("purge_interval", 300.0)]);
+        for (t, id, size) in [(0, a, 40), (1, b, 40), (2, c, 20), (60, d, 1), (130, d, 1)] {
+            read(&mut q, t, id, size, size);
+        }
+        assert_eq!(log(&mut q).iter().map(|r| r.time).collect::<Vec<_>>(), [0]);
+        assert!(q.contains(a));
+
+        // a gap: idle checks are skipped, the clock stays on the minute
+        read(&mut p, 10_000, 9, 1, 1);
+        read(&mut p, 10_019, 9, 1, 1);
+        assert_ne!(log(&mut p).last().unwrap().time, 10_020);
+        read(&mut p, 10_020, 9, 1, 1);
+        assert_eq!(log(&mut p).last().unwrap().time, 10_020);
+
+        // a purgeinterval off the minute adds its own beats, each restarting the 60 s: the
+        // heart-beat starts at −60 (first check 0), reports at 30, then 120, 210, …
+        let mut r = xcache(100, &[("block_size", 1.0), ("purge_interval", 90.0), ("xrootd_version", 6.02)]);
+        for t in [0, 61, 91, 151, 181, 241] {
+            read(&mut r, t, t as u64 + 1, 1, 1);
+        }
+        assert_eq!(log(&mut r).iter().map(|x| x.time).collect::<Vec<_>>(), [0, 30, 90, 120, 180, 210]);
+    }
+
+    #[test]
+    fn golden_resmon_counts_pages_and_purges_cold_files_on_its_cadence() {
+        // ResourceMonitor counts a file by its 4 KiB pages, not its blocks (block 1 MiB here):
+        // capacity 1 MiB, watermarks 400 000 / 500 000 bytes, files of 100 000 bytes (25 pages
+        // = 102 400 bytes; 1 block = 1 048 576 to 5.5)
+        let (mib, f) = (1u64 << 20, 100_000u64);
+        let mut p = xcache(mib, &[("low_watermark", 400_000.0), ("high_watermark", 500_000.0), ("purge_interval", 60.0),
+                                  ("xrootd_version", 6.02)]);
+        for (i, t) in (0..6).zip([0, 1, 2, 3, 4, 5]) {
+            read(&mut p, t, i + 1, f, f);
+        }
+        // t = 60: everything protected; t = 120: 600 000 − 400 000 = 200 000 to remove, which
+        // is 391 st_blocks (200 192 bytes): two pages-counted files (204 800) reach it
+        read(&mut p, 120, 99, 1, 1);
+        let rec = *log(&mut p).last().unwrap();
+        assert_eq!((rec.time, rec.removed_files, rec.removed_bytes), (120, 2, 2 * f));
+        // 5.5 counts whole blocks: the first file (1 MiB to it) is enough
+        let mut q = xcache(mib, &[("low_watermark", 400_000.0), ("high_watermark", 500_000.0), ("purge_interval", 60.0)]);
+        for (i, t) in (0..6).zip([0, 1, 2, 3, 4, 5]) {
+            read(&mut q, t, i + 1, f, f);
+        }
+        read(&mut q, 120, 99, 1, 1);
+        assert_eq!(log(&mut q).last().unwrap().removed_files, 1);
+
+        // cold files every purgeinterval × period seconds from the heart-beat's start (the
+        // first check − 60), not at the first check: interval 120, period 2 → 180, 420, …
+        let mut c = xcache(1000, &[("block_size", 1.0), ("purge_interval", 120.0), ("purge_cold_age", 100.0),
+                                   ("purge_cold_period", 2.0), ("xrootd_version", 6.02)]);
+        read(&mut c, 0, 1, 10, 10);
+        read(&mut c, 130, 2, 10, 10);
+        read(&mut c, 200, 3, 10, 10);
+        let cold: Vec<(u64, bool)> = log(&mut c).iter().map(|r| (r.time, r.cold)).collect();
+        assert_eq!(cold, [(0, false), (60, false), (120, false), (180, true)]);
+        assert!(!c.contains(1) && c.contains(2), "1 (last read at 0 < 180 − 100) is cold");
     }
 
     #[test]
