@@ -16,7 +16,7 @@ from cachescope.config import CachescopeConfig
 from cachescope.events import AccessEvent, file_id_of
 from cachescope.tiers import TierClassifier
 from cachescope.units import MAX_ACCESS_BYTES
-from ingest.formats._base import Access, BadRecord
+from ingest.formats._base import U64_MAX, Access, BadRecord
 
 _PATH_CACHE_LIMIT = 500_000
 _TS_LIMIT = 2**63  # microseconds must fit in int64
