@@ -211,7 +211,7 @@ def bench_serve(args, cache_seconds: float, copy: bool = True, tree: Path = REPO
         headers = {"Authorization": f"Bearer {token}"}
         cmd += ["--clickhouse", args.clickhouse]
     env["PYTHONPATH"] = str(tree) + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, env=env, cwd=tree, stderr=subprocess.PIPE, text=True)
     try:
         import httpx
 
@@ -313,7 +313,7 @@ def export_rev(rev: str) -> Path:
     for so in (REPO / "cachescope").glob("_simcore*.so"):
         shutil.copy2(so, dst / "cachescope" / so.name)
     where = subprocess.run([sys.executable, "-c", "import api, cachescope; print(cachescope.__file__, api.__file__)"],
-                           env={**os.environ, "PYTHONPATH": str(dst)}, capture_output=True, text=True, check=True)
+                           env={**os.environ, "PYTHONPATH": str(dst)}, cwd=dst, capture_output=True, text=True, check=True)
     if not all(x.startswith(str(dst)) for x in where.stdout.split()):
         raise SystemExit(f"--against {rev}: the exported tree is not the one imported ({where.stdout.strip()})")
     return dst
@@ -348,6 +348,7 @@ def main() -> None:
     args = ap.parse_args()
     if (args.store is None) == (args.clickhouse is None):
         ap.error("give exactly one of --store or --clickhouse")
+    args.store = args.store.resolve() if args.store else None  # the old revision runs in its own directory
     from cachescope.store import migrations, tables
 
     store = open_store(args)
@@ -390,7 +391,7 @@ def whatif_process(args, tree: Path, rev: str) -> None:
             "[int(c) for c in sys.argv[6].split(',')])")
     out = subprocess.run([sys.executable, "-c", code, str(tree / "scripts" / "bench_api.py"), str(args.store or ""),
                           args.clickhouse or "", args.database, str(args.days), args.configs],
-                         env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True, text=True)
+                         env={**os.environ, "PYTHONPATH": str(tree)}, cwd=tree, capture_output=True, text=True)
     if out.returncode:
         raise SystemExit(f"what-if on {rev}: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.returncode}")
     for line in out.stdout.splitlines():
@@ -422,6 +423,7 @@ def main() -> None:
     args = ap.parse_args()
     if (args.store is None) == (args.clickhouse is None):
         ap.error("give exactly one of --store or --clickhouse")
+    args.store = args.store.resolve() if args.store else None  # the old revision runs in its own directory
     from cachescope.store import migrations, tables
 
     store = open_store(args)
