@@ -6,7 +6,6 @@ answer, but identical requests in flight still share one computation)."""
 
 from __future__ import annotations
 
-import gzip
 import threading
 import time
 from collections import OrderedDict
@@ -14,6 +13,8 @@ from concurrent.futures import Future
 from typing import Callable
 
 from fastapi import Request, Response
+
+from api.compress import gzip_bytes
 
 
 class AnswerCache:
@@ -84,7 +85,7 @@ class _Entry:
     def gz(self) -> bytes:
         with self._lock:
             if self._gz is None:
-                self._gz = gzip.compress(self.body, compresslevel=1, mtime=0)  # 3x faster than 5, ~20% larger
+                self._gz = gzip_bytes(self.body, level=1)  # 3x faster than 5, ~20% larger; on all cores
             return self._gz
 
 

@@ -241,6 +241,17 @@ def bench_serve(args, cache_seconds: float, copy: bool = True, tree: Path = REPO
                       f"{(time.perf_counter() - t0) * 1000:.0f} ms", flush=True)
                 cold = False
             asyncio.run(load(url, params, 2, 4, headers))  # warm
+            # a query no one asked yet, by every client at once: computed once, the others join it
+            # (and take its gzip); rounds of distinct ranges, none asked by the loads below
+            lat = []
+            for r in range(args.coalesced):
+                q = {**params, "from": (START + dt.timedelta(hours=60 + r)).isoformat()}
+                lat += asyncio.run(load(url, q, args.clients, args.clients, headers))
+            if lat:
+                p = np.percentile(np.array(lat) * 1000, [50, 95])
+                print(f"[{store_label(args)}, {mode}] /v1/efficiency {label}, {args.coalesced} new queries each asked "
+                      f"by {args.clients} clients at once: p50 {p[0]:.1f} ms, p95 {p[1]:.1f} ms, max "
+                      f"{max(lat) * 1000:.1f} ms", flush=True)
             for varied in (True, False):
                 if not varied and not cache_seconds:
                     continue  # identical requests matter only to show what the answer cache does
@@ -344,6 +355,7 @@ def main() -> None:
     ap.add_argument("--python-load", action="store_true", help="also the httpx load generator (wrk is used when present)")
     ap.add_argument("--against", metavar="REV", help="also run revision REV (same Rust sources), alternately with "
                     "the current code: what-if in a process of its own, each serve case before the current one")
+    ap.add_argument("--coalesced", type=int, default=5, help="rounds of one new query asked by every client at once")
     ap.add_argument("--repeat", type=int, default=1, help="rounds of the comparison (with --against)")
     args = ap.parse_args()
     if (args.store is None) == (args.clickhouse is None):
@@ -419,6 +431,7 @@ def main() -> None:
     ap.add_argument("--python-load", action="store_true", help="also the httpx load generator (wrk is used when present)")
     ap.add_argument("--against", metavar="REV", help="also run revision REV (same Rust sources), alternately with "
                     "the current code: what-if in a process of its own, each serve case before the current one")
+    ap.add_argument("--coalesced", type=int, default=5, help="rounds of one new query asked by every client at once")
     ap.add_argument("--repeat", type=int, default=1, help="rounds of the comparison (with --against)")
     args = ap.parse_args()
     if (args.store is None) == (args.clickhouse is None):
