@@ -15,8 +15,8 @@ ordered by (cache_group, policy, size_bytes, tier_key, time).
 
 Fresh: before answering, at most once per `check_seconds`, the table's active parts are looked at
 (`reads.table_version`, ~2 ms); any insert, merge or mutation reloads the copy (single-flight:
-other requests wait for it; a whole reload: 138 k rows take 0.5–0.8 s, and a table written
-while served pays that once per write). A table above `max_rows` is not copied (the read layer
+other requests wait for it; a whole reload: 138 k rows take 0.2–0.5 s, mostly the store's query,
+and a table written while served pays that once per write). A table above `max_rows` is not copied (the read layer
 answers); a copy takes about 200 bytes a row (two sorted orders of the counters).
 """
 
