@@ -51,3 +51,34 @@ def test_pieces_are_deflated_in_the_pool(monkeypatch):
     body = _answer_like(3 * CHUNK + 7)
     assert gzip.decompress(gzip_bytes(body)) == body
     assert sorted(seen) == [(0, CHUNK), (CHUNK, 2 * CHUNK), (2 * CHUNK, 3 * CHUNK), (3 * CHUNK, 3 * CHUNK + 7)]
+
+
+def _request(gz: bool, query: bytes = b"step=1h"):
+    import types
+
+    from starlette.requests import Request
+
+    auth = types.SimpleNamespace(scopes=lambda request: {"read"})
+    app = types.SimpleNamespace(state=types.SimpleNamespace(auth=auth))
+    return Request({"type": "http", "method": "GET", "path": "/v1/efficiency", "query_string": query,
+                    "headers": [(b"accept-encoding", b"gzip")] if gz else [], "app": app})
+
+
+def test_a_large_kept_answer_to_gzip_is_not_answered_on_the_event_loop():
+    from fastapi import Response
+
+    from api.cache import AnswerCache
+
+    cache = AnswerCache(seconds=60)
+    big, small = _answer_like(2 * CHUNK), _answer_like(100_000)
+    assert cache.quick(_request(True))  # nothing kept: computed where it is asked
+    in_flight = []
+    cache.get(_request(True), lambda: in_flight.append(cache.quick(_request(True))) or Response(big))
+    assert in_flight == [False]  # an identical request meanwhile waits in a thread, not on the loop
+    assert not cache.quick(_request(True))  # kept, its gzip still to make (tens of ms)
+    assert cache.quick(_request(False))  # a client without gzip takes the bytes kept
+    served = cache.get(_request(True), lambda: Response(b"not asked"))
+    assert served.headers["content-encoding"] == "gzip" and gzip.decompress(served.body) == big
+    assert cache.quick(_request(True))  # the gzip is made: shared by every later client
+    cache.get(_request(True, b"step=1d"), lambda: Response(small))
+    assert cache.quick(_request(True, b"step=1d"))  # a small one is gzipped in a few ms, on the loop
