@@ -12,7 +12,14 @@
    also httpx with --python-load): C connections on /v1/efficiency at 1h over 28-30 days, each
    request a different query (range start, policy, size: an answer cache cannot carry it), then
    one query repeated (what the answer cache does); with the in-process table copy (the default)
-   and without it (SQL per request); prints p50/p95/p99 and requests/s.
+   and without it (SQL per request); prints p50/p95/p99 and requests/s; before them, the first
+   answer of the fresh server (cold: the copy's load in it) and rounds of one new query asked by
+   every client at once (computed once, joined by the others).
+4. `--against REV` (same Rust sources): REV's tree is exported beside this one and run
+   alternately with it (`--repeat` rounds): the what-if cases in a process of each tree, each
+   serve case on REV's code first, then on the current code.
+
+    .venv/bin/python scripts/bench_api.py --store var/bench-api --against main --repeat 3 --skip-whatif
 """
 
 from __future__ import annotations
