@@ -12,7 +12,14 @@
    also httpx with --python-load): C connections on /v1/efficiency at 1h over 28-30 days, each
    request a different query (range start, policy, size: an answer cache cannot carry it), then
    one query repeated (what the answer cache does); with the in-process table copy (the default)
-   and without it (SQL per request); prints p50/p95/p99 and requests/s.
+   and without it (SQL per request); prints p50/p95/p99 and requests/s; before them, the first
+   answer of the fresh server (cold: the copy's load in it) and rounds of one new query asked by
+   every client at once (computed once, joined by the others).
+4. `--against REV` (same Rust sources): REV's tree is exported beside this one and run
+   alternately with it (`--repeat` rounds): the what-if cases in a process of each tree, each
+   serve case on REV's code first, then on the current code.
+
+    .venv/bin/python scripts/bench_api.py --store var/bench-api --against main --repeat 3 --skip-whatif
 """
 
 from __future__ import annotations
@@ -191,14 +198,14 @@ end
 """
 
 
-def bench_serve(args, cache_seconds: float, copy: bool = True) -> None:
+def bench_serve(args, cache_seconds: float, copy: bool = True, tree: Path = REPO, rev: str = "current") -> None:
     from urllib.parse import urlencode
 
     port = free_port()
     env = dict(os.environ)
     env["CACHESCOPE_ANSWER_CACHE_SECONDS"] = str(cache_seconds)
     env["CACHESCOPE_SERIES_COPY_MAX_ROWS"] = "1000000" if copy else "0"
-    mode = (f"answer cache {cache_seconds:g} s" if cache_seconds else "answer cache off") + \
+    mode = f"{rev}, " + (f"answer cache {cache_seconds:g} s" if cache_seconds else "answer cache off") + \
         (", table copy" if copy else ", SQL per request (copy off)")
     headers = {}
     cmd = [str(Path(sys.executable).parent / "cachescope"), "serve", "--port", str(port), "--database", args.database]
@@ -210,8 +217,8 @@ def bench_serve(args, cache_seconds: float, copy: bool = True) -> None:
         env["CACHESCOPE_API_TOKENS"] = hashlib.sha256(token.encode()).hexdigest() + ":read+whatif"
         headers = {"Authorization": f"Bearer {token}"}
         cmd += ["--clickhouse", args.clickhouse]
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
+    env["PYTHONPATH"] = str(tree) + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.Popen(cmd, env=env, cwd=tree, stderr=subprocess.PIPE, text=True)
     try:
         import httpx
 
@@ -230,10 +237,28 @@ def bench_serve(args, cache_seconds: float, copy: bool = True) -> None:
                   {**base, "policy": "arc", "size": "10TB", "by_tier": "true"}),
                  ("summed", "24 configurations, tiers summed (17,280 points)", base),
                  ("tiers", "24 configurations x 8 tiers (138,240 points)", {**base, "by_tier": "true"}))
+        cold = True
         for case, label, params in cases:
             if args.cases and case not in args.cases.split(","):
                 continue
-            asyncio.run(load(url, params, 2, 4, headers))  # warm (the copy is loaded by the first request)
+            if cold:  # the first answer of a fresh server: the store's query and the copy's load in it
+                t0 = time.perf_counter()
+                asyncio.run(load(url, params, 1, 1, headers))
+                print(f"[{store_label(args)}, {mode}] /v1/efficiency {label}: cold first answer "
+                      f"{(time.perf_counter() - t0) * 1000:.0f} ms", flush=True)
+                cold = False
+            asyncio.run(load(url, params, 2, 4, headers))  # warm
+            # a query no one asked yet, by every client at once: computed once, the others join it
+            # (and take its gzip); rounds of distinct ranges, none asked by the loads below
+            lat = []
+            for r in range(args.coalesced):
+                q = {**params, "from": (START + dt.timedelta(hours=60 + r)).isoformat()}
+                lat += asyncio.run(load(url, q, args.clients, args.clients, headers))
+            if lat:
+                p = np.percentile(np.array(lat) * 1000, [50, 95])
+                print(f"[{store_label(args)}, {mode}] /v1/efficiency {label}, {args.coalesced} new queries each asked "
+                      f"by {args.clients} clients at once: p50 {p[0]:.1f} ms, p95 {p[1]:.1f} ms, max "
+                      f"{max(lat) * 1000:.1f} ms", flush=True)
             for varied in (True, False):
                 if not varied and not cache_seconds:
                     continue  # identical requests matter only to show what the answer cache does
@@ -294,6 +319,24 @@ async def load_many(url: str, queries: list[dict], clients: int, headers: dict) 
     return lat
 
 
+def export_rev(rev: str) -> Path:
+    """REV's tree (git archive) beside this one, with this checkout's built engine: the code to
+    compare with, run alternately with the current one. REV must have the same Rust sources."""
+    if subprocess.run(["git", "-C", str(REPO), "diff", "--quiet", rev, "--", "simcore/src"]).returncode != 0:
+        raise SystemExit(f"--against {rev}: its simcore/src differs from this checkout's (only Python changes "
+                         "compare here: build that revision in its own checkout)")
+    dst = Path(tempfile.mkdtemp(prefix="bench-api-against-"))
+    tar = subprocess.run(["git", "-C", str(REPO), "archive", rev], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dst)], input=tar, check=True)
+    for so in (REPO / "cachescope").glob("_simcore*.so"):
+        shutil.copy2(so, dst / "cachescope" / so.name)
+    where = subprocess.run([sys.executable, "-c", "import api, cachescope; print(cachescope.__file__, api.__file__)"],
+                           env={**os.environ, "PYTHONPATH": str(dst)}, cwd=dst, capture_output=True, text=True, check=True)
+    if not all(x.startswith(str(dst)) for x in where.stdout.split()):
+        raise SystemExit(f"--against {rev}: the exported tree is not the one imported ({where.stdout.strip()})")
+    return dst
+
+
 def store_label(args) -> str:
     return "chDB" if args.store else "ClickHouse server"
 
@@ -317,9 +360,14 @@ def main() -> None:
     ap.add_argument("--cases", default="", help="load cases (one, summed, tiers; default all)")
     ap.add_argument("--copy", default="on,off", help="table copy of /v1/efficiency on and/or off (SQL per request)")
     ap.add_argument("--python-load", action="store_true", help="also the httpx load generator (wrk is used when present)")
+    ap.add_argument("--against", metavar="REV", help="also run revision REV (same Rust sources), alternately with "
+                    "the current code: what-if in a process of its own, each serve case before the current one")
+    ap.add_argument("--coalesced", type=int, default=5, help="rounds of one new query asked by every client at once")
+    ap.add_argument("--repeat", type=int, default=1, help="rounds of the comparison (with --against)")
     args = ap.parse_args()
     if (args.store is None) == (args.clickhouse is None):
         ap.error("give exactly one of --store or --clickhouse")
+    args.store = args.store.resolve() if args.store else None  # the old revision runs in its own directory
     from cachescope.store import migrations, tables
 
     store = open_store(args)
@@ -336,13 +384,124 @@ def main() -> None:
         store.command(f"OPTIMIZE TABLE {tables.ACCESS_EVENTS} FINAL")
     print(f"backend {store.backend}; {store.query(f'SELECT count() FROM {tables.ACCESS_EVENTS}').scalar():,} "
           f"stored accesses; peak RSS {rss_mb():,.0f} MB", flush=True)
-    if not args.skip_whatif:
-        bench_whatif(store, args.days, f"{args.days} days", [int(c) for c in args.configs.split(",")])
-    store.close()  # chDB: one process per store directory; `serve` opens it next
-    if not args.skip_load:
-        for copy in args.copy.split(","):
-            for seconds in args.cache.split(","):
-                bench_serve(args, float(seconds), copy == "on")
+    store.close()  # chDB: one process per store directory; `serve` (or the what-if process) opens it next
+    old = export_rev(args.against) if args.against else None
+    try:
+        for _ in range(args.repeat if old else 1):
+            if not args.skip_whatif:
+                for tree, rev in ((old, args.against), (REPO, "current")) if old else ((REPO, "current"),):
+                    whatif_process(args, tree, rev)
+            if not args.skip_load:
+                for copy in args.copy.split(","):
+                    for seconds in args.cache.split(","):
+                        if old:
+                            bench_serve(args, float(seconds), copy == "on", old, args.against)
+                        bench_serve(args, float(seconds), copy == "on")
+    finally:
+        if old:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def whatif_process(args, tree: Path, rev: str) -> None:
+    """The what-if cases in a process of their own, on `tree`'s code and script (peak RSS its own)."""
+    code = ("import sys, runpy, types; from pathlib import Path; m = runpy.run_path(sys.argv[1], run_name='bench_api'); "
+            "a = types.SimpleNamespace(store=Path(sys.argv[2]) if sys.argv[2] else None, clickhouse=sys.argv[3] or None, "
+            "database=sys.argv[4]); m['bench_whatif'](m['open_store'](a), int(sys.argv[5]), sys.argv[5] + ' days', "
+            "[int(c) for c in sys.argv[6].split(',')])")
+    out = subprocess.run([sys.executable, "-c", code, str(tree / "scripts" / "bench_api.py"), str(args.store or ""),
+                          args.clickhouse or "", args.database, str(args.days), args.configs],
+                         env={**os.environ, "PYTHONPATH": str(tree)}, cwd=tree, capture_output=True, text=True)
+    if out.returncode:
+        raise SystemExit(f"what-if on {rev}: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.returncode}")
+    for line in out.stdout.splitlines():
+        print(f"[{rev}] {line}", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--store", type=Path, help="embedded store directory")
+    ap.add_argument("--clickhouse", help="ClickHouse server URL")
+    ap.add_argument("--database", default="bench_api")
+    ap.add_argument("--rows", type=int, default=7_000_000)
+    ap.add_argument("--days", type=int, default=7)
+    ap.add_argument("--files", type=int, default=600_000)
+    ap.add_argument("--refill", action="store_true")
+    ap.add_argument("--clients", type=int, default=16)
+    ap.add_argument("--requests", type=int, default=400)
+    ap.add_argument("--skip-whatif", action="store_true")
+    ap.add_argument("--cache", default="0,15", help="answer cache seconds to run the load with (0: off)")
+    ap.add_argument("--configs", default="1,24", help="what-if cases: 1 and/or 24 configurations")
+    ap.add_argument("--skip-load", action="store_true")
+    ap.add_argument("--seconds", type=int, default=10, help="wrk run length per case")
+    ap.add_argument("--cases", default="", help="load cases (one, summed, tiers; default all)")
+    ap.add_argument("--copy", default="on,off", help="table copy of /v1/efficiency on and/or off (SQL per request)")
+    ap.add_argument("--python-load", action="store_true", help="also the httpx load generator (wrk is used when present)")
+    ap.add_argument("--against", metavar="REV", help="also run revision REV (same Rust sources), alternately with "
+                    "the current code: what-if in a process of its own, each serve case before the current one")
+    ap.add_argument("--coalesced", type=int, default=5, help="rounds of one new query asked by every client at once")
+    ap.add_argument("--repeat", type=int, default=1, help="rounds of the comparison (with --against)")
+    args = ap.parse_args()
+    if (args.store is None) == (args.clickhouse is None):
+        ap.error("give exactly one of --store or --clickhouse")
+    args.store = args.store.resolve() if args.store else None  # the old revision runs in its own directory
+    from cachescope.store import migrations, tables
+
+    store = open_store(args)
+    migrations.migrate(store, events_ttl_days=0)
+    have = store.query(f"SELECT count() FROM {tables.ACCESS_EVENTS}").scalar()
+    if args.refill or have != args.rows:
+        for t in (tables.ACCESS_EVENTS, tables.EFFICIENCY_HOURLY, tables.EFFICIENCY_DAILY):
+            store.command(f"TRUNCATE TABLE {t}")
+        s = fill_accesses(store, args.rows, args.days, args.files)
+        print(f"filled {args.rows:,} access_events rows over {args.days} days in {s:.1f} s "
+              f"({args.rows / s:,.0f} rows/s)", flush=True)
+        print(f"filled {fill_efficiency(store):,} efficiency rows (30 days x 24 configurations x 8 tiers, hourly "
+              "and daily)", flush=True)
+        store.command(f"OPTIMIZE TABLE {tables.ACCESS_EVENTS} FINAL")
+    print(f"backend {store.backend}; {store.query(f'SELECT count() FROM {tables.ACCESS_EVENTS}').scalar():,} "
+          f"stored accesses; peak RSS {rss_mb():,.0f} MB", flush=True)
+    store.close()  # chDB: one process per store directory; `serve` (or the what-if process) opens it next
+    old = export_rev(args.against) if args.against else None
+    try:
+        for _ in range(args.repeat if old else 1):
+            if not args.skip_whatif:
+                for tree, rev in ((old, args.against), (REPO, "current")) if old else ((REPO, "current"),):
+                    whatif_process(args, tree, rev)
+            if not args.skip_load:
+                for copy in args.copy.split(","):
+                    for seconds in args.cache.split(","):
+                        if old:
+                            bench_serve(args, float(seconds), copy == "on", old, args.against)
+                        bench_serve(args, float(seconds), copy == "on")
+    finally:
+        if old:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def whatif_process(args, tree: Path, rev: str) -> None:
+    """The what-if cases in a process of their own, on `tree`'s code (peak RSS its own)."""
+    code = ("import sys; sys.argv[0] = 'bench_api'; import runpy; m = runpy.run_path(sys.argv.pop(1)); "
+            "s = m['open_store'](m['_Args'](*sys.argv[1:3])); "
+            "m['bench_whatif'](s, int(sys.argv[3]), sys.argv[3] + ' days', [int(c) for c in sys.argv[4].split(',')])")
+    store = ["--store", str(args.store)] if args.store else ["--clickhouse", args.clickhouse]
+    out = subprocess.run([sys.executable, "-c", code, str(REPO / "scripts" / "bench_api.py"),
+                          str(args.store or ""), args.clickhouse or "", str(args.days), args.configs],
+                         env={**os.environ, "PYTHONPATH": str(tree), "BENCH_API_DATABASE": args.database},
+                         capture_output=True, text=True)
+    if out.returncode:
+        raise SystemExit(f"what-if on {rev}: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.returncode}")
+    for line in out.stdout.splitlines():
+        print(f"[{rev}] {line}", flush=True)
+    del store
+
+
+class _Args:
+    """The store arguments of a what-if process."""
+
+    def __init__(self, store: str, clickhouse: str):
+        self.store = Path(store) if store else None
+        self.clickhouse = clickhouse or None
+        self.database = os.environ.get("BENCH_API_DATABASE", "bench_api")
 
 
 if __name__ == "__main__":
