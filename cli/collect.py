@@ -32,8 +32,6 @@ def collect(
     queue: Optional[str] = typer.Option(None, "--queue", help="--from: the durable queue to consume "
                                         "(default cachescope-collect)"),
     routing_key: Optional[str] = typer.Option(None, "--routing-key", help="--from: the queue's binding key (default #)"),
-    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="--from: the decoder's checkpoint file "
-                                              "(default FILE.checkpoint beside --out FILE; needed with --to or --out -)"),
     site: str = typer.Option("", "--site", help="site name for every event (default: the server's, else the config's)"),
     out: Optional[str] = typer.Option(None, "--out", help="write AccessEvent JSON lines to FILE, or '-' for stdout"),
     to: Optional[str] = typer.Option(None, "--to", help="ship to kafka://HOST:PORT/TOPIC, exactly once"),
@@ -45,7 +43,8 @@ def collect(
     collector_id: Optional[str] = typer.Option(None, "--collector-id", help="stable name of this collector for "
                                                "--to (default HOST:PORT of --listen)"),
     spool: Optional[Path] = typer.Option(None, "--spool", metavar="DIR", help="spool every datagram to DIR "
-                                         "(fsynced) before decoding it; a restart (after a kill too) decodes "
+                                         "(fsynced) before decoding it (--from: before acking it; default "
+                                         "FILE.spool beside --out FILE); a restart (after a kill too) decodes "
                                          "from where the last write or Kafka transaction stood"),
 ) -> None:
     """Receive XRootD's UDP monitoring (pfc g-stream, f-stream, trace, user and path maps) as AccessEvents."""
@@ -60,8 +59,13 @@ def collect(
     if (listen is None) == (from_ is None):
         raise UsageError("give exactly one of --listen udp://HOST:PORT or --from amqp://USER:PASS@HOST:PORT/VHOST "
                          "(or stomp://USER:PASS@HOST:PORT/topic/NAME)")
-    if from_ is None and (exchange, queue, routing_key, checkpoint) != (None, None, None, None):
-        raise UsageError("--exchange, --queue, --routing-key and --checkpoint go with --from amqp://…")
+    if from_ is None and (exchange, queue, routing_key) != (None, None, None):
+        raise UsageError("--exchange, --queue and --routing-key go with --from amqp://…")
+    if from_ is not None and spool is None:
+        if out is None or out == "-":
+            raise UsageError("--from with --to or --out -: give --spool DIR (each message is on disk there "
+                             "before it is acked; a restart goes on from it without losing or repeating an access)")
+        spool = Path(out + ".spool")
     idle = None
     if stop_after_idle is not None:
         try:
@@ -77,15 +81,6 @@ def collect(
     if to is not None:
         bootstrap, _ = _checks.kafka_url(to, "--to")
         _checks.kafka_reachable(bootstrap, "--to")
-    if from_ is not None:
-        from cli._collect_bus import collect_bus
-
-        collect_bus(from_, cfg=cfg, site=site, out=out, to=to, idle=idle, rejects=rejects, stats=stats,
-                    collector_id=collector_id, exchange=exchange, queue=queue, routing_key=routing_key,
-                    checkpoint=checkpoint)
-        return
-    host, port = parse_listen(listen)
-
     import orjson
 
     from ingest.xrootd_monitoring.assemble import Assembler
@@ -105,16 +100,34 @@ def collect(
     from cachescope.errors import UserError
     from ingest.xrootd_monitoring.run import Checkpoints, receiver_metrics
 
-    try:
-        receiver = Receiver(host, port, spool=spool, rcvbuf=cfg.ingest.receive_buffer_bytes)  # bound before anything is announced: a busy port fails here
-    except OSError as exc:
-        raise UserError(f"cannot use the spool {spool}: {exc.strerror or exc}") from None
+    assembler = None
+
+    def on_malformed(reason: str, body: bytes, n: int) -> None:  # a bus message that holds no datagram
+        assembler.stats.dropped["message"] += 1
+        on_reject({"message": n, "reason": f"bus message: {reason}", "text": body[:32].hex(), "skipped": False})
+
+    if from_ is not None:
+        from cli._collect_bus import open_bus
+
+        # connected and subscribed before anything is announced: an unreachable broker fails here
+        receiver, default_id = open_bus(from_, spool, exchange=exchange, queue=queue, routing_key=routing_key,
+                                        on_malformed=on_malformed)
+        where = f"consuming {receiver.settings.where}"
+    else:
+        host, port = parse_listen(listen)
+        try:
+            receiver = Receiver(host, port, spool=spool, rcvbuf=cfg.ingest.receive_buffer_bytes)  # bound before anything is announced: a busy port fails here
+        except OSError as exc:
+            raise UserError(f"cannot use the spool {spool}: {exc.strerror or exc}") from None
+        default_id = f"{host}:{receiver.address[1]}"
+        where = None
     sp = cfg.ingest.spool
+    resumed = None
     kafka = None
     on_flush = None
     try:
         if to is not None:
-            cid = collector_id or f"{host}:{receiver.address[1]}"
+            cid = collector_id or default_id
             kafka = KafkaOut(to, cid)
             kafka.extra = lambda: receiver_metrics(receiver)
             sink = kafka
@@ -131,6 +144,7 @@ def collect(
                     else:
                         assembler.load_state(saved["assembler"])
                     receiver.resume(max(kafka.spool_pos, receiver.pos))
+                    resumed = receiver.pos
         else:
             try:
                 stream = sys.stdout.buffer if out == "-" else open(out, "ab")  # noqa: SIM115
@@ -139,20 +153,31 @@ def collect(
             sink = LinesOut(stream)
             assembler = Assembler(cfg, site=site, on_reject=on_reject)
             if spool is not None:
+                import stat
+
+                regular = out != "-" and stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
                 checkpoints = Checkpoints(spool, "out", max_bytes=sp.max_bytes, max_age_s=sp.max_age_s)
                 saved = checkpoints.load()
                 if saved is not None:
                     assembler.load_state(saved["assembler"])
                     receiver.resume(saved["pos"])
-
-                import stat
-
-                regular = out != "-" and stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
+                    resumed = saved["pos"]
+                    size = (saved["sink"] or {}).get("out_size")
+                    if regular and size is not None:
+                        have = os.fstat(stream.fileno()).st_size
+                        if have < size:
+                            raise UserError(f"--out {out}: {have:,} bytes, shorter than the {size:,} the spool's "
+                                            f"checkpoint in {spool} says were written; give the whole file back "
+                                            f"(or another --out and --spool to start afresh)")
+                        # what the previous run wrote after its last checkpoint comes again from the spool
+                        stream.truncate(size)
 
                 def on_flush() -> None:  # the lines are on disk before the checkpoint says so
+                    size = None
                     if regular:
                         os.fsync(stream.fileno())
-                    checkpoints.save(receiver.pos, assembler)
+                        size = os.fstat(stream.fileno()).st_size
+                    checkpoints.save(receiver.pos, assembler, {"out_size": size})
                     checkpoints.done(receiver.pos)
 
         collector = Collector(receiver, assembler, sink, idle_seconds=idle, on_flush=on_flush)
@@ -163,25 +188,39 @@ def collect(
         for s in (signal.SIGINT, signal.SIGTERM):
             signal.signal(s, on_signal)
         receiver.start()  # returns once the receiving process receives
-        typer.echo(f"collect: listening on udp://{receiver.address[0]}:{receiver.address[1]} "
-                   f"(receive buffer {receiver.rcvbuf >> 20} MiB)", err=True)
+        if where is None:
+            where = (f"listening on udp://{receiver.address[0]}:{receiver.address[1]} "
+                     f"(receive buffer {receiver.rcvbuf >> 20} MiB)")
+        if resumed is not None:
+            where += f" (resumed from the spool's checkpoint at position {resumed:,})"
+        typer.echo(f"collect: {where}", err=True)
         try:
             collector.run()
         except BrokenPipeError:
             return
     finally:
         receiver.stop()
+        if from_ is not None:
+            receiver.close()
         if kafka is not None:
             kafka.close()
-        if stats:
-            sys.stderr.buffer.write(orjson.dumps({"stats": {**assembler.stats.as_dict(assembler.streams),
-                                                            **receiver_metrics(receiver)}}) + b"\n")
+        if stats and assembler is not None:
+            doc = {**assembler.stats.as_dict(assembler.streams), **receiver_metrics(receiver)}
+            if from_ is not None:
+                doc["bus"] = {"messages": receiver.messages, "malformed": receiver.malformed,
+                              "redelivered_duplicates": receiver.duplicates, "acked": receiver.acked}
+            sys.stderr.buffer.write(orjson.dumps({"stats": doc}) + b"\n")
         if rejects:
             reject_out.close()
         else:
             reject_out.flush()
     st = assembler.stats
     why = "idle" if collector.stopped_idle else "stopped"
+    if from_ is not None:
+        typer.echo(f"collect: {why}: {receiver.messages} messages ({receiver.malformed} malformed, "
+                   f"{receiver.duplicates} redelivered duplicates), {st.datagrams} datagrams, {st.events} events, "
+                   f"{st.lost} lost in sequence gaps", err=True)
+        return
     typer.echo(f"collect: {why}: {st.datagrams} datagrams, {st.events} events, {st.lost} lost in sequence gaps, "
                f"{sum(st.dropped.values())} undecodable, {receiver.kernel_drops()} dropped by the kernel "
                "(receive buffer full)", err=True)
