@@ -66,6 +66,16 @@ class BusSettings:
         return f"amqp://{self.host}:{self.port} exchange {self.exchange!r} queue {self.queue!r}"
 
 
+def _prefetch(value: str | None) -> int:
+    try:
+        prefetch = int(value if value is not None else DEFAULT_PREFETCH)
+        if not 1 <= prefetch <= MAX_PREFETCH:
+            raise ValueError
+    except ValueError:
+        raise UsageError(f"--from: prefetch={value!r}: a count of messages, 1 to {MAX_PREFETCH}") from None
+    return prefetch
+
+
 def parse_from(url: str, *, exchange: str | None = None, queue: str | None = None,
                routing_key: str | None = None) -> BusSettings:
     """amqp://USER:PASS@HOST:PORT/VHOST?exchange=E&queue=Q&routing_key=K -> settings; options win
@@ -82,12 +92,7 @@ def parse_from(url: str, *, exchange: str | None = None, queue: str | None = Non
     exchange_type = ours.get("exchange_type", "topic")
     if exchange_type not in ("topic", "fanout", "direct", "headers"):
         raise UsageError(f"--from: exchange_type={exchange_type!r}: one of topic, fanout, direct, headers")
-    try:
-        prefetch = int(ours.get("prefetch", DEFAULT_PREFETCH))
-        if not 1 <= prefetch <= MAX_PREFETCH:
-            raise ValueError
-    except ValueError:
-        raise UsageError(f"--from: prefetch={ours.get('prefetch')!r}: a count of messages, 1 to 65535") from None
+    prefetch = _prefetch(ours.get("prefetch"))
     rest = urlunparse((u.scheme, u.netloc, u.path, u.params, urlencode(query), ""))
     return BusSettings(url=rest, host=u.hostname, port=port or (5671 if u.scheme == "amqps" else 5672),
                        exchange=exchange if exchange is not None else unquote(ours.get("exchange", DEFAULT_EXCHANGE)),
@@ -387,12 +392,7 @@ def parse_stomp(url: str) -> StompSettings:
         raise UsageError(f"--from {url!r}: unknown parameter {sorted(unknown)[0]!r} (subscription, prefetch, vhost)")
     if not path.startswith(("/topic/", "/queue/", "/amq/queue/", "/exchange/")):
         path = "/topic/" + path.lstrip("/")
-    try:
-        prefetch = int(query.get("prefetch", DEFAULT_PREFETCH))
-        if not 1 <= prefetch <= MAX_PREFETCH:
-            raise ValueError
-    except ValueError:
-        raise UsageError(f"--from: prefetch={query.get('prefetch')!r}: a count of messages, 1 to 65535") from None
+    prefetch = _prefetch(query.get("prefetch"))
     return StompSettings(host=u.hostname, port=port or 61613, user=unquote(u.username or ""),
                          password=unquote(u.password or ""), destination=path,
                          subscription=query.get("subscription", DEFAULT_SUBSCRIPTION), prefetch=prefetch,

@@ -136,6 +136,14 @@ def checkpointed(out: Path, name: str = "out") -> bool:
     return any(Path(str(out) + ".spool").glob(f"{name}-*.state"))
 
 
+def until_checkpointed(p: subprocess.Popen, out: Path) -> subprocess.Popen:
+    """Its first checkpoint: something spooled, acked, decoded and written."""
+    while not checkpointed(out):
+        assert p.poll() is None, p.stderr.read().decode()
+        time.sleep(0.01)  # polling for the file, not a delay before an assertion
+    return p
+
+
 def events_of(path: Path) -> list[dict]:
     return [orjson.loads(ln) for ln in path.read_bytes().splitlines()]
 
@@ -172,11 +180,7 @@ def test_kill_9_or_sigterm_mid_stream_and_a_restart_give_every_access_exactly_on
     half = len(messages) // 2
     out = tmp_path / "out.jsonl"
     bus.publish(messages[:half])
-    p = collect(bus, out)
-    # its first checkpoint: something spooled, acked, decoded and written
-    while not checkpointed(out):
-        assert p.poll() is None, p.stderr.read().decode()
-        time.sleep(0.01)  # polling for the file, not a delay before an assertion
+    p = until_checkpointed(collect(bus, out), out)
     p.send_signal(sig)
     p.wait()
     p.stderr.close()
@@ -294,10 +298,7 @@ def test_lines_written_after_the_last_checkpoint_are_cut_back_on_restart(bus, tm
     half = len(messages) // 2
     out = tmp_path / "out.jsonl"
     bus.publish(messages[:half])
-    p = collect(bus, out)
-    while not checkpointed(out):
-        assert p.poll() is None, p.stderr.read().decode()
-        time.sleep(0.01)  # polling for the file, not a delay before an assertion
+    p = until_checkpointed(collect(bus, out), out)
     p.send_signal(signal.SIGTERM)
     finished(p)
     written = out.read_bytes()
@@ -423,9 +424,7 @@ def test_stomp_kill_9_mid_stream_and_a_restart_give_every_access_exactly_once(st
     out = tmp_path / "out.jsonl"
     p = stomp_collect(stomp_bus, out)
     stomp_bus.publish(messages[:half])
-    while not checkpointed(out):
-        assert p.poll() is None, p.stderr.read().decode()
-        time.sleep(0.01)  # polling for the file, not a delay before an assertion
+    until_checkpointed(p, out)
     p.kill()
     p.wait()
     p.stderr.close()
