@@ -4,14 +4,12 @@ as `--listen` (cli/collect.py)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from cachescope.errors import UsageError
 
 
-def open_bus(url: str, spool: Path, *, exchange: str | None, queue: str | None, routing_key: str | None,
-             on_malformed):
-    """The bus source for `--from URL`, connected and subscribed, and the collector id it defaults to."""
+def bus_settings(url: str, *, exchange: str | None, queue: str | None, routing_key: str | None):
+    """`--from URL` -> (settings, the source's class, the collector id it defaults to); usage errors
+    before anything connects."""
     from ingest.xrootd_monitoring.bus import AmqpSource, StompSource, parse_from, parse_stomp
 
     if url.startswith("stomp://"):
@@ -19,7 +17,6 @@ def open_bus(url: str, spool: Path, *, exchange: str | None, queue: str | None, 
             raise UsageError("--exchange, --queue and --routing-key are AMQP's: with stomp:// the destination is "
                              "the URL's path (stomp://USER:PASS@HOST:PORT/topic/NAME)")
         settings = parse_stomp(url)
-        return StompSource(settings, spool, on_malformed=on_malformed), settings.ident
+        return settings, StompSource, settings.ident
     settings = parse_from(url, exchange=exchange, queue=queue, routing_key=routing_key)
-    return (AmqpSource(settings, spool, on_malformed=on_malformed),
-            f"amqp:{settings.host}:{settings.port}/{settings.queue}")
+    return settings, AmqpSource, f"amqp:{settings.host}:{settings.port}/{settings.queue}"

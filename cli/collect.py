@@ -61,6 +61,10 @@ def collect(
                          "(or stomp://USER:PASS@HOST:PORT/topic/NAME)")
     if from_ is None and (exchange, queue, routing_key) != (None, None, None):
         raise UsageError("--exchange, --queue and --routing-key go with --from amqp://…")
+    if from_ is not None:
+        from cli._collect_bus import bus_settings
+
+        bus, Source, default_id = bus_settings(from_, exchange=exchange, queue=queue, routing_key=routing_key)
     if from_ is not None and spool is None:
         if out is None or out == "-":
             raise UsageError("--from with --to or --out -: give --spool DIR (each message is on disk there "
@@ -107,12 +111,9 @@ def collect(
         on_reject({"message": n, "reason": f"bus message: {reason}", "text": body[:32].hex(), "skipped": False})
 
     if from_ is not None:
-        from cli._collect_bus import open_bus
-
         # connected and subscribed before anything is announced: an unreachable broker fails here
-        receiver, default_id = open_bus(from_, spool, exchange=exchange, queue=queue, routing_key=routing_key,
-                                        on_malformed=on_malformed)
-        where = f"consuming {receiver.settings.where}"
+        receiver = Source(bus, spool, on_malformed=on_malformed)
+        where = f"consuming {bus.where}"
     else:
         host, port = parse_listen(listen)
         try:

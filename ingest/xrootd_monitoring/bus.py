@@ -145,7 +145,7 @@ def decode_message(body: bytes) -> tuple[bytes, str]:
 
 def digest(datagram: bytes, sender: str) -> int:
     """What tells a redelivered message from a new one: its datagram and sender, as spooled."""
-    return xxhash.xxh3_64_intdigest(datagram, seed=xxhash.xxh32_intdigest(sender))
+    return xxhash.xxh3_64_intdigest(datagram, seed=xxhash.xxh32_intdigest(sender.encode()))
 
 
 @dataclass(slots=True)
