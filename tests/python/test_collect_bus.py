@@ -267,7 +267,7 @@ def test_a_death_between_the_spool_and_the_ack_is_a_counted_duplicate_not_a_doub
     assert first.acked == 0 and bus.depth()[0] == len(messages)  # nothing acked: all on the queue
     stats, _ = finished(collect(bus, out, "--stop-after-idle", "2s"))
     assert stats["bus"]["redelivered_duplicates"] == 600
-    assert stats["bus"]["messages"] == len(messages) + 600 and stats["datagrams"] == len(messages)
+    assert stats["bus"]["messages"] == len(messages) == stats["datagrams"]  # 600 of them redelivered
     assert events_of(out) == direct(messages)
     assert bus.depth()[0] == 0
 
