@@ -1,6 +1,8 @@
 """`cachescope collect (--listen udp://HOST:PORT | --from amqp://…) [--site S] (--out FILE|- | --to
 kafka://HOST:PORT/TOPIC) [--stop-after-idle DURATION]`: XRootD's UDP monitoring, received as it is
 sent or as OSG's shoveler publishes it to a message bus (cli/_collect_bus.py), into AccessEvents.
+Both sources go through one path: with a spool (always for `--from`: each message is spooled before
+it is acked) decoding reads the spool, and checkpoints and restarts are the same.
 
 `--out` writes AccessEvent JSON lines (as `cachescope parse` prints them; rejects with their reason
 as JSON lines on stderr or --rejects); `--to` ships them to Kafka in transactions (as `cachescope
