@@ -321,9 +321,9 @@ def test_to_kafka_kill_9_mid_stream_and_a_restart_give_every_identity_once(bus, 
     bus.publish(messages[:half])
     p = subprocess.Popen([CLI, "collect", "--from", bus.source, *args], stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE)
-    while not any(spool.glob("kafka-*.state")):  # its first flush checkpointed (and committed or about to be)
+    while not topic_items(kafka.bootstrap, kafka_topic):  # its first transaction (and checkpoint) committed
         assert p.poll() is None, p.stderr.read().decode()
-        time.sleep(0.01)  # polling for the file, not a delay before an assertion
+        time.sleep(0.05)  # polling the topic, not a delay before an assertion
     p.kill()
     p.wait()
     p.stderr.close()
