@@ -52,6 +52,22 @@ def encode(arrival: int, addr: bytes, payload: bytes) -> bytes:
     return HEAD.pack(len(payload), _crc(arrival, addr, payload), arrival, len(addr)) + addr + payload
 
 
+def _scan(data: bytes, check: bool = False):
+    """(end, arrival, address, payload) of each whole record at the start of `data`; with `check`,
+    up to the first whose CRC fails."""
+    off = 0
+    while off + HEAD.size <= len(data):
+        plen, crc, arrival, alen = HEAD.unpack_from(data, off)
+        end = off + HEAD.size + alen + plen
+        if end > len(data):
+            return
+        addr, payload = data[off + HEAD.size:off + HEAD.size + alen], data[off + HEAD.size + alen:end]
+        if check and _crc(arrival, addr, payload) != crc:
+            return
+        yield end, arrival, addr, payload
+        off = end
+
+
 def recover(directory: Path) -> int:
     """Open the spool at `directory` (created if missing): cut a torn or damaged tail off the
     newest segment; returns the spool's end position (where the next record goes)."""
@@ -62,15 +78,8 @@ def recover(directory: Path) -> int:
     base, path = segs[-1]
     data = path.read_bytes()
     off = 0
-    while off + HEAD.size <= len(data):
-        plen, crc, arrival, alen = HEAD.unpack_from(data, off)
-        end = off + HEAD.size + alen + plen
-        if end > len(data):
-            break
-        addr = data[off + HEAD.size:off + HEAD.size + alen]
-        if _crc(arrival, addr, data[off + HEAD.size + alen:end]) != crc:
-            break
-        off = end
+    for off, *_ in _scan(data, check=True):
+        pass
     if off < len(data):
         with open(path, "r+b") as f:
             f.truncate(off)
@@ -170,14 +179,8 @@ class SpoolReader:
                 self.close()
                 continue
             i = 0
-            while i + HEAD.size <= len(data):
-                plen, _, arrival, alen = HEAD.unpack_from(data, i)
-                j = i + HEAD.size + alen + plen
-                if j > len(data):
-                    break
-                out.append((data[i + HEAD.size + alen:j], data[i + HEAD.size:i + HEAD.size + alen].decode(),
-                            arrival, self.pos + j))
-                i = j
+            for i, arrival, addr, payload in _scan(data):
+                out.append((payload, addr.decode(), arrival, self.pos + i))
             self.pos += i
             limit -= i
             if i == 0:
