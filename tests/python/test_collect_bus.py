@@ -27,7 +27,6 @@ from cachescope.events import encode_lines
 from ingest.xrootd_monitoring.assemble import Assembler
 from ingest.xrootd_monitoring.capture import read_capture
 from ingest.xrootd_monitoring.bus import AmqpSource, parse_from
-from ingest.xrootd_monitoring.run import LinesOut
 from services import unique_name
 
 pika = pytest.importorskip("pika")
