@@ -6,6 +6,8 @@ into AccessEvents.
 `--allow` (or `collect.allow` in the config) names the servers whose monitoring counts; on loopback
 the loopback range is allowed without it, anywhere else it is required (exit 2 without it). From a
 bus, whose publishers the broker authenticates, every `remote` counts unless `--allow` is given.
+Both sources go through one path: with a spool (always for `--from`: each message is spooled before
+it is acked) decoding reads the spool, and checkpoints and restarts are the same.
 
 `--out` writes AccessEvent JSON lines (as `cachescope parse` prints them; rejects with their reason
 as JSON lines on stderr or --rejects); `--to` ships them to Kafka in transactions (as `cachescope
@@ -37,8 +39,6 @@ def collect(
     queue: Optional[str] = typer.Option(None, "--queue", help="--from: the durable queue to consume "
                                         "(default cachescope-collect)"),
     routing_key: Optional[str] = typer.Option(None, "--routing-key", help="--from: the queue's binding key (default #)"),
-    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="--from: the decoder's checkpoint file "
-                                              "(default FILE.checkpoint beside --out FILE; needed with --to or --out -)"),
     allow: Optional[str] = typer.Option(None, "--allow", metavar="CIDR[,CIDR…]", help="senders whose monitoring "
                                         "counts (others are counted and dropped); default: collect.allow, else "
                                         "127.0.0.0/8 and ::1 on a loopback --listen"),
@@ -53,7 +53,8 @@ def collect(
     collector_id: Optional[str] = typer.Option(None, "--collector-id", help="stable name of this collector for "
                                                "--to (default HOST:PORT of --listen)"),
     spool: Optional[Path] = typer.Option(None, "--spool", metavar="DIR", help="spool every datagram to DIR "
-                                         "(fsynced) before decoding it; a restart (after a kill too) decodes "
+                                         "(fsynced) before decoding it (--from: before acking it; default "
+                                         "FILE.spool beside --out FILE); a restart (after a kill too) decodes "
                                          "from where the last write or Kafka transaction stood"),
 ) -> None:
     """Receive XRootD's UDP monitoring (pfc g-stream, f-stream, trace, user and path maps) as AccessEvents."""
@@ -68,8 +69,17 @@ def collect(
     if (listen is None) == (from_ is None):
         raise UsageError("give exactly one of --listen udp://HOST:PORT or --from amqp://USER:PASS@HOST:PORT/VHOST "
                          "(or stomp://USER:PASS@HOST:PORT/topic/NAME)")
-    if from_ is None and (exchange, queue, routing_key, checkpoint) != (None, None, None, None):
-        raise UsageError("--exchange, --queue, --routing-key and --checkpoint go with --from amqp://…")
+    if from_ is None and (exchange, queue, routing_key) != (None, None, None):
+        raise UsageError("--exchange, --queue and --routing-key go with --from amqp://…")
+    if from_ is not None:
+        from cli._collect_bus import bus_settings
+
+        bus, Source, default_id = bus_settings(from_, exchange=exchange, queue=queue, routing_key=routing_key)
+    if from_ is not None and spool is None:
+        if out is None or out == "-":
+            raise UsageError("--from with --to or --out -: give --spool DIR (each message is on disk there "
+                             "before it is acked; a restart goes on from it without losing or repeating an access)")
+        spool = Path(out + ".spool")
     idle = None
     if stop_after_idle is not None:
         try:
@@ -88,16 +98,6 @@ def collect(
     if to is not None:
         bootstrap, _ = _checks.kafka_url(to, "--to")
         _checks.kafka_reachable(bootstrap, "--to")
-    if from_ is not None:
-        from cli._collect_bus import collect_bus
-
-        collect_bus(from_, cfg=cfg, site=site, out=out, to=to, idle=idle, rejects=rejects, stats=stats,
-                    collector_id=collector_id, exchange=exchange, queue=queue, routing_key=routing_key,
-                    checkpoint=checkpoint, senders=Senders(parse_allow(allowed) or None))
-        return
-    host, port = parse_listen(listen)
-    senders = Senders(resolve(host, allowed))
-
     import orjson
 
     from ingest.xrootd_monitoring.assemble import Assembler
@@ -117,16 +117,33 @@ def collect(
     from cachescope.errors import UserError
     from ingest.xrootd_monitoring.run import Checkpoints, receiver_metrics
 
-    try:
-        receiver = Receiver(host, port, spool=spool, rcvbuf=cfg.ingest.receive_buffer_bytes)  # bound before anything is announced: a busy port fails here
-    except OSError as exc:
-        raise UserError(f"cannot use the spool {spool}: {exc.strerror or exc}") from None
+    assembler = None
+
+    def on_malformed(reason: str, body: bytes, n: int) -> None:  # a bus message that holds no datagram
+        assembler.stats.dropped["message"] += 1
+        on_reject({"message": n, "reason": f"bus message: {reason}", "text": body[:32].hex(), "skipped": False})
+
+    if from_ is not None:
+        senders = Senders(parse_allow(allowed) or None)
+        # connected and subscribed before anything is announced: an unreachable broker fails here
+        receiver = Source(bus, spool, on_malformed=on_malformed)
+        where = f"consuming {bus.where}"
+    else:
+        host, port = parse_listen(listen)
+        senders = Senders(resolve(host, allowed))
+        try:
+            receiver = Receiver(host, port, spool=spool, rcvbuf=cfg.ingest.receive_buffer_bytes)  # bound before anything is announced: a busy port fails here
+        except OSError as exc:
+            raise UserError(f"cannot use the spool {spool}: {exc.strerror or exc}") from None
+        default_id = f"{host}:{receiver.address[1]}"
+        where = None
     sp = cfg.ingest.spool
+    resumed = None
     kafka = None
     on_flush = None
     try:
         if to is not None:
-            cid = collector_id or f"{host}:{receiver.address[1]}"
+            cid = collector_id or default_id
             kafka = KafkaOut(to, cid)
             kafka.extra = lambda: receiver_metrics(receiver)
             sink = kafka
@@ -143,6 +160,7 @@ def collect(
                     else:
                         assembler.load_state(saved["assembler"])
                     receiver.resume(max(kafka.spool_pos, receiver.pos))
+                    resumed = receiver.pos
         else:
             try:
                 stream = sys.stdout.buffer if out == "-" else open(out, "ab")  # noqa: SIM115
@@ -151,20 +169,31 @@ def collect(
             sink = LinesOut(stream)
             assembler = Assembler(cfg, site=site, on_reject=on_reject, senders=senders)
             if spool is not None:
+                import stat
+
+                regular = out != "-" and stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
                 checkpoints = Checkpoints(spool, "out", max_bytes=sp.max_bytes, max_age_s=sp.max_age_s)
                 saved = checkpoints.load()
                 if saved is not None:
                     assembler.load_state(saved["assembler"])
                     receiver.resume(saved["pos"])
-
-                import stat
-
-                regular = out != "-" and stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
+                    resumed = saved["pos"]
+                    size = (saved["sink"] or {}).get("out_size")
+                    if regular and size is not None:
+                        have = os.fstat(stream.fileno()).st_size
+                        if have < size:
+                            raise UserError(f"--out {out}: {have:,} bytes, shorter than the {size:,} the spool's "
+                                            f"checkpoint in {spool} says were written; give the whole file back "
+                                            f"(or another --out and --spool to start afresh)")
+                        # what the previous run wrote after its last checkpoint comes again from the spool
+                        stream.truncate(size)
 
                 def on_flush() -> None:  # the lines are on disk before the checkpoint says so
+                    size = None
                     if regular:
                         os.fsync(stream.fileno())
-                    checkpoints.save(receiver.pos, assembler)
+                        size = os.fstat(stream.fileno()).st_size
+                    checkpoints.save(receiver.pos, assembler, {"out_size": size})
                     checkpoints.done(receiver.pos)
 
         collector = Collector(receiver, assembler, sink, idle_seconds=idle, on_flush=on_flush)
@@ -175,25 +204,39 @@ def collect(
         for s in (signal.SIGINT, signal.SIGTERM):
             signal.signal(s, on_signal)
         receiver.start()  # returns once the receiving process receives
-        typer.echo(f"collect: listening on udp://{receiver.address[0]}:{receiver.address[1]} "
-                   f"(receive buffer {receiver.rcvbuf >> 20} MiB)", err=True)
+        if where is None:
+            where = (f"listening on udp://{receiver.address[0]}:{receiver.address[1]} "
+                     f"(receive buffer {receiver.rcvbuf >> 20} MiB)")
+        if resumed is not None:
+            where += f" (resumed from the spool's checkpoint at position {resumed:,})"
+        typer.echo(f"collect: {where}", err=True)
         try:
             collector.run()
         except BrokenPipeError:
             return
     finally:
         receiver.stop()
+        if from_ is not None:
+            receiver.close()
         if kafka is not None:
             kafka.close()
-        if stats:
-            sys.stderr.buffer.write(orjson.dumps({"stats": {**assembler.stats.as_dict(assembler.streams),
-                                                            **receiver_metrics(receiver)}}) + b"\n")
+        if stats and assembler is not None:
+            doc = {**assembler.stats.as_dict(assembler.streams), **receiver_metrics(receiver)}
+            if from_ is not None:
+                doc["bus"] = {"messages": receiver.messages, "malformed": receiver.malformed,
+                              "redelivered_duplicates": receiver.duplicates, "acked": receiver.acked}
+            sys.stderr.buffer.write(orjson.dumps({"stats": doc}) + b"\n")
         if rejects:
             reject_out.close()
         else:
             reject_out.flush()
     st = assembler.stats
     why = "idle" if collector.stopped_idle else "stopped"
+    if from_ is not None:
+        typer.echo(f"collect: {why}: {receiver.messages} messages ({receiver.malformed} malformed, "
+                   f"{receiver.duplicates} redelivered duplicates), {st.datagrams} datagrams, {st.events} events, "
+                   f"{st.lost} lost in sequence gaps", err=True)
+        return
     typer.echo(f"collect: {why}: {st.datagrams} datagrams, {st.events} events, {st.lost} lost in sequence gaps, "
                f"{sum(st.dropped.values())} undecodable, {st.duplicates} duplicates, {st.refused} from senders not "
                f"allowed, {st.conflicts} conflicting, {receiver.kernel_drops()} dropped by the kernel "

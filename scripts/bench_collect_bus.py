@@ -3,7 +3,7 @@
 The lab capture (default run1-default: 1,540 datagrams, 1,000 accesses) is published --repeat times
 as the shoveler publishes it (JSON, base64 datagram), each repetition a new server run (stod + k, as
 scripts/bench_collect.py does), to a fresh durable queue; then `collect --from … --out FILE` consumes
-them all, acking after each flush and its checkpoint. The rate is over the time from its start to its
+them all, each delivered batch appended to its spool (FILE.spool) and fsynced before it is acked. The rate is over the time from its start to its
 exit, less --stop-after-idle. Needs `scripts/services start rabbitmq` (RABBITMQ_URL from its env).
 
 Run: .venv/bin/python scripts/bench_collect_bus.py [--repeat 20] [--run run1-default]
@@ -74,7 +74,8 @@ def main() -> int:
             print(p.stderr, file=sys.stderr)
             return 1
         stats = next(json.loads(ln)["stats"] for ln in p.stderr.splitlines() if ln.startswith('{"stats"'))
-        ckpt_bytes = Path(str(out) + ".checkpoint").stat().st_size
+        # the spool's checkpoints (position, decoder state, --out size) beside its segments
+        ckpt_bytes = max((f.stat().st_size for f in Path(str(out) + ".spool").glob("out-*.state")), default=0)
     left = ch.queue_declare(name, passive=True).method.message_count
     ch.queue_delete(name)
     ch.exchange_delete(name)

@@ -3,15 +3,18 @@
 The shoveler receives a server's UDP datagrams and publishes each one as a JSON message
 `{"remote": "IP:PORT", "version": "...", "data": "<base64 datagram>"}` to an AMQP exchange
 (`shoveled-xrd` by default, empty routing key). `AmqpSource` consumes them from a durable queue bound
-to that exchange and hands `(datagram, sender IP)` to the collector's loop (run.Collector) with the
-face of receiver.Receiver (`get(timeout)`, `get_nowait()`, `stop()`), so the same Assembler decodes
-them. The `remote` is the sender: its IP is the address the allow-list and the origin use.
+to that exchange (`StompSource` from a durable STOMP subscription) and appends each message's
+datagram, with the `remote`'s IP as its sender, to the collector's spool (spool.py's writer, as the
+UDP receiving process does), fsyncs, and only then acks (cumulatively). Decoding, checkpoints and
+restarts are then the spool's, exactly as for `--listen` (run.py): the source has the face of a
+spooled receiver.Receiver (`get(timeout)`, `get_nowait()`, `stop()`, `pos`, `resume(pos)`).
 
-Acknowledgement: a message is acked only by `ack_delivered()`, which the collector calls after the
-sink flush that covers it (and after the checkpoint that holds the decoder's state, see
-bus_checkpoint.py). A consumer that dies leaves its unacked messages on the queue; the broker gives
-them again to the next consumer, with `redelivered` set. A malformed message (not JSON, no data,
-bad base64) is a reject with its reason, counted and acked with the rest: it can never be decoded.
+A death between the spool's fsync and the ack leaves those messages both in the spool and on the
+queue; the broker redelivers them (`redelivered` set). At its start the source reads the digests
+(sender, datagram) of the spool's last `MAX_PREFETCH` records, at least every message that can have
+been unacked, and a redelivered message whose digest is among them is a counted duplicate, acked,
+not spooled again. A malformed message (not JSON, no data, bad base64) is a reject with its reason,
+counted and acked with the rest: it can never be decoded.
 """
 
 from __future__ import annotations
@@ -19,16 +22,19 @@ from __future__ import annotations
 import base64
 import binascii
 import collections
-import threading
 import ipaddress
+import threading
+import time
 from dataclasses import dataclass
 from typing import Callable
+from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlencode, urlparse, urlunparse
 
 import orjson
 import xxhash
 
 from cachescope.errors import UsageError, UserError
+from ingest.xrootd_monitoring import spool as spooling
 
 #: what the shoveler publishes to (its `amqp.exchange` default; routing key "")
 DEFAULT_EXCHANGE = "shoveled-xrd"
@@ -37,6 +43,9 @@ DEFAULT_QUEUE = "cachescope-collect"
 DEFAULT_BINDING = "#"
 #: unacked messages the broker may hand out at once: the bound on what a consumer holds before a flush
 DEFAULT_PREFETCH = 5000
+#: the most a broker may hand out unacked (AMQP's prefetch is a u16): how far back a restart looks in
+#: the spool for what a killed run spooled and did not ack
+MAX_PREFETCH = 65535
 _OURS = ("exchange", "queue", "routing_key", "exchange_type", "prefetch")
 _MAX_MESSAGE = 1 << 20  # a datagram is at most 64 KiB; its base64 in JSON far less than this
 
@@ -57,6 +66,16 @@ class BusSettings:
         return f"amqp://{self.host}:{self.port} exchange {self.exchange!r} queue {self.queue!r}"
 
 
+def _prefetch(value: str | None) -> int:
+    try:
+        prefetch = int(value if value is not None else DEFAULT_PREFETCH)
+        if not 1 <= prefetch <= MAX_PREFETCH:
+            raise ValueError
+    except ValueError:
+        raise UsageError(f"--from: prefetch={value!r}: a count of messages, 1 to {MAX_PREFETCH}") from None
+    return prefetch
+
+
 def parse_from(url: str, *, exchange: str | None = None, queue: str | None = None,
                routing_key: str | None = None) -> BusSettings:
     """amqp://USER:PASS@HOST:PORT/VHOST?exchange=E&queue=Q&routing_key=K -> settings; options win
@@ -73,12 +92,7 @@ def parse_from(url: str, *, exchange: str | None = None, queue: str | None = Non
     exchange_type = ours.get("exchange_type", "topic")
     if exchange_type not in ("topic", "fanout", "direct", "headers"):
         raise UsageError(f"--from: exchange_type={exchange_type!r}: one of topic, fanout, direct, headers")
-    try:
-        prefetch = int(ours.get("prefetch", DEFAULT_PREFETCH))
-        if not 1 <= prefetch <= 65535:
-            raise ValueError
-    except ValueError:
-        raise UsageError(f"--from: prefetch={ours.get('prefetch')!r}: a count of messages, 1 to 65535") from None
+    prefetch = _prefetch(ours.get("prefetch"))
     rest = urlunparse((u.scheme, u.netloc, u.path, u.params, urlencode(query), ""))
     return BusSettings(url=rest, host=u.hostname, port=port or (5671 if u.scheme == "amqps" else 5672),
                        exchange=exchange if exchange is not None else unquote(ours.get("exchange", DEFAULT_EXCHANGE)),
@@ -129,8 +143,9 @@ def decode_message(body: bytes) -> tuple[bytes, str]:
     return datagram, ip
 
 
-def digest(body: bytes) -> int:
-    return xxhash.xxh3_64_intdigest(body)
+def digest(datagram: bytes, sender: str) -> int:
+    """What tells a redelivered message from a new one: its datagram and sender, as spooled."""
+    return xxhash.xxh3_64_intdigest(datagram, seed=xxhash.xxh32_intdigest(sender.encode()))
 
 
 @dataclass(slots=True)
@@ -141,28 +156,47 @@ class Delivery:
 
 
 class BusSource:
-    """What every bus source shares: deliveries in order into (datagram, sender IP), malformed ones
-    rejected, held redeliveries skipped, the digests of what was handed out since the last ack.
+    """What every bus source shares: deliveries in order into the spool (malformed ones rejected,
+    redeliveries of what is spooled already skipped), fsynced, then acked; `get` reads the spool.
     A subclass connects, fills `_inbox` in `_pump(seconds)` and acks cumulatively in `_ack(tag)`."""
 
-    def __init__(self, settings, *, on_malformed: Callable[[str, bytes, int], None] | None = None,
-                 skip: Callable[[Delivery], bool] | None = None, on_quiet: Callable[[], None] | None = None):
+    def __init__(self, settings, spool: Path, *,
+                 on_malformed: Callable[[str, bytes, int], None] | None = None):
         self.settings = settings
         self.on_malformed = on_malformed or (lambda reason, body, n: None)
-        #: True for a redelivered message the checkpoint already holds (acked, not decoded again)
-        self.skip = skip or (lambda d: False)
-        #: called when nothing came for a while and messages handed out wait for their ack: those
-        #: that gave the loop nothing to flush (malformed, skipped) must not fill the prefetch window
-        self.on_quiet = on_quiet or (lambda: None)
         self.messages = 0  # consumed
         self.malformed = 0
-        self.duplicates = 0  # redeliveries the checkpoint held
+        self.duplicates = 0  # redeliveries of what the spool holds
         self.acked = 0
         self._inbox: collections.deque[Delivery] = collections.deque()
-        self._since_ack: list[int] = []  # digests of the messages handed out since the last ack
-        self._last_tag = 0  # the last delivery handed out (or rejected): acked by ack_delivered
-        self._acked_tag = 0
         self._stopped = False
+        self.spool = spool
+        try:
+            self.end = spooling.recover(spool)
+            first = spooling.segments(spool)
+            self._cursor = spooling.SpoolCursor(spool, first[0][0] if first else self.end)
+            #: digests of the records a killed run may have spooled without acking them
+            self._held = collections.Counter(spooling.tail(spool, MAX_PREFETCH, digest))
+            self._writer = spooling.SpoolWriter(spool, self.end)
+        except OSError as exc:
+            raise UserError(f"cannot use the spool {spool}: {exc.strerror or exc}") from None
+
+    @property
+    def pos(self) -> int:
+        """The spool position after the datagram `get` gave last."""
+        return self._cursor.pos
+
+    @property
+    def arrival(self) -> int:
+        """The arrival time (UTC µs) of the datagram `get` gave last: it moves the reorder window."""
+        return self._cursor.arrival
+
+    def resume(self, pos: int) -> None:
+        """Decode from spool position `pos` on (what before it was decoded and stored)."""
+        self._cursor.pos = pos
+
+    def skipped_bytes(self) -> int:
+        return self._cursor.skipped_bytes()
 
     def _pump(self, seconds: float) -> None:
         raise NotImplementedError
@@ -173,54 +207,61 @@ class BusSource:
     def start(self) -> "BusSource":
         return self
 
-    def _next(self) -> tuple[bytes, str] | None:
+    def spool_delivered(self) -> tuple[int, int]:
+        """The deliveries received so far -> the spool, fsynced: (the last one's tag, how many),
+        (0, 0) when there were none. Nothing is acked yet."""
+        batch = bytearray()
+        last = n = 0
+        arrival = time.time_ns() // 1000
         while self._inbox:
             d = self._inbox.popleft()
-            self._last_tag = d.tag
+            last, n = d.tag, n + 1
             self.messages += 1
-            self._since_ack.append(digest(d.body))
-            if self.skip(d):
-                self.duplicates += 1
-                continue
             try:
-                return decode_message(d.body)
+                datagram, ip = decode_message(d.body)
             except BadMessage as exc:
                 self.malformed += 1
                 self.on_malformed(str(exc), d.body, self.messages)
-        return None
+                continue
+            if d.redelivered and self._held:
+                key = digest(datagram, ip)
+                if self._held[key] > 0:
+                    self._held[key] -= 1
+                    self.duplicates += 1
+                    continue
+            batch += spooling.encode(arrival, ip.encode(), datagram)
+        if batch:
+            try:
+                self.end = self._writer.append(bytes(batch))
+            except OSError as exc:  # nothing acked: the broker keeps them all
+                raise UserError(f"cannot write the spool {self.spool}: {exc.strerror or exc}") from None
+        return last, n
+
+    def _take(self) -> None:
+        tag, n = self.spool_delivered()
+        if tag:
+            self._ack(tag)  # on disk: the broker may forget them
+            self.acked += n
 
     def get(self, timeout: float | None) -> tuple[bytes, str] | None:
-        item = self._next()
+        item = self._cursor.next(self.end)
         if item is not None or self._stopped:
             return item
         self._pump(0.1 if timeout is None else timeout)
-        item = self._next()
-        if item is None and self._since_ack and not self._inbox:
-            self.on_quiet()
-        return item
+        self._take()
+        return self._cursor.next(self.end)
 
     def get_nowait(self) -> tuple[bytes, str] | None:
-        item = self._next()
+        item = self._cursor.next(self.end)
         if item is None and not self._stopped:
             self._pump(0)
-            item = self._next()
+            self._take()
+            item = self._cursor.next(self.end)
         return item
 
-    def unacked(self) -> list[int]:
-        """Digests of the messages handed out (decoded, rejected or skipped) since the last ack."""
-        return list(self._since_ack)
-
-    def ack_delivered(self) -> None:
-        """Ack every message handed out: their events are durable."""
-        tag = self._last_tag
-        if tag > self._acked_tag:
-            self._ack(tag)
-            self.acked += self.messages - self._acked_count
-            self._acked_count = self.messages
-            self._acked_tag = tag
-            self._since_ack.clear()
-
-    _acked_count = 0
+    def close_spool(self) -> None:
+        self._cursor.close()
+        self._writer.close()
 
 
 class AmqpSource(BusSource):
@@ -228,11 +269,11 @@ class AmqpSource(BusSource):
     broker or a refused login fails here); `get(timeout)` gives (datagram, sender IP) or None.
     One thread: pika's BlockingConnection is driven from `get` (heartbeats included)."""
 
-    def __init__(self, settings: BusSettings, **kw):
+    def __init__(self, settings: BusSettings, spool: Path, **kw):
         import pika
         import pika.exceptions
 
-        super().__init__(settings, **kw)
+        super().__init__(settings, spool, **kw)
         s = settings
         try:
             params = pika.URLParameters(s.url)
@@ -284,7 +325,7 @@ class AmqpSource(BusSource):
             self.ch.basic_ack(delivery_tag=tag, multiple=True)
         except (pika.exceptions.AMQPError, OSError) as exc:
             raise BusLost(f"{self.settings.where}: cannot ack ({type(exc).__name__}: {exc}); the broker "
-                          f"redelivers those messages to the next run, which skips what its checkpoint "
+                          f"redelivers those messages to the next run, which skips what its spool "
                           f"holds") from None
 
     def stop(self) -> None:
@@ -305,6 +346,7 @@ class AmqpSource(BusSource):
                 self.conn.close()
         except Exception:  # noqa: BLE001 - closing a broken connection
             pass
+        self.close_spool()
 
 
 class BusLost(UserError):
@@ -355,12 +397,7 @@ def parse_stomp(url: str) -> StompSettings:
         raise UsageError(f"--from {url!r}: unknown parameter {sorted(unknown)[0]!r} (subscription, prefetch, vhost)")
     if not path.startswith(("/topic/", "/queue/", "/amq/queue/", "/exchange/")):
         path = "/topic/" + path.lstrip("/")
-    try:
-        prefetch = int(query.get("prefetch", DEFAULT_PREFETCH))
-        if not 1 <= prefetch <= 65535:
-            raise ValueError
-    except ValueError:
-        raise UsageError(f"--from: prefetch={query.get('prefetch')!r}: a count of messages, 1 to 65535") from None
+    prefetch = _prefetch(query.get("prefetch"))
     return StompSettings(host=u.hostname, port=port or 61613, user=unquote(u.username or ""),
                          password=unquote(u.password or ""), destination=path,
                          subscription=query.get("subscription", DEFAULT_SUBSCRIPTION), prefetch=prefetch,
@@ -372,11 +409,11 @@ class StompSource(BusSource):
     ack mode (an ack covers every earlier message), RabbitMQ's and ActiveMQ's durable headers both
     given. stomp.py receives in a thread of its own; its messages wait in the inbox for `get`."""
 
-    def __init__(self, settings: StompSettings, **kw):
+    def __init__(self, settings: StompSettings, spool: Path, **kw):
         import stomp
         import stomp.exception
 
-        super().__init__(settings, **kw)
+        super().__init__(settings, spool, **kw)
         self._arrived = threading.Event()
         self._lost: str | None = None
         self._ack_ids: dict[int, str] = {}
@@ -430,7 +467,7 @@ class StompSource(BusSource):
             self.conn.ack(ack_id)
         except Exception as exc:  # noqa: BLE001 - the connection went away
             raise BusLost(f"{self.settings.where}: cannot ack ({type(exc).__name__}: {exc}); the broker "
-                          f"redelivers those messages to the next run, which skips what its checkpoint "
+                          f"redelivers those messages to the next run, which skips what its spool "
                           f"holds") from None
         for t in [t for t in self._ack_ids if t <= tag]:
             del self._ack_ids[t]
@@ -447,6 +484,7 @@ class StompSource(BusSource):
                 self.conn.disconnect()
         except Exception:  # noqa: BLE001 - closing a broken connection
             pass
+        self.close_spool()
 
 
 class _StompListener:

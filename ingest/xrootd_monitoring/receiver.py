@@ -15,7 +15,6 @@ import struct
 import subprocess
 import sys
 import threading
-from collections import deque
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -75,23 +74,31 @@ class Receiver:
         self._closed = False
         self._ready = threading.Event()
         self.spool = spool
-        self.pos = 0  # with a spool: the position after the datagram `get` gave last
+        self._cursor = None
         if spool is not None:
             from ingest.xrootd_monitoring import spool as spooling
 
             self.spool_end = self.end = spooling.recover(spool)
             first = spooling.segments(spool)
-            self.pos = first[0][0] if first else self.end  # by default all that is retained
-            self._reader: spooling.SpoolReader | None = None
-            self._items: deque = deque()
+            # by default all that is retained
+            self._cursor = spooling.SpoolCursor(spool, first[0][0] if first else self.end)
             self._cond = threading.Condition()
             self._eof = False
         self._thread = threading.Thread(target=self._read if spool is None else self._read_ends,
                                         name="collect-recv", daemon=True)
 
+    @property
+    def pos(self) -> int:
+        """With a spool: the position after the datagram `get` gave last."""
+        return self._cursor.pos if self._cursor is not None else 0
+
+    @property
+    def arrival(self) -> int:
+        return self._cursor.arrival if self._cursor is not None else 0
+
     def resume(self, pos: int) -> None:
         """Decode from spool position `pos` on (what before it was decoded and stored)."""
-        self.pos = pos
+        self._cursor.pos = pos
 
     def kernel_drops(self) -> int:
         """Datagrams the kernel dropped for this socket because its receive buffer was full
@@ -185,27 +192,18 @@ class Receiver:
         os.close(self._pipe)
 
     def _spooled(self, timeout: float | None) -> tuple[bytes, str] | None:
-        if not self._items:
-            from ingest.xrootd_monitoring.spool import SpoolReader
-
-            if self._reader is None or self._reader.pos != self.pos:
-                if self._reader is not None:
-                    self._reader.close()
-                self._reader = SpoolReader(self.spool, self.pos)
-            with self._cond:
-                if self._reader.pos >= self.end and timeout != 0 and not self._eof:
-                    self._cond.wait(timeout)
-                end = self.end
-            self._items.extend(self._reader.read(end))
-            if not self._items:
-                return None
-        payload, addr, self.arrival, self.pos = self._items.popleft()
-        self.received += 1
-        return payload, addr
+        with self._cond:
+            if not self._cursor.behind(self.end) and timeout != 0 and not self._eof:
+                self._cond.wait(timeout)
+            end = self.end
+        item = self._cursor.next(end)
+        if item is not None:
+            self.received += 1
+        return item
 
     def skipped_bytes(self) -> int:
         """Spool bytes removed by its bounds before they were decoded."""
-        return self._reader.skipped_bytes if self.spool is not None and self._reader is not None else 0
+        return self._cursor.skipped_bytes() if self._cursor is not None else 0
 
     def get(self, timeout: float | None) -> tuple[bytes, str] | None:
         if self.spool is not None:

@@ -88,8 +88,9 @@ class Checkpoints:
 
 
 def receiver_metrics(receiver: Receiver) -> dict[str, int]:
-    """What the socket and the spool say beside the Assembler's counts (pipeline_health, --stats)."""
-    m = {"kernel_drops": receiver.kernel_drops()}
+    """What the socket and the spool say beside the Assembler's counts (pipeline_health, --stats);
+    a bus source (bus.py) has no socket."""
+    m = {"kernel_drops": receiver.kernel_drops()} if hasattr(receiver, "kernel_drops") else {}
     if receiver.spool is not None:
         m["spool_skipped_bytes"] = receiver.skipped_bytes()
     return m
@@ -211,7 +212,7 @@ class Collector:
         write = sink.write
         last_data = last_flush = time.monotonic()
         dirty = False
-        spooled = getattr(receiver, "spool", None) is not None  # another source (a bus) may have none
+        spooled = receiver.spool is not None
         if spooled:
             # a spooled datagram's own arrival time moves the reorder window: decoding the spool again
             # after a restart passes it exactly as the first time did

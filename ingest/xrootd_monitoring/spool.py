@@ -26,6 +26,7 @@ import os
 import struct
 import time
 import zlib
+from collections import deque
 from pathlib import Path
 
 HEAD = struct.Struct("<IIqH")  # payload length, crc32(arrival, address, payload), arrival µs, address length
@@ -51,6 +52,22 @@ def encode(arrival: int, addr: bytes, payload: bytes) -> bytes:
     return HEAD.pack(len(payload), _crc(arrival, addr, payload), arrival, len(addr)) + addr + payload
 
 
+def _scan(data: bytes, check: bool = False):
+    """(end, arrival, address, payload) of each whole record at the start of `data`; with `check`,
+    up to the first whose CRC fails."""
+    off = 0
+    while off + HEAD.size <= len(data):
+        plen, crc, arrival, alen = HEAD.unpack_from(data, off)
+        end = off + HEAD.size + alen + plen
+        if end > len(data):
+            return
+        addr, payload = data[off + HEAD.size:off + HEAD.size + alen], data[off + HEAD.size + alen:end]
+        if check and _crc(arrival, addr, payload) != crc:
+            return
+        yield end, arrival, addr, payload
+        off = end
+
+
 def recover(directory: Path) -> int:
     """Open the spool at `directory` (created if missing): cut a torn or damaged tail off the
     newest segment; returns the spool's end position (where the next record goes)."""
@@ -61,15 +78,8 @@ def recover(directory: Path) -> int:
     base, path = segs[-1]
     data = path.read_bytes()
     off = 0
-    while off + HEAD.size <= len(data):
-        plen, crc, arrival, alen = HEAD.unpack_from(data, off)
-        end = off + HEAD.size + alen + plen
-        if end > len(data):
-            break
-        addr = data[off + HEAD.size:off + HEAD.size + alen]
-        if _crc(arrival, addr, data[off + HEAD.size + alen:end]) != crc:
-            break
-        off = end
+    for off, *_ in _scan(data, check=True):
+        pass
     if off < len(data):
         with open(path, "r+b") as f:
             f.truncate(off)
@@ -169,14 +179,8 @@ class SpoolReader:
                 self.close()
                 continue
             i = 0
-            while i + HEAD.size <= len(data):
-                plen, _, arrival, alen = HEAD.unpack_from(data, i)
-                j = i + HEAD.size + alen + plen
-                if j > len(data):
-                    break
-                out.append((data[i + HEAD.size + alen:j], data[i + HEAD.size:i + HEAD.size + alen].decode(),
-                            arrival, self.pos + j))
-                i = j
+            for i, arrival, addr, payload in _scan(data):
+                out.append((payload, addr.decode(), arrival, self.pos + i))
             self.pos += i
             limit -= i
             if i == 0:
@@ -190,6 +194,64 @@ class SpoolReader:
         if self._f is not None:
             self._f.close()
             self._f = None
+
+
+class SpoolCursor:
+    """The decoding side of a spool, for every source that spools (receiver.Receiver, bus.BusSource):
+    one record at a time from `pos` (the position after the record given last) up to the end the
+    writer announced."""
+
+    def __init__(self, directory: Path, pos: int):
+        self.dir = directory
+        self.pos = pos
+        self.arrival = 0  # of the record given last (UTC µs)
+        self._reader: SpoolReader | None = None
+        self._items: deque = deque()
+
+    def next(self, end: int) -> tuple[bytes, str] | None:
+        if not self._items:
+            if self._reader is None or self._reader.pos != self.pos:  # a resume moved it
+                if self._reader is not None:
+                    self._reader.close()
+                self._reader = SpoolReader(self.dir, self.pos)
+            self._items.extend(self._reader.read(end))
+            if not self._items:
+                return None
+        payload, addr, self.arrival, self.pos = self._items.popleft()
+        return payload, addr
+
+    def behind(self, end: int) -> bool:
+        """True while records before `end` are still to be given."""
+        return bool(self._items) or (self._reader.pos if self._reader is not None else self.pos) < end
+
+    def skipped_bytes(self) -> int:
+        """Removed by the bounds before they were decoded."""
+        return self._reader.skipped_bytes if self._reader is not None else 0
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+
+
+def tail(directory: Path, count: int, key) -> list:
+    """`key(payload, sender)` of the last `count` records of the spool (fewer when it holds fewer),
+    oldest first; one segment in memory at a time. Read once at a bus source's start (the messages
+    spooled before a death may still be unacked)."""
+    out: deque = deque()
+    for base, path in reversed(segments(directory)):
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            continue
+        reader = SpoolReader(directory, base)
+        records: list = []
+        while reader.pos < base + size and (batch := reader.read(base + size)):
+            records += [key(payload, addr) for payload, addr, _, _ in batch]
+        reader.close()
+        out.extendleft(reversed(records[-(count - len(out)):]))
+        if len(out) >= count:
+            break
+    return list(out)
 
 
 def prune(directory: Path, done: int, max_bytes: int, max_age_s: float, now: float | None = None) -> int:

@@ -1,6 +1,7 @@
 """`cachescope collect --from amqp://…` against a real RabbitMQ (Debian's rabbitmq-server, started by
 scripts/services): the messages OSG's xrootd-monitoring-shoveler publishes, decoded as the UDP path
-decodes their datagrams, acked only once their events are durable.
+decodes their datagrams, acked only once they are in the collector's spool (fsynced): from there on
+decoding, checkpoints and restarts are the spool's, as for `--listen` (test_spool.py).
 
 Fixture `xrootd_shoveler_fstream_pelican_use_case.jsonl`: OSG's xrootd-monitoring-shoveler repository,
 tests/use_case (a real Pelican 7.16 cache's f-stream, as the shoveler published it). Its two messages
@@ -26,8 +27,6 @@ from cachescope.events import encode_lines
 from ingest.xrootd_monitoring.assemble import Assembler
 from ingest.xrootd_monitoring.capture import read_capture
 from ingest.xrootd_monitoring.bus import AmqpSource, parse_from
-from ingest.xrootd_monitoring.bus_checkpoint import Checkpoint
-from ingest.xrootd_monitoring.run import LinesOut
 from services import unique_name
 
 pika = pytest.importorskip("pika")
@@ -131,6 +130,19 @@ def finished(p: subprocess.Popen) -> tuple[dict, str]:
     return stats, err
 
 
+def checkpointed(out: Path, name: str = "out") -> bool:
+    """The spool beside --out FILE (FILE.spool) holds a checkpoint."""
+    return any(Path(str(out) + ".spool").glob(f"{name}-*.state"))
+
+
+def until_checkpointed(p: subprocess.Popen, out: Path) -> subprocess.Popen:
+    """Its first checkpoint: something spooled, acked, decoded and written."""
+    while not checkpointed(out):
+        assert p.poll() is None, p.stderr.read().decode()
+        time.sleep(0.01)  # polling for the file, not a delay before an assertion
+    return p
+
+
 def events_of(path: Path) -> list[dict]:
     return [orjson.loads(ln) for ln in path.read_bytes().splitlines()]
 
@@ -166,13 +178,8 @@ def test_kill_9_or_sigterm_mid_stream_and_a_restart_give_every_access_exactly_on
     messages = shoveled(read_capture(RUN1))
     half = len(messages) // 2
     out = tmp_path / "out.jsonl"
-    checkpoint = Path(str(out) + ".checkpoint")
     bus.publish(messages[:half])
-    p = collect(bus, out)
-    # its first checkpoint: something decoded, written and acked (or about to be)
-    while not checkpoint.exists():
-        assert p.poll() is None, p.stderr.read().decode()
-        time.sleep(0.01)  # polling for the file, not a delay before an assertion
+    p = until_checkpointed(collect(bus, out), out)
     p.send_signal(sig)
     p.wait()
     p.stderr.close()
@@ -180,7 +187,7 @@ def test_kill_9_or_sigterm_mid_stream_and_a_restart_give_every_access_exactly_on
     assert p.returncode == (0 if sig == signal.SIGTERM else -signal.SIGKILL)
     bus.publish(messages[half:])
     stats, err = finished(collect(bus, out, "--stop-after-idle", "2s"))
-    assert "restored from" in err
+    assert "resumed from the spool's checkpoint" in err
     got = events_of(out)
     expected = direct(messages)
     assert len(got) == len(expected) == 1000
@@ -222,7 +229,8 @@ def test_an_unreachable_broker_is_one_line_and_exit_1(tmp_path):
 @pytest.mark.parametrize("args, what", [
     (["--from", "kafka://x:1/t", "--out", "-"], "expected amqp://"),
     (["--from", "amqp://h/%2F", "--listen", "udp://127.0.0.1:0", "--out", "-"], "exactly one of --listen"),
-    (["--from", "amqp://h/%2F", "--out", "-"], "--checkpoint"),
+    (["--from", "amqp://h/%2F", "--out", "-"], "give --spool DIR"),
+    (["--from", "amqp://h/%2F", "--to", "kafka://127.0.0.1:1/t"], "give --spool DIR"),
     (["--listen", "udp://127.0.0.1:0", "--queue", "q", "--out", "-"], "go with --from"),
     (["--from", "stomp://h:61613", "--out", "o"], "stomp://USER:PASS@HOST:PORT/topic/NAME"),
     (["--from", "stomp://h:61613/topic/t", "--queue", "q", "--out", "o"], "are AMQP's"),
@@ -234,62 +242,70 @@ def test_bus_usage_errors_are_one_line_and_exit_2(args, what):
     assert what in p.stderr and "Traceback" not in p.stderr
 
 
-def _dying_run(bus: Bus, out: Path, hand_out: int, checkpoint_after: int, prefetch: int = 5000) -> Checkpoint:
-    """The collector's own parts, in this process: restore from the checkpoint if there is one,
-    hand out `hand_out` messages, checkpoint after the first `checkpoint_after`, then die before
-    the ack (the connection dropped: the broker requeues everything unacked)."""
-    asm = Assembler(load_config(None))
-    ckpt = Checkpoint(str(out) + ".checkpoint")
-    if ckpt.load(asm):
-        with open(out, "ab") as f:
-            f.truncate(ckpt.out_size)
-    source = AmqpSource(parse_from(f"{bus.source}&prefetch={prefetch}"),
-                        skip=lambda d: ckpt.holds(d.body, d.redelivered))
-    stream = open(out, "ab")
-    sink = LinesOut(stream)
-    checkpointed = False
-    while source.messages < hand_out:  # the broker's deliveries (the prefetch bounds a get's skips)
-        item = source.get(None)
-        if item is not None:
-            sink.write(asm.feed(*item))
-        if source.messages == checkpoint_after and not checkpointed:
-            sink.flush(asm)
-            assert ckpt.covering(asm, source, stream)
-            checkpointed = True
-    assert checkpointed
-    sink.flush(asm)
+def _dying_run(bus: Bus, spool: Path, spooled: int) -> AmqpSource:
+    """The collector's bus source in this process: it spools the first `spooled` deliveries
+    (fsynced) and dies before acking them (the connection dropped: the broker requeues everything
+    unacked), the window a kill -9 rarely hits, made to happen."""
+    source = AmqpSource(parse_from(f"{bus.source}&prefetch={spooled}"), spool)
+    while len(source._inbox) < spooled:  # the broker hands out `spooled` (its prefetch), no more
+        source._pump(1.0)
+    tag, n = source.spool_delivered()
+    assert n == spooled and tag
     source.conn.close()
-    stream.close()
-    return ckpt
+    source.close_spool()
+    return source
 
 
-def test_a_death_after_the_checkpoint_before_the_ack_skips_what_it_holds_and_cuts_back_the_rest(bus, tmp_path):
-    """The two windows a kill -9 rarely hits, made to happen: run 1 checkpoints after 600 messages
-    and dies before acking them, having written the events of 300 more after its checkpoint; the
-    broker redelivers all 900. The restarted `collect` skips the 600 its checkpoint holds (counted),
-    cuts the output back and decodes the 300 again."""
+def test_a_death_between_the_spool_and_the_ack_is_a_counted_duplicate_not_a_double(bus, tmp_path):
+    """Run 1 spools 600 messages and dies before acking them; the broker redelivers all 600. The
+    restarted `collect` decodes the 600 from the spool and skips their redeliveries (counted)."""
     messages = shoveled(read_capture(RUN1))
     bus.publish(messages)
     out = tmp_path / "out.jsonl"
-    ckpt = _dying_run(bus, out, 900, 600)
-    assert out.stat().st_size > ckpt.out_size  # events beyond the checkpoint are in the file
-    stats, err = finished(collect(bus, out, "--stop-after-idle", "2s"))
-    assert "restored from" in err
+    first = _dying_run(bus, Path(str(out) + ".spool"), 600)
+    assert first.acked == 0 and bus.depth()[0] == len(messages)  # nothing acked: all on the queue
+    stats, _ = finished(collect(bus, out, "--stop-after-idle", "2s"))
     assert stats["bus"]["redelivered_duplicates"] == 600
+    assert stats["bus"]["messages"] == len(messages) == stats["datagrams"]  # 600 of them redelivered
     assert events_of(out) == direct(messages)
     assert bus.depth()[0] == 0
 
 
-def test_two_deaths_in_a_row_keep_the_first_checkpoints_redeliveries_held(bus, tmp_path):
-    """Run 1 dies holding 600 unacked messages; run 2 restores, skips 300 of them, checkpoints and
-    dies before its ack: the 300 it had not reached yet must stay held for run 3."""
+def test_two_deaths_in_a_row_keep_the_first_runs_spooled_messages_held(bus, tmp_path):
+    """Run 1 dies holding 600 spooled, unacked messages; run 2 skips the 300 redeliveries the broker
+    hands it and dies before acking them: all 600 must still be held for run 3."""
     messages = shoveled(read_capture(RUN1))
     bus.publish(messages)
     out = tmp_path / "out.jsonl"
-    _dying_run(bus, out, 900, 600)
-    _dying_run(bus, out, 300, 300, prefetch=300)  # the broker hands it 300: all held ones
+    spool = Path(str(out) + ".spool")
+    _dying_run(bus, spool, 600)
+    source = AmqpSource(parse_from(f"{bus.source}&prefetch=300"), spool)
+    while len(source._inbox) < 300:
+        source._pump(1.0)
+    assert source.spool_delivered()[1] == 300 and source.duplicates == 300  # nothing spooled again
+    source.conn.close()
+    source.close_spool()
     stats, _ = finished(collect(bus, out, "--stop-after-idle", "2s"))
     assert stats["bus"]["redelivered_duplicates"] == 600
+    assert events_of(out) == direct(messages)
+
+
+def test_lines_written_after_the_last_checkpoint_are_cut_back_on_restart(bus, tmp_path):
+    """What a killed run wrote after its last checkpoint comes again from the spool: the restart cuts
+    --out FILE back to the size the checkpoint holds, so no access is in the file twice."""
+    messages = shoveled(read_capture(RUN1))
+    half = len(messages) // 2
+    out = tmp_path / "out.jsonl"
+    bus.publish(messages[:half])
+    p = until_checkpointed(collect(bus, out), out)
+    p.send_signal(signal.SIGTERM)
+    finished(p)
+    written = out.read_bytes()
+    assert written
+    with open(out, "ab") as f:  # as a run killed between its write and its checkpoint leaves it
+        f.write(written.splitlines(keepends=True)[-1])
+    bus.publish(messages[half:])
+    finished(collect(bus, out, "--stop-after-idle", "2s"))
     assert events_of(out) == direct(messages)
 
 
@@ -298,15 +314,15 @@ def test_to_kafka_kill_9_mid_stream_and_a_restart_give_every_identity_once(bus, 
 
     messages = shoveled(read_capture(RUN1))
     half = len(messages) // 2
-    checkpoint = tmp_path / "collect.checkpoint"
+    spool = tmp_path / "spool"
     args = ["--to", f"kafka://{kafka.bootstrap}/{kafka_topic}", "--collector-id", kafka_topic,
-            "--checkpoint", str(checkpoint)]
+            "--spool", str(spool)]
     bus.publish(messages[:half])
     p = subprocess.Popen([CLI, "collect", "--from", bus.source, *args], stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE)
-    while not checkpoint.exists():  # its first flush committed and checkpointed
+    while not topic_items(kafka.bootstrap, kafka_topic):  # its first transaction (and checkpoint) committed
         assert p.poll() is None, p.stderr.read().decode()
-        time.sleep(0.01)  # polling for the file, not a delay before an assertion
+        time.sleep(0.05)  # polling the topic, not a delay before an assertion
     p.kill()
     p.wait()
     p.stderr.close()
@@ -314,7 +330,7 @@ def test_to_kafka_kill_9_mid_stream_and_a_restart_give_every_identity_once(bus, 
     q = subprocess.run([CLI, "collect", "--from", bus.source, *args, "--stop-after-idle", "2s"],
                        capture_output=True, text=True)
     assert q.returncode == 0, q.stderr
-    assert "restored from" in q.stderr
+    assert "resumed from the spool's checkpoint" in q.stderr
     events = topic_items(kafka.bootstrap, kafka_topic)
     ref = direct(messages)
     by_id = {(e["origin"], e["seq"]): e for e in events}
@@ -405,18 +421,15 @@ def test_stomp_kill_9_mid_stream_and_a_restart_give_every_access_exactly_once(st
     messages = shoveled(read_capture(RUN1))
     half = len(messages) // 2
     out = tmp_path / "out.jsonl"
-    checkpoint = Path(str(out) + ".checkpoint")
     p = stomp_collect(stomp_bus, out)
     stomp_bus.publish(messages[:half])
-    while not checkpoint.exists():
-        assert p.poll() is None, p.stderr.read().decode()
-        time.sleep(0.01)  # polling for the file, not a delay before an assertion
+    until_checkpointed(p, out)
     p.kill()
     p.wait()
     p.stderr.close()
     p.stdout.close()
     stomp_bus.publish(messages[half:])  # the durable subscription keeps them meanwhile
     q = stomp_collect(stomp_bus, out, "--stop-after-idle", "2s")
-    assert "restored from" in q.first_line
+    assert "resumed from the spool's checkpoint" in q.first_line
     stats, _ = finished(q)
     assert events_of(out) == direct(messages)

@@ -93,6 +93,36 @@ def test_a_reader_resumes_at_a_position_and_counts_what_the_bounds_removed(tmp_p
     assert len(rest) + 10 < 30 and rest[-1][0] == bytes([29]) * 100
 
 
+def test_the_tail_is_the_last_records_across_segments(tmp_path):
+    """What a bus source reads at its start (the records a killed run may not have acked)."""
+    d = tmp_path / "spool"
+    w = spool.SpoolWriter(d, spool.recover(d), segment_bytes=300)
+    for i in range(25):
+        w.append(spool.encode(i, f"10.0.0.{i}".encode(), bytes([i]) * 90))
+    w.close()
+    assert len(spool.segments(d)) > 4
+    key = lambda payload, addr: (payload[0], addr)  # noqa: E731
+    assert spool.tail(d, 7, key) == [(i, f"10.0.0.{i}") for i in range(18, 25)]
+    assert spool.tail(d, 100, key) == [(i, f"10.0.0.{i}") for i in range(25)]
+    (tmp_path / "empty").mkdir()
+    assert spool.tail(tmp_path / "empty", 5, key) == []
+
+
+def test_a_cursor_gives_each_record_once_and_resumes_where_told(tmp_path):
+    d = tmp_path / "spool"
+    w = spool.SpoolWriter(d, spool.recover(d), segment_bytes=400)
+    ends = [w.append(spool.encode(i, b"127.0.0.1", bytes([i]) * 100)) for i in range(12)]
+    c = spool.SpoolCursor(d, 0)
+    got = []
+    while (item := c.next(ends[5])) is not None:
+        got.append(item[0][0])
+    assert got == list(range(6)) and c.pos == ends[5] and not c.behind(ends[5]) and c.behind(ends[-1])
+    c.pos = ends[8]  # resumed: what before it is stored
+    assert c.next(ends[-1])[0][0] == 9 and c.pos == ends[9]
+    c.close()
+    w.close()
+
+
 # ---------------------------------------------------------------------------------------- processes
 
 
