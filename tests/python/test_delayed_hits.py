@@ -155,7 +155,7 @@ def test_duration_travels_in_messages_and_old_messages_read_as_null():
     from cachescope.events import AccessEvent
 
     ev = AccessEvent(1_700_000_000_000_000, "S", "csv", "srv", "", "cms", "/p", 1, 100, 50, "read", "AOD", "g",
-                     None, None, None, None, "file:h:/x", 0, 2_500_000)
+                     None, None, None, None, None, "file:h:/x", 0, 2_500_000)
     group, cols = decode_message(encode_events("g", [ev, AccessEvent(*[getattr(ev, f) for f in ev.__struct_fields__][:-1])]))
     assert cols.duration_us.tolist() == [2_500_000, -1]
     # a message from before the field: no duration_us column at all
