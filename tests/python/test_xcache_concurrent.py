@@ -73,14 +73,15 @@ def _lines(path: Path) -> list[dict]:
 
 
 def _wait_closed(full_log: Path, proc) -> None:
-    """Until XrdPfc has ended every File object it made (`~File() ended` for each `Open()`): its
+    """Until XrdPfc has ended every File object it made (`~File() close info`, its destructor begun, for each `Open()`; the destructor's last line
+    can sit unwritten in the logger): its
     g-stream record goes out then (a detach while blocks are still written is retried every
     30 s). A cache that stops ending them for 120 s: LabError."""
     seen, since = None, time.monotonic()
     while True:
         text = full_log.read_text(errors="replace")
         opened = text.count("Open() Creating new file info") + text.count("Open() Reading existing info file")
-        state = (opened, text.count("~File() ended"))
+        state = (opened, text.count("~File() close info"))
         if opened and state[1] >= opened:
             return
         if proc.poll() is not None:
