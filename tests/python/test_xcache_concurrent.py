@@ -72,16 +72,22 @@ def _lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
-def _wait_closed(full_log: Path, proc) -> None:
-    """Until XrdPfc has ended every File object it made (`~File() close info`, its destructor begun, for each `Open()`; the destructor's last line
-    can sit unwritten in the logger): its
-    g-stream record goes out then (a detach while blocks are still written is retried every
-    30 s). A cache that stops ending them for 120 s: LabError."""
-    seen, since = None, time.monotonic()
+#: read through the cache by the test itself, not the clients: the cache's logger writes its last
+#: lines only when it logs more, so a read of this file pushes out the previous files' last lines
+POKE = "/store/mc/XCacheBusy/poke/poke.root"
+
+
+def _wait_closed(lab: XCacheLab, full_log: Path) -> None:
+    """Until XrdPfc has ended every File object it made for the clients (`~File() close info`,
+    its destructor begun, for each `Open()`): its g-stream record goes out then (a detach while
+    blocks are still written is retried every 30 s). The cache's logger keeps its last lines
+    until it logs again: when nothing changes, POKE is read. None for 120 s: LabError."""
+    proc = lab.procs[CACHE.name].popen
+    seen, since, poked = None, time.monotonic(), time.monotonic()
     while True:
-        text = full_log.read_text(errors="replace")
-        opened = text.count("Open() Creating new file info") + text.count("Open() Reading existing info file")
-        state = (opened, text.count("~File() close info"))
+        lines = [line for line in full_log.read_text(errors="replace").splitlines() if POKE not in line]
+        opened = sum("Open() Creating new file info" in x or "Open() Reading existing info file" in x for x in lines)
+        state = (opened, sum("~File() close info" in x for x in lines))
         if opened and state[1] >= opened:
             return
         if proc.poll() is not None:
@@ -90,6 +96,10 @@ def _wait_closed(full_log: Path, proc) -> None:
             seen, since = state, time.monotonic()
         elif time.monotonic() - since > 120:
             raise LabError(f"the cache ended {state[1]} of {opened} files, none for 120 s: see {full_log}")
+        elif time.monotonic() - poked > 5:
+            subprocess.run(lab.inns(["xrdcp", "-f", "-s", f"root://127.0.0.1:{CACHE.port}/{POKE}", "/dev/null"]),
+                           capture_output=True)
+            poked = time.monotonic()
         time.sleep(0.5)
 
 
@@ -97,7 +107,7 @@ def _wait_events(out: Path, n: int, flush_s: float = 5.0) -> None:
     """Until `n` accesses are out, or three monitoring flushes brought nothing more."""
     last, since = -1, time.monotonic()
     while True:
-        k = len(out.read_text().splitlines()) if out.exists() else 0
+        k = sum(POKE not in line for line in out.read_text().splitlines()) if out.exists() else 0
         if k >= n or time.monotonic() - since > 3 * flush_s:
             return
         if k != last:
@@ -108,7 +118,7 @@ def _wait_events(out: Path, n: int, flush_s: float = 5.0) -> None:
 @pytest.fixture(scope="module")
 def busy(tmp_path_factory) -> BusyRun:
     keep = tmp_path_factory.mktemp("xcache-busy")
-    lab = XCacheLab([CACHE], Plan(_files(), []), xrootd=DEBIAN_XROOTD, origin_link_rate=ORIGIN_LINK, full_log=True)
+    lab = XCacheLab([CACHE], Plan([*_files(), (POKE, 8192)], []), xrootd=DEBIAN_XROOTD, origin_link_rate=ORIGIN_LINK, full_log=True)
     t0 = time.monotonic()
     timings: dict[str, float] = {}
     try:
@@ -125,10 +135,10 @@ def busy(tmp_path_factory) -> BusyRun:
             time.sleep(0.1)
         lab.start_servers()
         timings["setup_s"] = time.monotonic() - t0
-        reads = lab.run_clients(CACHE, READS, WORKLOAD)
+        reads = lab.run_clients(CACHE, READS, WORKLOAD, files=_files())
         timings["workload_s"] = time.monotonic() - t0 - timings["setup_s"]
         full = lab.root / "logs" / f"{CACHE.name}.full.log"
-        _wait_closed(full, lab.procs[CACHE.name].popen)
+        _wait_closed(lab, full)
         _wait_events(out, len(reads))
         code = lab.stop_process("collect")
         if code != 0:
@@ -140,7 +150,8 @@ def busy(tmp_path_factory) -> BusyRun:
                                stderr=subprocess.PIPE, text=True)
         if b.returncode != 0:
             raise LabError(f"blocklog failed on {full}: {b.stderr.strip()[-300:]}")
-        run = BusyRun(reads, _lines(out), verdicts(blocklog, reads, BLOCK), config, timings)
+        events = [e for e in _lines(out) if e["path"] != POKE]
+        run = BusyRun(reads, events, verdicts(blocklog, reads, BLOCK), config, timings)
     except LabError as e:
         pytest.fail(str(e), pytrace=False)
     finally:

@@ -453,19 +453,20 @@ class XCacheLab:
                            f"{': ' + bad[0]['status'] if bad else ''}): see {log}")
         return reads
 
-    def run_clients(self, cache: CacheSetup, n: int, args: list[str]) -> list[dict]:
+    def run_clients(self, cache: CacheSetup, n: int, args: list[str],
+                    files: Optional[list[tuple[str, int]]] = None) -> list[dict]:
         """`n` reads of the plan's files through `cache` by the lab's workload in its planned mode
         (`--clients N` processes at once, `args` as tests/python/xcache_lab_workload.py takes
-        them); one dict per read, by start time: ts_start, ts_end, path, size, method, offsets,
+        them), over `files` (default: all the plan's); one dict per read, by start time: ts_start, ts_end, path, size, method, offsets,
         bytes_read, status, client."""
         import csv
 
-        files, trace = self.root / "files.txt", self.root / "workload.csv"
-        files.write_text("".join(f"{size} {lfn}\n" for lfn, size in self.plan.files))
+        listing, trace = self.root / "files.txt", self.root / "workload.csv"
+        listing.write_text("".join(f"{size} {lfn}\n" for lfn, size in (self.plan.files if files is None else files)))
         log = self.root / "logs" / "workload.log"
         with open(log, "wb") as out:
             p = subprocess.run(self.inns([DEBIAN_PYTHON, str(LAB_WORKLOAD), str(n), "--server",
-                                          f"127.0.0.1:{cache.port}", "--files", str(files), "--trace", str(trace),
+                                          f"127.0.0.1:{cache.port}", "--files", str(listing), "--trace", str(trace),
                                           *args]), stdout=out, stderr=out, preexec_fn=_child_setup)
         rows = list(csv.DictReader(open(trace, newline=""))) if trace.exists() else []
         if p.returncode != 0 or len(rows) != n:
