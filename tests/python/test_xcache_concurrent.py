@@ -5,7 +5,7 @@ One cache (XRootD 5.5.3, Debian's) in front of one origin in the lab's network n
 (tests/python/xcache_real.py), the origin's replies limited by `tc htb` on the namespace's `lo`
 (ORIGIN_LINK); six client processes (tests/python/xcache_lab_workload.py, the lab's workload
 in its planned mode) read a Zipf-skewed set of files, most reads ROOT-style (10-30 % of a file
-in 2-5 scattered ranges with "processing" between them), three in ten on the file of one of the two reads before it
+in 2-5 scattered ranges with "processing" between them), one in four on a file one of the four reads before it
 took. The cache never purges (its filesystem holds every file), so what it did is what its
 block log (`pfc.trace dump`, tests/python/xcache_blocklog.py) says: which blocks each read
 found on disk, in flight, or had to fetch (tests/python/xcache_blocktruth.py).
@@ -44,12 +44,12 @@ BLOCKLOG = Path(__file__).with_name("xcache_blocklog.py")
 BLOCK = MiB  # pfc.blocksize 1m (xcache_real.CACHE_CFG)
 FS_MIB = 320
 CACHE = CacheSetup("busy", FS_MIB, "280m", "300m", 1097, (9951,), "XCacheBusy")
-ORIGIN_LINK = "16mbit"
-ORIGIN_RATE = "16Mbit/s"  # the same, as the model's origin_rate takes it
+ORIGIN_LINK = "40mbit"
+ORIGIN_RATE = "40Mbit/s"  # the same, as the model's origin_rate takes it
 READS = 200
 CLIENTS = 6
 WORKLOAD = ["--clients", str(CLIENTS), "--partial-style", "root", "--partial", "0.7", "--xrdcp", "0",
-            "--think", "0.2:1.5", "--co-read", "0.3:2", "--rate", "1.5", "--zipf", "1.0", "--seed", "36"]
+            "--think", "0.2:1.5", "--co-read", "0.25:4", "--rate", "1.5", "--zipf", "1.0", "--seed", "36"]
 
 
 def _files(n: int = 36, seed: int = 36) -> list[tuple[str, int]]:
