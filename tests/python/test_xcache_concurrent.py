@@ -6,8 +6,8 @@ One cache (XRootD 5.5.3, Debian's) in front of one origin in the lab's network n
 (ORIGIN_LINK); six client processes (tests/python/xcache_lab_workload.py, the lab's workload
 in its planned mode) read a Zipf-skewed set of files, most reads ROOT-style (10-30 % of a file
 in 2-5 scattered ranges with "processing" between them), one in four on a file one of the four
-reads before it took. The cache never purges (its filesystem holds every file), so what it did is what its
-block log (`pfc.trace dump`, tests/python/xcache_blocklog.py) says: which blocks each read
+reads before it took. The cache never purges (its filesystem holds every file), so what it did
+is what its block log (`pfc.trace dump`, tests/python/xcache_blocklog.py) says: which blocks each read
 found on disk, in flight, or had to fetch (tests/python/xcache_blocktruth.py).
 
 Checked, on one workload run (the module fixture): every read succeeded, concurrently, and
