@@ -102,6 +102,24 @@ class OpenFile:
     read: int = 0  # f-stream close: read + readv bytes
     write: int = 0
     closed_at: int = 0  # f-stream time (s) of the close, 0: open
+    open_end: int = 0  # tEnd of the open's f-stream packet (s): the open happened in ts..open_end
+    close_end: int = 0  # tEnd of the close's packet: the close happened in closed_at..close_end
+
+
+def _fstream_duration(f: OpenFile) -> int | None:
+    """Open..close from the f-stream (µs), where its packets pin it down. Its records carry no
+    times of their own, only their packet's tBeg..tEnd (a flush window, ~10 s), so the access
+    lasted between closed_at - open_end and close_end - ts: the middle of that, when the two
+    are within 20 % of each other (an access of minutes); else None (not known: a short access's
+    window-sized guess would overstate its fetch times many times over)."""
+    open_end, close_end = getattr(f, "open_end", 0), getattr(f, "close_end", 0)  # a checkpoint's may lack them
+    if not open_end or not close_end:
+        return None
+    t_open = f.ts // 1_000_000
+    lower, upper = max(0, f.closed_at - open_end), close_end - t_open
+    if upper <= 0 or lower < 0.8 * upper:
+        return None
+    return (lower + upper) * 500_000
 
 
 @dataclass(slots=True)
@@ -732,14 +750,15 @@ class Assembler:
                 continue
             if r.kind == fstream.OPEN:
                 path = r.lfn or s.paths.pop(r.id, "")
-                s.files[r.id] = OpenFile(s.ftime * 1_000_000, path, r.size, s.users.get(r.user, ""))
+                s.files[r.id] = OpenFile(s.ftime * 1_000_000, path, r.size, s.users.get(r.user, ""),
+                                         open_end=s.ftend or s.ftime)
                 _bounded(s.files)
             elif r.kind == fstream.CLOSE:
                 f = s.files.get(r.id)
                 if f is None:
                     self.stats.incomplete += 1  # its open was in a lost datagram (or before we started)
                     continue
-                f.read, f.write, f.closed_at = r.read, r.write, s.ftime or 1
+                f.read, f.write, f.closed_at, f.close_end = r.read, r.write, s.ftime or 1, s.ftend or s.ftime
                 self._complete(s, r.id, f)
             elif r.kind == fstream.DISC:
                 s.users.pop(r.id, None)
@@ -801,7 +820,8 @@ class Assembler:
                                                       "lost, or `lfn`/`files` is not configured)", "", False))
             return
         op, nbytes = ("read", nread) if nread or not f.write else ("write", f.write)
-        s.held.append((f.closed_at, Access(f.ts, f.path, size, nbytes, op, s.name, f.client)))
+        s.held.append((f.closed_at, Access(f.ts, f.path, size, nbytes, op, s.name, f.client,
+                                           duration_us=_fstream_duration(f))))
 
     def _release(self, s: Stream, final: bool) -> list[AccessEvent]:
         if final:

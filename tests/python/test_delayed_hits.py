@@ -208,3 +208,49 @@ def test_whatif_of_an_xcache_with_an_origin_rate_counts_delayed_hits(tmp_path):
         assert (instant["hits"], instant["delayed_hits"], instant["misses"]) == (2, 0, 2), instant
     finally:
         store.close()
+
+
+# --- a storage element's f-stream: open..close where its packets pin it down (issue 36) ---------
+
+def _fstream_datagram(pseq: int, stod: int, tbeg: int, tend: int, *records: bytes) -> bytes:
+    import struct
+
+    tod = struct.pack(">bbhI", 2, 0, 24, 0) + struct.pack(">iiq", tbeg, tend, 7)
+    body = tod + b"".join(records)
+    return struct.pack(">cBHi", b"f", pseq, 8 + len(body), stod) + body
+
+
+def _fopen(dictid: int, size: int, lfn: str) -> bytes:
+    import struct
+
+    name = lfn.encode() + b"\0" * (4 - len(lfn) % 4)
+    return struct.pack(">bbhI", 1, 1, 20 + len(name), dictid) + struct.pack(">qI", size, 0) + name
+
+
+def _fclose(dictid: int, read: int) -> bytes:
+    import struct
+
+    return struct.pack(">bbhI", 0, 0, 32, dictid) + struct.pack(">qqq", read, 0, 0)
+
+
+def test_fstream_accesses_take_their_duration_where_the_packets_pin_it_down():
+    from cachescope.config import load_config
+    from ingest.xrootd_monitoring.assemble import Assembler
+
+    stod, t = 1_795_700_000, 1_795_769_000
+    lfn = "/store/data/Run2024A/Muon/AOD/v1/0000/{}.root"
+    # a: open in 1000..1010 s, close in 1600..1610 s: 590..610 s, 600 s it is; b: open and close in
+    # one packet (0..10 s: not known); c: 10..30 s (a window-sized guess: not known)
+    packets = [(t, t + 10, [_fopen(1, 10**9, lfn.format("a")), _fopen(2, 10**8, lfn.format("b")), _fclose(2, 10**8),
+                            _fopen(3, 10**8, lfn.format("c"))]),
+               (t + 20, t + 30, [_fclose(3, 5 * 10**7)]),
+               (t + 600, t + 610, [_fclose(1, 4 * 10**8)])]
+    asm = Assembler(load_config(), name_of=lambda ip: ip)
+    events = []
+    for k, (tb, te, recs) in enumerate(packets):
+        events += asm.feed(_fstream_datagram(k, stod, tb, te, *recs), "127.0.0.1")
+    events += asm.finish()
+    got = {e.path.rsplit("/", 1)[1]: e for e in events}
+    assert sorted(got) == ["a.root", "b.root", "c.root"]
+    assert got["a.root"].duration_us == 600_000_000 and got["a.root"].bytes_read == 4 * 10**8
+    assert not got["b.root"].duration_us and not got["c.root"].duration_us

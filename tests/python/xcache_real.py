@@ -45,6 +45,8 @@ from typing import Optional
 
 REPO = Path(__file__).resolve().parents[2]
 WORKLOAD = Path(__file__).with_name("xcache_workload.py")
+#: ../shared/xcache-lab/workload.py: concurrent clients, ROOT-style partial reads (its planned mode)
+LAB_WORKLOAD = Path(__file__).with_name("xcache_lab_workload.py")
 DEBIAN_PYTHON = "/usr/bin/python3"
 XRD_USER = "xrootd"
 MiB = 1 << 20
@@ -238,6 +240,10 @@ class XCacheLab:
     mounted: list[Path] = field(default_factory=list)
     netns: Optional[Path] = None
     started_at: float = 0.0
+    #: a `tc` rate (`100mbit`) for what the origin sends, on the namespace's `lo`: a WAN stand-in
+    origin_link_rate: Optional[str] = None
+    #: also keep each cache's whole log, pfc.trace's per-block dump lines included (logs/NAME.full.log)
+    full_log: bool = False
 
     # -- set-up --------------------------------------------------------------------------------
 
@@ -288,6 +294,23 @@ class XCacheLab:
             raise LabError(f"cannot create a network namespace (unshare --net): {p.stderr.strip()}")
         self.netns = ns
         subprocess.run(self.inns(["ip", "link", "set", "lo", "up"]), check=True)
+        if self.origin_link_rate:
+            self._origin_link(self.origin_link_rate)
+
+    def _origin_link(self, rate: str) -> None:
+        """What the origin sends (TCP source port ORIGIN_PORT) through one htb class of `rate`;
+        everything else on `lo` unlimited (../shared/xcache-lab/lab.sh's setup_link)."""
+        if shutil.which("tc") is None:
+            raise LabError("tc is missing (iproute2): run scripts/install-system-deps")
+        for argv in (["qdisc", "replace", "dev", "lo", "root", "handle", "1:", "htb", "default", "10"],
+                     ["class", "replace", "dev", "lo", "parent", "1:", "classid", "1:10", "htb", "rate", "100gbit"],
+                     ["class", "replace", "dev", "lo", "parent", "1:", "classid", "1:20", "htb", "rate", rate,
+                      "burst", "1mb", "cburst", "1mb"],
+                     ["filter", "replace", "dev", "lo", "parent", "1:", "protocol", "ip", "prio", "1", "u32", "match",
+                      "ip", "sport", str(ORIGIN_PORT), "0xffff", "flowid", "1:20"]):
+            p = subprocess.run(self.inns(["tc", *argv]), capture_output=True, text=True)
+            if p.returncode != 0:
+                raise LabError(f"cannot limit the origin link to {rate} (tc {' '.join(argv[:2])}): {p.stderr.strip()}")
 
     def _tmpfs(self, path: Path, mib: int) -> None:
         path.mkdir(exist_ok=True)
@@ -356,7 +379,8 @@ class XCacheLab:
                                  stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.PIPE, cwd=self.root / "admin",
                                  preexec_fn=_child_setup, start_new_session=True)
         out.close()
-        pump = threading.Thread(target=_filter_log, args=(popen.stderr, log), name=f"log-{name}", daemon=True)
+        full = self.root / "logs" / f"{name}.full.log" if self.full_log and name != "origin" else None
+        pump = threading.Thread(target=_filter_log, args=(popen.stderr, log, full), name=f"log-{name}", daemon=True)
         pump.start()
         self.procs[name] = _Proc(name, popen, log, pump)
 
@@ -429,6 +453,31 @@ class XCacheLab:
                            f"{': ' + bad[0]['status'] if bad else ''}): see {log}")
         return reads
 
+    def run_clients(self, cache: CacheSetup, n: int, args: list[str],
+                    files: Optional[list[tuple[str, int]]] = None) -> list[dict]:
+        """`n` reads of the plan's files through `cache` by the lab's workload in its planned mode
+        (`--clients N` processes at once, `args` as tests/python/xcache_lab_workload.py takes
+        them), over `files` (default: all the plan's); one dict per read, by start time: ts_start, ts_end, path, size, method, offsets,
+        bytes_read, status, client."""
+        import csv
+
+        listing, trace = self.root / "files.txt", self.root / "workload.csv"
+        listing.write_text("".join(f"{size} {lfn}\n" for lfn, size in (self.plan.files if files is None else files)))
+        log = self.root / "logs" / "workload.log"
+        with open(log, "wb") as out:
+            p = subprocess.run(self.inns([DEBIAN_PYTHON, str(LAB_WORKLOAD), str(n), "--server",
+                                          f"127.0.0.1:{cache.port}", "--files", str(listing), "--trace", str(trace),
+                                          *args]), stdout=out, stderr=out, preexec_fn=_child_setup)
+        rows = list(csv.DictReader(open(trace, newline=""))) if trace.exists() else []
+        if p.returncode != 0 or len(rows) != n:
+            bad = [r for r in rows if r["status"] != "ok"]
+            raise LabError(f"the workload failed (exit {p.returncode}, {len(rows)} of {n} reads, {len(bad)} failed"
+                           f"{': ' + bad[0]['status'] if bad else ''}): see {log}")
+        for r in rows:
+            r.update(ts_start=float(r["ts_start"]), ts_end=float(r["ts_end"]), size=int(r["size"]),
+                     bytes_read=int(r["bytes_read"]))
+        return rows
+
     def purges(self, name: str):
         from ingest.xrdpfc_log import parse_purges
 
@@ -436,9 +485,11 @@ class XCacheLab:
             return parse_purges(f)
 
 
-def _filter_log(stream, path: Path) -> None:
-    with open(path, "ab", buffering=0) as out:
+def _filter_log(stream, path: Path, full: Optional[Path] = None) -> None:
+    with open(path, "ab", buffering=0) as out, open(full or os.devnull, "ab") as whole:
         for line in iter(stream.readline, b""):
+            if full is not None:
+                whole.write(line)
             # a purge's dump lines: 5.5's `Purge() Removed file`, 6.x's `UnlinkPurgeStateFilesInMap …`
             if b" dump " in line and b"Purge()" not in line and b"UnlinkPurgeStateFilesInMap" not in line:
                 continue

@@ -1,0 +1,241 @@
+"""Many jobs at once (issue 36): a real XCache with concurrent clients, ROOT-style scattered
+partial reads and a slow origin link, checked against the cache's own block log.
+
+One cache (XRootD 5.5.3, Debian's) in front of one origin in the lab's network namespace
+(tests/python/xcache_real.py), the origin's replies limited by `tc htb` on the namespace's `lo`
+(ORIGIN_LINK); six client processes (tests/python/xcache_lab_workload.py, the lab's workload
+in its planned mode) read a Zipf-skewed set of files, most reads ROOT-style (10-30 % of a file
+in 2-5 scattered ranges with "processing" between them), one in four on a file one of the four
+reads before it took. The cache never purges (its filesystem holds every file), so what it did
+is what its block log (`pfc.trace dump`, tests/python/xcache_blocklog.py) says: which blocks each read
+found on disk, in flight, or had to fetch (tests/python/xcache_blocktruth.py).
+
+Checked, on one workload run (the module fixture): every read succeeded, concurrently, and
+reached the cache's log; one collected access per read; the `xcache` model configured from the
+cache's own file (fetch times from `origin_rate` = the link's rate, or from each access's
+duration) within 0.02 of the truth's hit ratio and closer to it than the instant model.
+Printed, not checked (issue 36's targets that do not hold yet, docs/internals.md): the real
+cache's observed hit efficiency (its g-stream verdict, shared by the opens one record covers)
+against the truth, collect's bytes, and the delayed hits of model and truth. Figures print with
+`pytest -s` ("figures ...").
+Needs root, as test_xcache_real.py; a few minutes.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from xcache_blocktruth import Verdict, verdicts
+from xcache_real import DEBIAN_XROOTD, MiB, CacheSetup, LabError, Plan, XCacheLab
+
+pytestmark = [pytest.mark.xcache, pytest.mark.slow]
+
+CLI = str(Path(sys.executable).parent / "cachescope")
+BLOCKLOG = Path(__file__).with_name("xcache_blocklog.py")
+BLOCK = MiB  # pfc.blocksize 1m (xcache_real.CACHE_CFG)
+FS_MIB = 320
+CACHE = CacheSetup("busy", FS_MIB, "280m", "300m", 1097, (9951,), "XCacheBusy")
+ORIGIN_LINK = "40mbit"
+ORIGIN_RATE = "40Mbit/s"  # the same, as the model's origin_rate takes it
+READS = 200
+CLIENTS = 6
+WORKLOAD = ["--clients", str(CLIENTS), "--partial-style", "root", "--partial", "0.7", "--xrdcp", "0",
+            "--think", "0.2:1.5", "--co-read", "0.25:4", "--rate", "1.5", "--zipf", "1.0", "--seed", "36"]
+
+
+def _files(n: int = 36, seed: int = 36) -> list[tuple[str, int]]:
+    """Log-uniform 1-12 MiB, not whole numbers of blocks; all of them fit the cache at once."""
+    import math
+    import random
+
+    rng = random.Random(seed)
+    return [(f"/store/mc/XCacheBusy/TTbar/NANOAODSIM/v1/0000/file_{i:02d}.root",
+             int(math.exp(rng.uniform(0, math.log(12))) * MiB) + rng.randrange(1, 4096)) for i in range(n)]
+
+
+@dataclass
+class BusyRun:
+    reads: list[dict]  # the clients' reads, by start time
+    events: list[dict]  # what `cachescope collect --out` wrote
+    truth: list[Verdict | None]  # per read, from the block log
+    config: Path
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+#: read through the cache by the test itself, not the clients: the cache's logger writes its last
+#: lines only when it logs more, so a read of this file pushes out the previous files' last lines
+POKE = "/store/mc/XCacheBusy/poke/poke.root"
+
+
+def _wait_closed(lab: XCacheLab, full_log: Path) -> None:
+    """Until XrdPfc has ended every File object it made for the clients (`~File() close info`,
+    its destructor begun, for each `Open()`): its g-stream record goes out then (a detach while
+    blocks are still written is retried every 30 s). The cache's logger keeps its last lines
+    until it logs again: when nothing changes, POKE is read. None for 120 s: LabError."""
+    proc = lab.procs[CACHE.name].popen
+    seen, since, poked = None, time.monotonic(), time.monotonic()
+    while True:
+        lines = [line for line in full_log.read_text(errors="replace").splitlines() if POKE not in line]
+        opened = sum("Open() Creating new file info" in x or "Open() Reading existing info file" in x for x in lines)
+        state = (opened, sum("~File() close info" in x for x in lines))
+        if opened and state[1] >= opened:
+            return
+        if proc.poll() is not None:
+            raise LabError(f"the cache exited ({proc.returncode}) with files open: see {full_log}")
+        if state != seen:
+            seen, since = state, time.monotonic()
+        elif time.monotonic() - since > 120:
+            raise LabError(f"the cache ended {state[1]} of {opened} files, none for 120 s: see {full_log}")
+        elif time.monotonic() - poked > 5:
+            subprocess.run(lab.inns(["xrdcp", "-f", "-s", f"root://127.0.0.1:{CACHE.port}/{POKE}", "/dev/null"]),
+                           capture_output=True)
+            poked = time.monotonic()
+        time.sleep(0.5)
+
+
+def _wait_events(out: Path, n: int, flush_s: float = 5.0) -> None:
+    """Until `n` accesses are out, or three monitoring flushes brought nothing more."""
+    last, since = -1, time.monotonic()
+    while True:
+        k = sum(POKE not in line for line in out.read_text().splitlines()) if out.exists() else 0
+        if k >= n or time.monotonic() - since > 3 * flush_s:
+            return
+        if k != last:
+            last, since = k, time.monotonic()
+        time.sleep(0.5)
+
+
+@pytest.fixture(scope="module")
+def busy(tmp_path_factory) -> BusyRun:
+    keep = tmp_path_factory.mktemp("xcache-busy")
+    lab = XCacheLab([CACHE], Plan([*_files(), (POKE, 8192)], []), xrootd=DEBIAN_XROOTD, origin_link_rate=ORIGIN_LINK, full_log=True)
+    t0 = time.monotonic()
+    timings: dict[str, float] = {}
+    try:
+        lab.prepare()
+        config = keep / "busy.cfg"
+        config.write_text(lab.config_path(CACHE.name).read_text())
+        out = keep / "collect.jsonl"
+        p = lab.spawn("collect", [CLI, "collect", "--listen", f"udp://127.0.0.1:{CACHE.udp[0]}", "--out", str(out),
+                                  "--rejects", str(keep / "rejects.jsonl"), "--stats"])
+        log = lab.root / "logs" / "collect.log"
+        while not (log.exists() and "listening on" in log.read_text(errors="replace")):
+            if p.poll() is not None:
+                raise LabError(f"collect exited ({p.returncode}) before it listened: see {log}")
+            time.sleep(0.1)
+        lab.start_servers()
+        timings["setup_s"] = time.monotonic() - t0
+        reads = lab.run_clients(CACHE, READS, WORKLOAD, files=_files())
+        timings["workload_s"] = time.monotonic() - t0 - timings["setup_s"]
+        full = lab.root / "logs" / f"{CACHE.name}.full.log"
+        _wait_closed(lab, full)
+        _wait_events(out, len(reads))
+        code = lab.stop_process("collect")
+        if code != 0:
+            raise LabError(f"collect exited {code} on SIGTERM: see {log}")
+        lab.stop_process(CACHE.name)  # its log complete
+        blocklog = keep / "blocklog.jsonl"
+        with open(blocklog, "wb") as f:
+            b = subprocess.run([sys.executable, str(BLOCKLOG), str(full), "--block-size", str(BLOCK)], stdout=f,
+                               stderr=subprocess.PIPE, text=True)
+        if b.returncode != 0:
+            raise LabError(f"blocklog failed on {full}: {b.stderr.strip()[-300:]}")
+        events = [e for e in _lines(out) if e["path"] != POKE]
+        run = BusyRun(reads, events, verdicts(blocklog, reads, BLOCK), config, timings)
+    except LabError as e:
+        pytest.fail(str(e), pytrace=False)
+    finally:
+        lab.stop()
+        if (lab.root / "logs").is_dir():
+            shutil.copytree(lab.root / "logs", keep / "logs", dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("*.full.log"))
+            for name in ("workload.csv",):
+                if (lab.root / name).exists():
+                    shutil.copy(lab.root / name, keep / name)
+        lab.remove()
+    run.timings["total_s"] = time.monotonic() - t0
+    return run
+
+
+def _truth_counts(run: BusyRun) -> dict:
+    v = [t for t in run.truth if t is not None]
+    return {"reads": len(v), "hits": sum(t.hit for t in v), "delayed_hits": sum(t.delayed for t in v)}
+
+
+def _model(run: BusyRun, timing: str) -> dict:
+    """The xcache model as the cache's file configures it, over the collected accesses in event
+    order; fetch times from `origin_rate` (the link's rate) or from each access's duration."""
+    from cachescope.simulation import CacheSpec, ShadowBank, ratios
+    from cachescope.xrdpfc import param_value, read_config
+
+    params = dict(read_config(run.config))
+    if timing == "origin_rate":
+        params["origin_rate"] = param_value("origin_rate", ORIGIN_RATE)
+    rows = sorted(run.events, key=lambda e: (e["ts"], e["origin"], e["seq"]))
+    col = {k: np.array([e[k] for e in rows], np.uint64) for k in ("file_id", "file_size", "bytes_read")}
+    zeros = np.zeros(len(rows), np.uint8)
+    durations = np.array([e.get("duration_us") or 0 for e in rows], np.uint64) if timing == "duration" else None
+    bank = ShadowBank([CacheSpec("xcache", FS_MIB * MiB, params)], 2)
+    bank.feed_totals(col["file_id"], col["file_size"], col["bytes_read"], zeros, zeros,
+                     clock=np.array([e["ts"] / 1e6 for e in rows], np.float64), duration_us=durations)
+    return ratios(bank.totals()[0].sum(axis=0))
+
+
+def test_every_read_succeeded_concurrently_and_reached_the_cache_log(busy):
+    assert len(busy.reads) == READS and all(r["status"] == "ok" for r in busy.reads)
+    assert len({r["client"] for r in busy.reads}) == CLIENTS
+    # reads overlapped: at some moment all the clients were reading at once, and some file was
+    # read by two clients at once
+    edges = sorted([(r["ts_start"], 1) for r in busy.reads] + [(r["ts_end"], -1) for r in busy.reads])
+    assert max(np.cumsum([d for _, d in edges])) == CLIENTS
+    assert any(a["path"] == b["path"] and b["ts_start"] < a["ts_end"]
+               for i, a in enumerate(busy.reads) for b in busy.reads[i + 1:i + 8])
+    assert sum(r["method"] == "partial" for r in busy.reads) >= READS // 2
+    assert all(t is not None for t in busy.truth), [r["path"] for r, t in zip(busy.reads, busy.truth) if t is None]
+    truth = _truth_counts(busy)
+    observed = sum(bool(e["observed_hit"]) for e in busy.events) / len(busy.events)
+    got, want = sum(e["bytes_read"] for e in busy.events), sum(r["bytes_read"] for r in busy.reads)
+    # for the notes (pytest -s); the issue's targets for these two do not hold yet (docs/internals.md):
+    # a record covering concurrent opens gives its bytes and its verdict to each of them
+    print(f"figures busy {DEBIAN_XROOTD.version} link {ORIGIN_LINK}: reads {len(busy.reads)}, truth hits "
+          f"{truth['hits']} delayed hits {truth['delayed_hits']} (hit ratio {truth['hits'] / truth['reads']:.4f}); "
+          f"observed hit efficiency {observed:.4f}; collected {len(busy.events)} accesses, bytes {got} of {want} "
+          f"({got / want - 1:+.4f}); {busy.timings}")
+
+
+def test_collect_makes_one_access_per_concurrent_read(busy):
+    got = sorted(e["path"] for e in busy.events)
+    assert got == sorted(r["path"] for r in busy.reads)
+    assert all(e["op"] == "read" and e["source"] == "xrootd-gstream" for e in busy.events)
+
+
+@pytest.mark.parametrize("timing", ["origin_rate", "duration"])
+def test_xcache_model_from_the_cache_configuration_against_the_block_log(busy, timing):
+    """The model with fetch times is within 0.02 of the truth's hit ratio, and closer than the
+    instant model (whose blocks arrive at once: no delayed hits, too many hits). Its delayed hits
+    are printed, not checked: it places every read at the file's start (the records carry no
+    offsets), so concurrent scattered reads overlap in it far more than in the cache."""
+    truth = _truth_counts(busy)
+    model = _model(busy, timing)
+    instant = _model(busy, "instant")
+    ratio = truth["hits"] / truth["reads"]
+    print(f"figures busy {DEBIAN_XROOTD.version} model ({timing}): hit ratio {model['hit_ratio']:.4f} "
+          f"delayed hits {model['delayed_hits']} (instant: {instant['hit_ratio']:.4f}, {instant['delayed_hits']}); "
+          f"truth {ratio:.4f}, {truth['delayed_hits']}")
+    assert model["requests"] == len(busy.events)
+    assert abs(model["hit_ratio"] - ratio) <= 0.02
+    assert abs(model["hit_ratio"] - ratio) < abs(instant["hit_ratio"] - ratio)
+    assert model["delayed_hits"] > 0 == instant["delayed_hits"]
