@@ -37,7 +37,7 @@ import pytest
 from xcache_blocktruth import Verdict, verdicts
 from xcache_real import DEBIAN_XROOTD, MiB, CacheSetup, LabError, Plan, XCacheLab
 
-pytestmark = [pytest.mark.xcache, pytest.mark.slow]
+pytestmark = [pytest.mark.xcache, pytest.mark.slow, pytest.mark.concurrency]
 
 CLI = str(Path(sys.executable).parent / "cachescope")
 BLOCKLOG = Path(__file__).with_name("xcache_blocklog.py")
