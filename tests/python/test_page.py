@@ -193,7 +193,10 @@ def test_alerts_endpoint_answers_from_the_alerts_table(server):
     firing = _get(server + "/v1/alerts?state=firing")["alerts"]
     assert len(firing) == 1 and firing[0]["starts_at"] == both[1]["starts_at"]
     assert f"{firing[0]['value']:.3f}" in firing[0]["summary"]
-    assert _get(server + "/v1/alerts?state=resolved&cache_group=nowhere")["alerts"] == []
+    # a cache group the store does not know is no silent empty list: a 422 naming the field
+    with pytest.raises(urllib.error.HTTPError) as e:
+        _get(server + "/v1/alerts?state=resolved&cache_group=nowhere")
+    assert e.value.code == 422 and json.loads(e.value.read())["field"] == "cache_group"
 
 
 # ------------------------------------------------------------------------------------------ hostile names
