@@ -136,6 +136,9 @@ class CacheOpen:
     closed: int = 0  # tEnd of the close's f-stream packet, 0: open
     tclosed: bool = False  # the trace's close of it is in
     claimed: bool = False
+    opened_n: int = 0  # its open's place in the f-stream (the stream's records in order)
+    closed_n: int = 0  # its close's, 0: open
+    ranges: list[tuple[int, int]] | None = None  # (offset, length) of its trace reads, coalesced, bounded
 
     @property
     def nbytes(self) -> int:
@@ -179,6 +182,8 @@ class Stream:
     ftend: int = 0  # its tEnd
     has_fstream: bool = False
     copens: dict[int, CacheOpen] = field(default_factory=dict)  # f-stream opens by file dictid (cache matching)
+    fseq: int = 0  # f-stream opens and closes so far (their order)
+    known: OrderedDict = field(default_factory=OrderedDict)  # path -> bitmap of blocks known on disk (verdicts)
     bypath: dict[str, list[CacheOpen]] = field(default_factory=dict)  # the same, by path
     closing: deque[tuple[int, CacheOpen]] = field(default_factory=deque)  # (dictid, open) in close order
     waiting: list[tuple[int, CacheOpen]] = field(default_factory=list)  # decided once a held record went out
@@ -236,6 +241,8 @@ class CollectStats:
     skipped: int = 0
     superseded: int = 0  # f-stream opens of caches (their g-stream has their accesses)
     incomplete: int = 0  # f-stream opens without close at the end
+    delayed_hits: int = 0  # a cache's opens that fetched nothing but found blocks still on their way
+    shared_verdicts: int = 0  # opens of records covering several whose verdict the streams cannot tell apart
     reasons: Counter = field(default_factory=Counter)
 
     def as_dict(self, streams: dict | None = None) -> dict:
@@ -247,6 +254,7 @@ class CollectStats:
                "streams_closed": sum(self.streams_closed.values()), "streams_closed_by": dict(self.streams_closed),
                "dropped_datagrams": dict(self.dropped), "rejected": self.rejected, "skipped": self.skipped,
                "fstream_superseded": self.superseded, "fstream_incomplete": self.incomplete,
+               "observed_delayed_hits": self.delayed_hits, "shared_verdicts": self.shared_verdicts,
                "reasons": dict(self.reasons.most_common(50))}
         if streams is not None:
             out["servers"] = [{"origin": s.origin, "server": s.name, "address": s.ip, "stod": s.stod,
@@ -666,12 +674,19 @@ class Assembler:
         seq0 = s.seq
         events = self._parse(s, [line])
         k = len(cands)
-        if not events or k == 0 or k == len(events) == 1:
+        if not events or k == 0:
             return events
-        # the record stands for k opens (a re-open joined the deferred detach): k accesses
+        rec = orjson.loads(line)
+        kinds = _open_verdicts(s, rec, lfn, cands, events[0].observed_hit)
+        if k == len(events) == 1:
+            return events
+        # the record stands for k opens (a re-open joined the deferred detach, or concurrent
+        # opens shared its attach): k accesses
         self.stats.events += k - len(events)
+        self.stats.delayed_hits += kinds.count(DELAYED) if kinds else 0
+        self.stats.shared_verdicts += k if kinds is None and events[0].observed_hit is not None else 0
         s.seq = seq0 + k
-        return _apportion(events, cands, seq0, line)
+        return _apportion(events, cands, seq0, rec, kinds)
 
     def _unclaimed(self, s: Stream, final: bool, resolved: bool) -> list[AccessEvent]:
         """F-stream opens no g-stream record took: their record was in a lost datagram (then they
@@ -734,8 +749,9 @@ class Assembler:
                     s.sid = r.sid
                 continue
             if r.kind == fstream.OPEN:
+                s.fseq += 1
                 o = s.copens[r.id] = CacheOpen(s.ftime, s.ftend or s.ftime, r.lfn or s.paths.get(r.id, ""),
-                                               r.size, s.users.get(r.user, ""))
+                                               r.size, s.users.get(r.user, ""), opened_n=s.fseq)
                 s.bypath.setdefault(o.path, []).append(o)
                 if len(s.copens) > _MAP_LIMIT:  # opens never closed: the oldest half goes
                     for dictid in list(s.copens)[: _MAP_LIMIT // 2]:
@@ -744,6 +760,8 @@ class Assembler:
                 o = s.copens[r.id]
                 if not o.closed:
                     s.closing.append((r.id, o))
+                    s.fseq += 1
+                    o.closed_n = s.fseq
                 o.read, o.closed = r.read, s.ftend or s.ftime or 1
             if s.is_cache:
                 self.stats.superseded += r.kind == fstream.OPEN
@@ -778,6 +796,10 @@ class Assembler:
             o = s.copens.get(dictid)
             if o is not None:
                 o.traced += n
+        for dictid, offset, length in t.ranges:
+            o = s.copens.get(dictid)
+            if o is not None:
+                o.ranges = _add_range(getattr(o, "ranges", None), offset, length)
         for dictid in t.closes:
             o = s.copens.get(dictid)
             if o is not None:
@@ -923,13 +945,94 @@ def _shares(total: int, weights: list[int]) -> list[int]:
     return out
 
 
-def _apportion(events: list[AccessEvent], opens: list[CacheOpen], seq0: int, line: str) -> list[AccessEvent]:
+#: an open's verdict within a record covering several (`_open_verdicts`)
+MISS, HIT, DELAYED = 0, 1, 2
+_MAX_RANGES = 256  # an open's trace ranges kept; past it neighbours merge (blocks over-counted, never missed)
+_MAX_BLOCKS = 1 << 22  # blocks of a file a verdict looks at (a bitmap); a larger file's verdict is shared
+_KNOWN_LIMIT = 50_000  # files whose blocks on disk are remembered per stream; the oldest are forgotten
+
+
+def _add_range(ranges: list[tuple[int, int]] | None, offset: int, length: int) -> list[tuple[int, int]]:
+    if ranges is None:
+        ranges = []
+    if ranges and ranges[-1][0] <= offset <= ranges[-1][0] + ranges[-1][1]:
+        o0, l0 = ranges[-1]
+        ranges[-1] = (o0, max(l0, offset + length - o0))
+    else:
+        ranges.append((offset, length))
+    if len(ranges) > _MAX_RANGES:
+        ranges.sort()
+        ranges[:] = [(p[0][0], max(o + n for o, n in p) - p[0][0]) for p in (ranges[i:i + 2]
+                                                                          for i in range(0, len(ranges), 2))]
+    return ranges
+
+
+def _blocks(ranges: list[tuple[int, int]], block: int, nblocks: int) -> int:
+    """The blocks the ranges touch, as a bitmap (bit i: block i), within the file's blocks."""
+    mask = 0
+    for off, ln in ranges:
+        first = off // block
+        if ln <= 0 or off < 0 or first >= nblocks:
+            continue
+        last = min((off + ln - 1) // block, nblocks - 1)
+        mask |= ((1 << (last - first + 1)) - 1) << first
+    return mask
+
+
+def _open_verdicts(s: Stream, rec: dict, lfn: str, opens: list[CacheOpen], verdict: int | None) -> list[int] | None:
+    """Which of a record's opens fetched (MISS), found every block on disk (HIT) or fetched
+    nothing but needed blocks an earlier open of the record had asked for and was still reading
+    (DELAYED): each open's blocks (its trace reads' offsets) against the blocks on disk when it
+    opened (those of earlier records of the file, and of the record's opens closed before it, in
+    f-stream order). None when the streams cannot tell (no trace offsets, no block size, a
+    record that fetched though none of its opens did by this account): the verdict is shared.
+    Remembers the file's blocks on disk after the record (all of them when it is complete;
+    none before a record with access_cnt 1: a new cinfo)."""
+    block, size, count = rec.get("blk_size"), rec.get("size"), rec.get("access_cnt")
+    if type(block) is not int or block <= 0 or type(size) is not int or size < 0 or -(-size // block) > _MAX_BLOCKS:
+        return None
+    nblocks = -(-size // block)
+    known = s.known.pop(lfn, 0)
+    if count == 1:
+        known = 0
+    masks = [None if getattr(o, "ranges", None) is None else _blocks(o.ranges, block, nblocks) for o in opens]
+    after = known
+    for m in masks:
+        after |= m or 0
+    done, n = rec.get("n_blks_done"), rec.get("n_blks")
+    if type(done) is int and type(n) is int and done >= n == nblocks:
+        after = (1 << nblocks) - 1
+    s.known[lfn] = after
+    if len(s.known) > _KNOWN_LIMIT:
+        s.known.popitem(last=False)
+    if verdict is None:
+        return None
+    if verdict == 1:
+        return [HIT] * len(opens)
+    if any(m is None for m in masks):
+        return None
+    kinds = []
+    for i, (o, m) in enumerate(zip(opens, masks)):
+        on_disk, coming = known, 0
+        for j in range(i):
+            if opens[j].closed_n and opens[j].closed_n < o.opened_n:
+                on_disk |= masks[j]
+            else:
+                coming |= masks[j]
+        kinds.append(HIT if not m & ~on_disk else DELAYED if not m & ~(on_disk | coming) else MISS)
+    return kinds if MISS in kinds else None
+
+
+def _apportion(events: list[AccessEvent], opens: list[CacheOpen], seq0: int, rec: dict,
+               kinds: list[int] | None = None) -> list[AccessEvent]:
     """One record's events (1, or the parser's access_cnt split) as one access per f-stream open:
-    the bytes each open's close/trace states (else the record's served bytes left, split evenly);
-    the record's hit/miss/bypass bytes split in proportion (each within its access's bytes, as the
-    Enricher clamps), so no byte is counted twice."""
+    the bytes each open's close/trace states (else the record's served bytes left, split evenly).
+    With each open's verdict (`kinds`): a hit or delayed hit served all its bytes from the cache,
+    the misses share the record's miss, bypass and origin bytes (and its hit bytes left) in
+    proportion to their bytes; without (shared): the record's hit/miss/bypass bytes split in
+    proportion over all (each within its access's bytes, as the Enricher clamps), so no byte is
+    counted twice."""
     e0 = events[0]
-    rec = orjson.loads(line)
     raw = [rec.get(k) for k in ("b_hit", "b_miss", "b_bypass")]
     raw = [v if type(v) is int and v >= 0 else 0 for v in raw]
     known = sum(o.nbytes for o in opens)
@@ -940,22 +1043,40 @@ def _apportion(events: list[AccessEvent], opens: list[CacheOpen], seq0: int, lin
             nbytes[i] = b
     if e0.file_size:
         nbytes = [min(b, e0.file_size) for b in nbytes]
-    split = [_shares(v, nbytes) for v in raw]
     says = e0.observed_hit_bytes is not None
     observed, verdicts = [], []
-    for i, b in enumerate(nbytes):
-        hit, miss, bypass = clamp_observed(b, split[0][i], split[1][i], split[2][i]) if says else (None,) * 3
-        verdict = e0.observed_hit
-        if verdict == 0 and i > 0 and not miss and not bypass:
-            verdict = 1  # the origin fetch is the first access's, counted once
-        observed.append((hit, miss, bypass))
-        verdicts.append(verdict)
+    if kinds is not None:
+        served = sum(b for b, kind in zip(nbytes, kinds) if kind != MISS)
+        misses = [i for i, kind in enumerate(kinds) if kind == MISS]
+        parts = [max(raw[0] - served, 0), raw[1], raw[2]]
+        split = [[0] * len(nbytes) for _ in raw]
+        for v, row in zip(parts, split):
+            for i, x in zip(misses, _shares(v, [nbytes[i] for i in misses])):
+                row[i] = x
+        for i, b in enumerate(nbytes):
+            if kinds[i] == MISS:
+                observed.append(clamp_observed(b, split[0][i], split[1][i], split[2][i]) if says else (None,) * 3)
+            else:
+                observed.append((b, 0, 0) if says else (None,) * 3)
+            verdicts.append(1 if kinds[i] == HIT else 0)
+    else:
+        split = [_shares(v, nbytes) for v in raw]
+        for i, b in enumerate(nbytes):
+            hit, miss, bypass = clamp_observed(b, split[0][i], split[1][i], split[2][i]) if says else (None,) * 3
+            verdict = e0.observed_hit
+            if verdict == 0 and i > 0 and not miss and not bypass:
+                verdict = 1  # the origin fetch is the first access's, counted once
+            observed.append((hit, miss, bypass))
+            verdicts.append(verdict)
     # the origin bytes (prefetch included, not bounded by an access's bytes): the misses' in
-    # proportion to their bytes (a hit fetched nothing), all to the first when none is a miss
+    # proportion to their bytes (a hit or delayed hit fetched nothing), all to the first when none is a miss
     origin: list = [None] * len(nbytes)
     if e0.observed_origin_bytes is not None:
         total = sum(e.observed_origin_bytes or 0 for e in events)
-        misses = [i for i, v in enumerate(verdicts) if v != 1] or [0]
+        if kinds is not None:
+            misses = [i for i, kind in enumerate(kinds) if kind == MISS]
+        else:
+            misses = [i for i, v in enumerate(verdicts) if v != 1] or [0]
         origin = [0] * len(nbytes)
         for i, o in zip(misses, _shares(total, [nbytes[i] for i in misses])):
             origin[i] = o

@@ -5,7 +5,8 @@ offset arg0 of the file with dictid arg2. Otherwise the first byte names it: 0x8
 lower 7 bytes: the file size), 0x90 readv / 0x91 readu (arg1: bytes read, arg2: the file),
 0xa0 appid, 0xc0 close (arg2: the file), 0xd0 disc (arg2: the user), 0xe0 window (arg1: end of
 the previous window, arg2: start of this one, unix seconds). Reads are counted per file here:
-5.5 f-stream closes leave out pgread bytes, which the trace has.
+5.5 f-stream closes leave out pgread bytes, which the trace has; their offsets are kept too (a
+cache's verdict per open: which blocks each open touched).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class Trace:
     """What one trace datagram says, in order of the files it names."""
 
     read_bytes: dict[int, int] = field(default_factory=dict)  # file dictid -> bytes read
+    ranges: list[tuple[int, int, int]] = field(default_factory=list)  # (file dictid, offset, length) of reads
     opens: dict[int, int] = field(default_factory=dict)  # file dictid -> size
     closes: list[int] = field(default_factory=list)  # file dictids closed
     window: int = 0  # the last window start (unix seconds), 0: none
@@ -39,9 +41,10 @@ def decode(data: bytes, head: Header) -> Trace:
     for off in range(8, head.plen, 16):
         kind = data[off]
         if kind < 0x80:
-            _, buflen, dictid = _ENTRY.unpack_from(data, off)
+            offset, buflen, dictid = _ENTRY.unpack_from(data, off)
             if buflen > 0:
                 reads[dictid] = reads.get(dictid, 0) + buflen
+                out.ranges.append((dictid, offset, buflen))
         elif kind == OPEN:
             val, _, dictid = _ENTRY.unpack_from(data, off)
             out.opens[dictid] = val & _SIZE_MASK
