@@ -48,6 +48,7 @@ import socket
 import struct
 import time
 from collections import Counter, OrderedDict, deque
+from itertools import combinations
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Callable
 
@@ -664,11 +665,13 @@ class Assembler:
 
     @staticmethod
     def _unread(s: Stream, o: CacheOpen) -> bool:
-        """Its close, or (none read yet, within the hold) its trace's reads, may still come."""
-        return not o.closed or s.has_trace and not o.tclosed and not o.nbytes and s.ftime - o.closed < HOLD_SECONDS
+        """Its close, or (within the hold) its trace's reads, may still come: their bytes and
+        offsets decide its share and its verdict (the trace's buffers go out when full, often
+        after the f-stream's close)."""
+        return not o.closed or s.has_trace and not o.tclosed and s.ftime - o.closed < HOLD_SECONDS
 
     def _record(self, s: Stream, line: str, lfn: str, attach: int, detach: int, n: int) -> list[AccessEvent]:
-        cands = _claimable(s, n, lfn, _candidates(s, lfn, attach, detach))
+        cands = _by_bytes(line, _claimable(s, n, lfn, _candidates(s, lfn, attach, detach)))
         for o in cands:
             o.claimed = True
         seq0 = s.seq
@@ -908,6 +911,32 @@ def _claimable(s: Stream, n: int, lfn: str, cands: list[CacheOpen]) -> list[Cach
     return cands[:max(1, len(cands) - taken)]
 
 
+#: candidates a record's bytes are matched against (2^n subsets at most); more: all are taken
+_MAX_MATCH = 12
+
+
+def _by_bytes(line: str, cands: list[CacheOpen]) -> list[CacheOpen]:
+    """The candidates a record covers: the f-stream packets (a flush window, ~10 s) put every
+    open of the file in that window in it, also those of the file's next records; the record's
+    served bytes (b_hit + b_miss + b_bypass, what XrdPfc gave its clients) are the sum of its
+    opens' bytes. The fewest, earliest candidates whose bytes sum to it exactly; none do (a byte
+    count not known, an f-stream count above what was served): all of them."""
+    if len(cands) < 2 or len(cands) > _MAX_MATCH or any(o.nbytes == 0 for o in cands):
+        return cands
+    try:
+        rec = orjson.loads(line)
+        served = sum(rec.get(k, 0) for k in ("b_hit", "b_miss", "b_bypass"))
+    except (orjson.JSONDecodeError, TypeError):
+        return cands
+    if type(served) is not int or served <= 0:
+        return cands
+    for size in range(1, len(cands) + 1):
+        for pick in combinations(range(len(cands)), size):
+            if sum(cands[i].nbytes for i in pick) == served:
+                return [cands[i] for i in pick]
+    return cands
+
+
 def _forget(s: Stream, dictid: int, o: CacheOpen) -> None:
     if s.copens.get(dictid) is o:
         del s.copens[dictid]
@@ -1043,6 +1072,11 @@ def _apportion(events: list[AccessEvent], opens: list[CacheOpen], seq0: int, rec
             nbytes[i] = b
     if e0.file_size:
         nbytes = [min(b, e0.file_size) for b in nbytes]
+    total = sum(raw)
+    if not unknown and total and sum(nbytes) != total:
+        # the f-stream's count can exceed what was served (a read past what the client got):
+        # the record's count is XrdPfc's own, the opens share it in proportion
+        nbytes = _shares(total, nbytes)
     says = e0.observed_hit_bytes is not None
     observed, verdicts = [], []
     if kinds is not None:
@@ -1080,12 +1114,20 @@ def _apportion(events: list[AccessEvent], opens: list[CacheOpen], seq0: int, rec
         origin = [0] * len(nbytes)
         for i, o in zip(misses, _shares(total, [nbytes[i] for i in misses])):
             origin[i] = o
+    # each open at its own time: the first at the attach, a later one in the middle of its
+    # f-stream packet (the open happened within tBeg..tEnd) when that is later, in open order;
+    # a later open's own duration is not known (the record's attach..detach is all of them)
+    times, t = [], e0.ts
+    for i, o in enumerate(opens):
+        t = max(t, (o.tb + o.te) * 500_000) if i else t
+        times.append(t)
     out = []
     for i, b in enumerate(nbytes):
         hit, miss, bypass = observed[i]
-        out.append(msgspec.structs.replace(e0, bytes_read=b, observed_hit_bytes=hit, observed_miss_bytes=miss,
-                                           observed_bypass_bytes=bypass, observed_hit=verdicts[i],
-                                           observed_origin_bytes=origin[i], seq=seq0 + i))
+        out.append(msgspec.structs.replace(e0, ts=times[i], bytes_read=b, observed_hit_bytes=hit,
+                                           observed_miss_bytes=miss, observed_bypass_bytes=bypass,
+                                           observed_hit=verdicts[i], observed_origin_bytes=origin[i], seq=seq0 + i,
+                                           duration_us=e0.duration_us if i == 0 else None))
     return out
 
 

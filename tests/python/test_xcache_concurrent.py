@@ -86,8 +86,8 @@ POKE = "/store/mc/XCacheBusy/poke/poke.root"
 
 
 def _wait_closed(lab: XCacheLab, full_log: Path) -> None:
-    """Until XrdPfc has ended every File object it made for the clients (`~File() close info`,
-    its destructor begun, for each `Open()`): its g-stream record goes out then (a detach while
+    """Until XrdPfc has ended every File object it made for the clients (5.5: `~File() close
+    info`, its destructor begun; 6.x: `Close() finished`; one for each `Open()`): its g-stream record goes out then (a detach while
     blocks are still written is retried every 30 s). The cache's logger keeps its last lines
     until it logs again: when nothing changes, POKE is read. None for 120 s: LabError."""
     proc = lab.procs[CACHE.name].popen
@@ -95,7 +95,7 @@ def _wait_closed(lab: XCacheLab, full_log: Path) -> None:
     while True:
         lines = [line for line in full_log.read_text(errors="replace").splitlines() if POKE not in line]
         opened = sum("Open() Creating new file info" in x or "Open() Reading existing info file" in x for x in lines)
-        state = (opened, sum("~File() close info" in x for x in lines))
+        state = (opened, sum("~File() close info" in x or "Close() finished" in x for x in lines))
         if opened and state[1] >= opened:
             return
         if proc.poll() is not None:
