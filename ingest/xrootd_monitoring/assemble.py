@@ -1119,7 +1119,7 @@ def _apportion(events: list[AccessEvent], opens: list[CacheOpen], seq0: int, rec
     # a later open's own duration is not known (the record's attach..detach is all of them)
     times, t = [], e0.ts
     for i, o in enumerate(opens):
-        t = max(t, (o.tb + o.te) * 500_000) if i else t
+        t = max(t + 1, (o.tb + o.te) * 500_000) if i else t  # after the attach, never at it
         times.append(t)
     out = []
     for i, b in enumerate(nbytes):

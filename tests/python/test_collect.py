@@ -126,8 +126,11 @@ def test_a_capture_gives_the_events_parse_gives_for_its_records(run, tmp_path):
     records = {(r["lfn"], r["attach_t"] * 1_000_000): r for r in map(json.loads, (LAB / run / "gstream.jsonl")
                .read_text().splitlines()) if r.get("event") == "file_close"}
     by_record: dict = {}
-    for e in events:
-        by_record.setdefault((e["path"], e["ts"]), []).append(e)
+    key = None
+    for e in events:  # a record's accesses go out together: the first at its attach, the others after it
+        if (e["path"], e["ts"]) in records or key is None or key[0] != e["path"]:
+            key = (e["path"], e["ts"])
+        by_record.setdefault(key, []).append(e)
     merged = 0
     for key, group in sorted(by_record.items()):
         refs = [r for r in ref if (r["path"], r["ts"]) == key]
@@ -145,6 +148,9 @@ def test_a_capture_gives_the_events_parse_gives_for_its_records(run, tmp_path):
         assert all(sum(e[k] for k in OBSERVED) <= e["bytes_read"] for e in group)
         assert {k: v for k, v in group[0].items() if k not in ("seq", "bytes_read", "observed_hit", *OBSERVED)} == \
             {k: v for k, v in refs[0].items() if k not in ("seq", "bytes_read", "observed_hit", *OBSERVED)}
+        # each open at its own time, in open order, within the record's attach..detach and deferral
+        assert all(key[1] < e["ts"] <= (raw["detach_t"] + 30) * 1_000_000 for e in group[1:])
+        assert [e["ts"] for e in group] == sorted(e["ts"] for e in group)
     assert len(events) == len(ref) + merged
     assert stats["dropped_datagrams"] == {} and stats["lost_datagrams"] == 0
     assert stats["servers"][0]["cache"] is True
@@ -164,15 +170,19 @@ def test_a_record_covering_several_opens_is_one_access_per_client_read(tmp_path)
     assert Counter(e["path"] for e in events) == Counter(r["path"] for r in reads)
     records = Counter((r["lfn"], r["attach_t"] * 1_000_000) for r in map(json.loads, (LAB / run / "gstream.jsonl")
                       .read_text().splitlines()) if r.get("event") == "file_close")
-    accesses = Counter((e["path"], e["ts"]) for e in events)
+    of = []  # each access's record: the first at its attach, the others after it (at their opens)
+    for e in events:
+        of.append((e["path"], e["ts"]) if (e["path"], e["ts"]) in records or not of or of[-1][0] != e["path"]
+                  else of[-1])
+    accesses = Counter(of)
     groups = [key for key, n in accesses.items() if n > records[key]]
     assert sorted(accesses[key] - records[key] for key in groups) == [1, 1, 1, 3]  # 994 records + 6
-    merged = [e for e in events if (e["path"], e["ts"]) in groups]
+    merged = [e for e, key in zip(events, of) if key in groups]
     for path, ts in groups:
         t0 = ts / 1e6  # its attach; the reads re-opened it until the deferred detach 30 s later
         covered = sorted(int(r["bytes_read"]) for r in reads
                          if r["path"] == path and t0 - 1 <= float(r["ts_start"]) <= t0 + 31)
-        assert sorted(e["bytes_read"] for e in merged if (e["path"], e["ts"]) == (path, ts)) == covered, path
+        assert sorted(e["bytes_read"] for e, key in zip(events, of) if key == (path, ts)) == covered, path
     # the origin fetch of a merged record is counted once: one access has the verdict `fetched`
     for e in merged:
         assert e["observed_hit"] in (0, 1) and sum(e[k] for k in OBSERVED) <= e["bytes_read"]

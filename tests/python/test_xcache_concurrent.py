@@ -74,6 +74,7 @@ class BusyRun:
     truth: list[Verdict | None]  # per read, from the block log
     config: Path
     timings: dict[str, float] = field(default_factory=dict)
+    stats: dict = field(default_factory=dict)  # `collect --stats`'s last line
 
 
 def _lines(path: Path) -> list[dict]:
@@ -164,7 +165,8 @@ def busy(request, tmp_path_factory) -> BusyRun:
         if b.returncode != 0:
             raise LabError(f"blocklog failed on {full}: {b.stderr.strip()[-300:]}")
         events = [e for e in _lines(out) if e["path"] != POKE]
-        run = BusyRun(xrootd, reads, events, verdicts(blocklog, reads, BLOCK), config, timings)
+        stats = [json.loads(x)["stats"] for x in log.read_text(errors="replace").splitlines() if x.startswith('{"stats"')]
+        run = BusyRun(xrootd, reads, events, verdicts(blocklog, reads, BLOCK), config, timings, stats[-1] if stats else {})
     except LabError as e:
         pytest.fail(str(e), pytrace=False)
     finally:
@@ -213,23 +215,36 @@ def test_every_read_succeeded_concurrently_and_reached_the_cache_log(busy):
     assert max(np.cumsum([d for _, d in edges])) == CLIENTS
     assert any(a["path"] == b["path"] and b["ts_start"] < a["ts_end"]
                for i, a in enumerate(busy.reads) for b in busy.reads[i + 1:i + 8])
-    assert sum(r["method"] == "partial" for r in busy.reads) >= READS // 2
+    assert sum(r["method"] == "partial" for r in busy.reads) >= READS * 2 // 5
     assert all(t is not None for t in busy.truth), [r["path"] for r, t in zip(busy.reads, busy.truth) if t is None]
     truth = _truth_counts(busy)
     observed = sum(bool(e["observed_hit"]) for e in busy.events) / len(busy.events)
     got, want = sum(e["bytes_read"] for e in busy.events), sum(r["bytes_read"] for r in busy.reads)
-    # for the notes (pytest -s); the issue's targets for these two do not hold yet (docs/internals.md):
-    # a record covering concurrent opens gives its bytes and its verdict to each of them
     print(f"figures busy {busy.xrootd.version} link {ORIGIN_LINK}: reads {len(busy.reads)}, truth hits "
           f"{truth['hits']} delayed hits {truth['delayed_hits']} (hit ratio {truth['hits'] / truth['reads']:.4f}); "
+          f"real cache (collect): hits {sum(bool(e['observed_hit']) for e in busy.events)} delayed hits "
+          f"{busy.stats.get('observed_delayed_hits')} (shared verdicts {busy.stats.get('shared_verdicts')}), "
           f"observed hit efficiency {observed:.4f}; collected {len(busy.events)} accesses, bytes {got} of {want} "
           f"({got / want - 1:+.4f}); {busy.timings}")
 
 
 def test_collect_makes_one_access_per_concurrent_read(busy):
+    """One access per read, the bytes within 0.5 % of what the clients read: a record covering
+    several opens is split over the opens its served bytes match (collect's `_by_bytes`)."""
     got = sorted(e["path"] for e in busy.events)
     assert got == sorted(r["path"] for r in busy.reads)
     assert all(e["op"] == "read" and e["source"] == "xrootd-gstream" for e in busy.events)
+    nbytes, want = sum(e["bytes_read"] for e in busy.events), sum(r["bytes_read"] for r in busy.reads)
+    assert abs(nbytes / want - 1) <= 0.005
+
+
+def test_the_real_cache_verdict_per_open_against_the_block_log(busy):
+    """The real cache's hit efficiency from collect's verdict per open (the trace's offsets
+    against the blocks on disk when the open came) within 0.01 of the block log's truth; an
+    open that waited for another's fetch is not a hit. Its delayed hits are printed."""
+    truth = _truth_counts(busy)
+    observed = sum(e["observed_hit"] == 1 for e in busy.events) / len(busy.events)
+    assert abs(observed - truth["hits"] / truth["reads"]) <= 0.01
 
 
 @pytest.mark.parametrize("timing", ["origin_rate", "duration"])
