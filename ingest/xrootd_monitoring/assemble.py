@@ -185,6 +185,7 @@ class Stream:
     copens: dict[int, CacheOpen] = field(default_factory=dict)  # f-stream opens by file dictid (cache matching)
     fseq: int = 0  # f-stream opens and closes so far (their order)
     known: OrderedDict = field(default_factory=OrderedDict)  # path -> bitmap of blocks known on disk (verdicts)
+    known_bytes: int = 0  # the bitmaps' size
     bypath: dict[str, list[CacheOpen]] = field(default_factory=dict)  # the same, by path
     closing: deque[tuple[int, CacheOpen]] = field(default_factory=deque)  # (dictid, open) in close order
     waiting: list[tuple[int, CacheOpen]] = field(default_factory=list)  # decided once a held record went out
@@ -978,7 +979,9 @@ def _shares(total: int, weights: list[int]) -> list[int]:
 MISS, HIT, DELAYED = 0, 1, 2
 _MAX_RANGES = 256  # an open's trace ranges kept; past it neighbours merge (blocks over-counted, never missed)
 _MAX_BLOCKS = 1 << 22  # blocks of a file a verdict looks at (a bitmap); a larger file's verdict is shared
-_KNOWN_LIMIT = 50_000  # files whose blocks on disk are remembered per stream; the oldest are forgotten
+#: bytes of block bitmaps remembered per stream (1 MiB: 8 M blocks, ~8,000 files of 1 GiB at
+#: 1 MiB blocks); past it the files seen longest ago are forgotten (their blocks count as not on disk)
+_KNOWN_BYTES = 1 << 20
 
 
 def _add_range(ranges: list[tuple[int, int]] | None, offset: int, length: int) -> list[tuple[int, int]]:
@@ -994,6 +997,10 @@ def _add_range(ranges: list[tuple[int, int]] | None, offset: int, length: int) -
         ranges[:] = [(p[0][0], max(o + n for o, n in p) - p[0][0]) for p in (ranges[i:i + 2]
                                                                           for i in range(0, len(ranges), 2))]
     return ranges
+
+
+def _bitmap_bytes(mask: int) -> int:
+    return 16 + (mask.bit_length() + 7) // 8  # with a little for the entry
 
 
 def _blocks(ranges: list[tuple[int, int]], block: int, nblocks: int) -> int:
@@ -1022,6 +1029,7 @@ def _open_verdicts(s: Stream, rec: dict, lfn: str, opens: list[CacheOpen], verdi
         return None
     nblocks = -(-size // block)
     known = s.known.pop(lfn, 0)
+    s.known_bytes -= _bitmap_bytes(known)
     if count == 1:
         known = 0
     masks = [None if getattr(o, "ranges", None) is None else _blocks(o.ranges, block, nblocks) for o in opens]
@@ -1032,8 +1040,9 @@ def _open_verdicts(s: Stream, rec: dict, lfn: str, opens: list[CacheOpen], verdi
     if type(done) is int and type(n) is int and done >= n == nblocks:
         after = (1 << nblocks) - 1
     s.known[lfn] = after
-    if len(s.known) > _KNOWN_LIMIT:
-        s.known.popitem(last=False)
+    s.known_bytes += _bitmap_bytes(after)
+    while s.known_bytes > _KNOWN_BYTES and len(s.known) > 1:
+        s.known_bytes -= _bitmap_bytes(s.known.popitem(last=False)[1])
     if verdict is None:
         return None
     if verdict == 1:

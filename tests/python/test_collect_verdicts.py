@@ -140,3 +140,16 @@ def test_the_real_cache_verdict_per_open_is_within_001_of_its_block_log():
     # a delayed hit fetched nothing: no miss or origin bytes, and not a hit
     assert stats.delayed_hits >= 1 and stats.shared_verdicts < len(events) // 4
     assert sum(e.observed_hit == 0 and e.observed_miss_bytes == 0 for e in events) >= stats.delayed_hits
+
+
+def test_the_blocks_remembered_stay_bounded():
+    from ingest.xrootd_monitoring.assemble import _KNOWN_BYTES
+
+    s = Stream("127.0.0.1", 1, "cache")
+    big = 1 << 40  # 1 TiB files of 1 MiB blocks, each read at its end: a 128 KiB bitmap each
+    for i in range(100):
+        rec = _rec(lfn=f"/f{i}", size=big, n_blks=big // MiB, access_cnt=1)
+        o = CacheOpen(0, 0, f"/f{i}", big, "c", read=10, opened_n=1, closed_n=2, ranges=[(big - 10, 10)])
+        _open_verdicts(s, rec, f"/f{i}", [o], 0)
+    assert s.known_bytes <= _KNOWN_BYTES and sum((m.bit_length() + 7) // 8 for m in s.known.values()) <= _KNOWN_BYTES
+    assert "/f99" in s.known and "/f0" not in s.known

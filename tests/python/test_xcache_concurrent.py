@@ -1,24 +1,31 @@
 """Many jobs at once (issue 36): a real XCache with concurrent clients, ROOT-style scattered
 partial reads and a slow origin link, checked against the cache's own block log.
 
-One cache (XRootD 5.5.3, Debian's) in front of one origin in the lab's network namespace
-(tests/python/xcache_real.py), the origin's replies limited by `tc htb` on the namespace's `lo`
-(ORIGIN_LINK); six client processes (tests/python/xcache_lab_workload.py, the lab's workload
-in its planned mode) read a Zipf-skewed set of files, most reads ROOT-style (10-30 % of a file
-in 2-5 scattered ranges with "processing" between them), one in four on a file one of the four
-reads before it took. The cache never purges (its filesystem holds every file), so what it did
-is what its block log (`pfc.trace dump`, tests/python/xcache_blocklog.py) says: which blocks each read
-found on disk, in flight, or had to fetch (tests/python/xcache_blocktruth.py).
+One cache (XRootD 5.5.3, Debian's, and 6.2.1 from scripts/build-xrootd6: one run per version,
+the module fixture parametrized as in test_xcache_real.py) in front of one origin in the lab's
+network namespace (tests/python/xcache_real.py), the origin's replies limited by `tc htb` on the
+namespace's `lo` (ORIGIN_LINK, 16 Mbit/s: a fetch takes long enough for others to wait on it);
+six client processes (tests/python/xcache_lab_workload.py, the lab's workload in its planned
+mode) read a Zipf-skewed set of files, half the reads ROOT-style (10-30 % of a file in 2-5
+scattered ranges with "processing" between them), the others whole, four in ten on the file
+one of the two reads before it took. The cache never purges (its filesystem holds every file),
+so what it did is what its block log (`pfc.trace dump`, tests/python/xcache_blocklog.py) says:
+which blocks each read found on disk, in flight, or had to fetch
+(tests/python/xcache_blocktruth.py).
 
-Checked, on one workload run (the module fixture): every read succeeded, concurrently, and
-reached the cache's log; one collected access per read; the `xcache` model configured from the
-cache's own file (fetch times from `origin_rate` = the link's rate, or from each access's
-duration) within 0.02 of the truth's hit ratio and closer to it than the instant model.
-Printed, not checked (issue 36's targets that do not hold yet, docs/internals.md): the real
-cache's observed hit efficiency (its g-stream verdict, shared by the opens one record covers)
-against the truth, collect's bytes, and the delayed hits of model and truth. Figures print with
-`pytest -s` ("figures ...").
-Needs root, as test_xcache_real.py; a few minutes.
+Checked, on one workload run per version: every read succeeded, concurrently, and reached the
+cache's log; one collected access per read with the bytes within 0.5 %; the real cache's
+observed hit efficiency (collect's verdict per open) within 0.01 of the truth; the `xcache`
+model configured from the cache's own file (fetch times from `origin_rate` = the link's rate,
+or from each access's duration) within 0.02 of the truth's hit ratio and closer to it than the
+instant model. Printed, not checked (`pytest -s`, "figures ..."): delayed hits of the truth,
+the real cache (collect's `observed_delayed_hits`) and the model. The truth has a few (2-3 of
+200: it judges a read at its first request, when a scattered read's later ranges are not asked
+for yet); the model many more (12-20): it places each read at the file's start (the records
+carry no offsets), so a partial read after a miss of the file overlaps its fetch. Issue 36's
+"within 10 %" for them does not hold.
+Needs root, as test_xcache_real.py; about 3 minutes a version, so opt-in (marker
+`concurrency`): with both versions it would take the suite past its 50 minutes.
 """
 
 from __future__ import annotations
