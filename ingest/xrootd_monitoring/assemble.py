@@ -668,8 +668,9 @@ class Assembler:
     def _unread(s: Stream, o: CacheOpen) -> bool:
         """Its close, or (within the hold) its trace's reads, may still come: their bytes and
         offsets decide its share and its verdict (the trace's buffers go out when full, often
-        after the f-stream's close)."""
-        return not o.closed or s.has_trace and not o.tclosed and s.ftime - o.closed < HOLD_SECONDS
+        after the f-stream's close; a server's first trace datagram may come a minute after its
+        first records: within the hold, a record covering several opens waits for it)."""
+        return not o.closed or not o.tclosed and s.ftime - o.closed < HOLD_SECONDS
 
     def _record(self, s: Stream, line: str, lfn: str, attach: int, detach: int, n: int) -> list[AccessEvent]:
         cands = _by_bytes(line, _claimable(s, n, lfn, _candidates(s, lfn, attach, detach)))
