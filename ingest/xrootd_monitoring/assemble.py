@@ -673,7 +673,9 @@ class Assembler:
         return not o.closed or not o.tclosed and s.ftime - o.closed < HOLD_SECONDS
 
     def _record(self, s: Stream, line: str, lfn: str, attach: int, detach: int, n: int) -> list[AccessEvent]:
-        cands = _by_bytes(line, _claimable(s, n, lfn, _candidates(s, lfn, attach, detach)))
+        cands = _claimable(s, n, lfn, _candidates(s, lfn, attach, detach))
+        pool = [o for o in s.bypath.get(lfn, ()) if not o.claimed and o not in cands and o.tb <= detach + DEFERRAL]
+        cands = _by_bytes(line, cands, pool)
         for o in cands:
             o.claimed = True
         seq0 = s.seq
@@ -917,13 +919,17 @@ def _claimable(s: Stream, n: int, lfn: str, cands: list[CacheOpen]) -> list[Cach
 _MAX_MATCH = 12
 
 
-def _by_bytes(line: str, cands: list[CacheOpen]) -> list[CacheOpen]:
+def _by_bytes(line: str, cands: list[CacheOpen], pool: list[CacheOpen] = ()) -> list[CacheOpen]:
     """The candidates a record covers: the f-stream packets (a flush window, ~10 s) put every
     open of the file in that window in it, also those of the file's next records; the record's
     served bytes (b_hit + b_miss + b_bypass, what XrdPfc gave its clients) are the sum of its
-    opens' bytes. The fewest, earliest candidates whose bytes sum to it exactly; none do (a byte
-    count not known, an f-stream count above what was served): all of them."""
-    if len(cands) < 2 or len(cands) > _MAX_MATCH or any(o.nbytes == 0 for o in cands):
+    opens' bytes. The fewest, earliest candidates whose bytes sum to it exactly; when all of them
+    sum to less, the fewest other unclaimed opens of the file (`pool`, an open whose packet the
+    record's times missed) that make up the rest; none do (a byte count not known, an f-stream
+    count above what was served): all the candidates."""
+    if not cands or len(cands) > _MAX_MATCH or any(o.nbytes == 0 for o in cands):
+        return cands
+    if len(cands) < 2 and not pool:
         return cands
     try:
         rec = orjson.loads(line)
@@ -936,6 +942,13 @@ def _by_bytes(line: str, cands: list[CacheOpen]) -> list[CacheOpen]:
         for pick in combinations(range(len(cands)), size):
             if sum(cands[i].nbytes for i in pick) == served:
                 return [cands[i] for i in pick]
+    rest = served - sum(o.nbytes for o in cands)
+    pool = [o for o in pool if o.nbytes][:_MAX_MATCH]
+    if rest > 0:
+        for size in range(1, len(pool) + 1):
+            for pick in combinations(pool, size):
+                if sum(o.nbytes for o in pick) == rest:
+                    return sorted([*cands, *pick], key=lambda o: o.opened_n)
     return cands
 
 

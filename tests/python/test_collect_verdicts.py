@@ -153,3 +153,16 @@ def test_the_blocks_remembered_stay_bounded():
         _open_verdicts(s, rec, f"/f{i}", [o], 0)
     assert s.known_bytes <= _KNOWN_BYTES and sum((m.bit_length() + 7) // 8 for m in s.known.values()) <= _KNOWN_BYTES
     assert "/f99" in s.known and "/f0" not in s.known
+
+
+def test_a_record_takes_the_opens_its_served_bytes_add_up_to():
+    from ingest.xrootd_monitoring.assemble import _by_bytes
+
+    line = json.dumps(_rec(b_hit=700, b_miss=300, b_bypass=0))
+    a, b, c = (CacheOpen(0, 0, PATH, 8 * MiB, "c", read=n, opened_n=i) for i, n in ((1, 600), (2, 400), (3, 900)))
+    # the f-stream window put a later record's open (c) among the candidates: left to it
+    assert _by_bytes(line, [a, b, c]) == [a, b]
+    # an open the record's times missed, found among the file's other unclaimed opens
+    assert _by_bytes(line, [a], [c, b]) == [a, b]
+    # nothing adds up (an f-stream count above what was served): the candidates as they are
+    assert _by_bytes(line, [a, c], [b]) == [a, c]
