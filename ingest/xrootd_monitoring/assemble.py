@@ -1031,8 +1031,8 @@ def _blocks(ranges: list[tuple[int, int]], block: int, nblocks: int) -> int:
 
 def _open_verdicts(s: Stream, rec: dict, lfn: str, opens: list[CacheOpen], verdict: int | None) -> list[int] | None:
     """Which of a record's opens fetched (MISS), found every block on disk (HIT) or fetched
-    nothing but needed blocks an earlier open of the record had asked for and was still reading
-    (DELAYED): each open's blocks (its trace reads' offsets) against the blocks on disk when it
+    nothing but needed blocks an earlier open of the record, still open, had asked for with its
+    first request (DELAYED): each open's blocks (its trace reads' offsets) against the blocks on disk when it
     opened (those of earlier records of the file, and of the record's opens closed before it, in
     f-stream order). None when the streams cannot tell (no trace offsets, no block size, a
     record that fetched though none of its opens did by this account): the verdict is shared.
@@ -1063,6 +1063,9 @@ def _open_verdicts(s: Stream, rec: dict, lfn: str, opens: list[CacheOpen], verdi
         return [HIT] * len(opens)
     if any(m is None for m in masks):
         return None
+    # what an open still reading had asked for by then: its first request's blocks (made at its
+    # open, before the later open's), not its later ones (made who knows when)
+    firsts = [_blocks(o.ranges[:1], block, nblocks) for o in opens]
     kinds = []
     for i, (o, m) in enumerate(zip(opens, masks)):
         on_disk, coming = known, 0
@@ -1070,7 +1073,7 @@ def _open_verdicts(s: Stream, rec: dict, lfn: str, opens: list[CacheOpen], verdi
             if opens[j].closed_n and opens[j].closed_n < o.opened_n:
                 on_disk |= masks[j]
             else:
-                coming |= masks[j]
+                coming |= firsts[j]
         kinds.append(HIT if not m & ~on_disk else DELAYED if not m & ~(on_disk | coming) else MISS)
     return kinds if MISS in kinds else None
 
