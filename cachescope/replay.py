@@ -26,6 +26,7 @@ Engine tricks, all exact:
 from __future__ import annotations
 
 import datetime as dt
+import os
 import queue
 import threading
 import time
@@ -252,11 +253,22 @@ def _chunks(start: dt.datetime, end: dt.datetime, step: dt.timedelta):
         a = b
 
 
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity; the machine's count where there is none)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
 def run_whatif(store: Store, req: WhatIf, *, tier_names: Sequence[str] | None = None,
-               on_chunk: Callable[[int], None] = lambda rows: None) -> WhatIfResult:
-    """Replay the stored accesses of req's range (after its warm-up) through every (policy, size)."""
+               on_chunk: Callable[[int], None] = lambda rows: None, threads: int = 0) -> WhatIfResult:
+    """Replay the stored accesses of req's range (after its warm-up) through every (policy, size).
+    `threads`: each batch's caches run on that many threads (0: the cores available to the
+    process; the setting api.whatif_threads); the answer is the same on any number."""
     t0 = time.perf_counter()
     check(req)
+    threads = int(threads) if threads and threads > 0 else available_cores()
     specs = req.specs()
     if tier_names is None:
         tier_names = scope(store, req)[1]
@@ -279,13 +291,13 @@ def run_whatif(store: Store, req: WhatIf, *, tier_names: Sequence[str] | None = 
         specs = [replace(s, partitions=1) for s in specs]
 
     def new_bank(salt: int = 0):
-        return ShadowBank(specs, n_tiers, partitions=len(servers) or None, salt=salt)
+        return ShadowBank(specs, n_tiers, partitions=len(servers) or None, salt=salt, threads=threads)
 
     try:
         bank = new_bank()
     except ValueError as e:  # the engine refuses a parameter it does not know, or a bad value
         raise WhatIfError("params", str(e)) from None
-    shared_bank = ShadowBank([replace(s, partitions=1) for s in specs], n_tiers) if partitioned else None
+    shared_bank = ShadowBank([replace(s, partitions=1) for s in specs], n_tiers, threads=threads) if partitioned else None
     sampled = req.sample_rate < 1.0
     replica_banks = [new_bank(_SALTS[i]) for i in range(SAMPLE_REPLICAS - 1)] if sampled else []
     counters = np.zeros((n_buckets, n_groups, len(specs), n_tiers, len(FIELDS)), dtype=np.uint64)
