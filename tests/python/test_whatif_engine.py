@@ -152,6 +152,28 @@ def test_the_cases_bypass_partition_and_sample(store):
     assert all(r["sampling"]["hit_ratio_error_bound"] > 0 for r in golden["file_hash_sampled"]["results"])
 
 
+@pytest.mark.parametrize("name", ["plain", "admission_warmup_step", "servers_sampled", "servers_belady_warmup",
+                                  "file_hash_sampled"])
+def test_any_number_of_threads_gives_the_answer_of_one(store, name):
+    """Every case in one chunk of four days (batches big enough for the caches to run on
+    several threads): the answers on 2, 3 and the default (the cores available) threads are
+    those on one thread, exactly (the JSON as /v1/whatif gives it)."""
+    from cachescope.replay import WhatIf, run_whatif
+
+    kw = cases()[name]
+    req = WhatIf(start=T0 + dt.timedelta(days=1) if kw.get("warmup") else T0, end=T0 + dt.timedelta(days=4),
+                 chunk=dt.timedelta(days=4), **kw)
+
+    def run(threads: int) -> str:
+        res = run_whatif(store, req, threads=threads)
+        return json.dumps({"accesses": res.accesses, "admitted": res.admitted, "results": res.answers()})
+
+    one = run(1)
+    assert json.loads(one)["accesses"] > 5_000
+    for threads in (2, 3, 0):
+        assert run(threads) == one, threads
+
+
 def test_a_routed_bank_with_bypasses_is_one_bank_per_partition():
     """The Python face: `ShadowBank(partitions=3)` fed a partition column and bypassed reads
     counts as three banks of `capacity_share` each, fed their own rows (belady on each
