@@ -2,8 +2,9 @@
 
 A library function (`run_whatif`), used by `POST /v1/whatif`, `/v1/recommend`, `/v1/compare` and
 the tests, which compare it with `cachescope simulate` on the same accesses. The read is
-columnar (reads.whatif_feed_chunks: numeric columns only, tier, group and server as codes,
-admission decided in the store), a query per day streamed in chunks of at most CHUNK_ROWS rows
+columnar (reads.whatif_feed_chunks: numeric columns only, and only those this replay feeds: times
+for time steps and fetch times, group and server codes for several groups and partitions by
+server, the admission flag, decided in the store, for a filter; tiers as codes), a query per day streamed in chunks of at most CHUNK_ROWS rows
 (a server sends Arrow record batches over HTTP), read a chunk ahead in a thread and fed to the
 banks straight away: memory stays bounded by a few chunks, whatever the range (belady is the
 exception: it needs the whole future, so its columns are kept for the range).
@@ -311,6 +312,15 @@ def run_whatif(store: Store, req: WhatIf, *, tier_names: Sequence[str] | None = 
         res.by_server = np.zeros((len(servers), len(specs), n_tiers, len(FIELDS)), dtype=np.uint64)
     adm = req.admission
 
+    # the columns this replay feeds: the store reads and converts no other
+    filtered = bool(adm.exclude_tiers) or adm.max_file_size is not None
+    columns = {"file_id", "file_size", "bytes_read", "op_code", "tier_code"}
+    columns |= {"ts_us"} if step_us or res.timed else set()
+    columns |= {"duration_us"} if res.timed else set()
+    columns |= {"group_code"} if groups else set()
+    columns |= {"server_code"} if servers else set()
+    columns |= {"admitted"} if filtered else set()
+
     warm_end = req.start
     ranges = [(a, b, True) for a, b in _chunks(req.start - req.warmup, warm_end, req.chunk)] + \
              [(a, b, False) for a, b in _chunks(req.start, req.end, req.chunk)]
@@ -320,7 +330,8 @@ def run_whatif(store: Store, req: WhatIf, *, tier_names: Sequence[str] | None = 
         for a, b, warm in ranges:
             it = reads.whatif_feed_chunks(store, a, b, tier_names=names[1:], cache_groups=req.cache_groups,
                                           sites=req.sites, exclude_tiers=adm.exclude_tiers,
-                                          max_file_size=adm.max_file_size, servers=servers, rows=CHUNK_ROWS)
+                                          max_file_size=adm.max_file_size, servers=servers, rows=CHUNK_ROWS,
+                                          columns=columns)
             while True:
                 r0 = time.perf_counter()
                 cols = next(it, None)
@@ -409,9 +420,12 @@ def _ahead(items, depth: int = 1):
 
 def _bank_rows(cols: dict) -> tuple:
     """(rows fed to the banks, their op codes): a read the admission filter excludes goes as a
-    bypass (a request and a miss, never inserted); a write or delete it excludes is not fed."""
-    adm = cols["admitted"].astype(bool)
+    bypass (a request and a miss, never inserted); a write or delete it excludes is not fed.
+    Without an `admitted` column (no filter) every access is admitted."""
     op = cols["op_code"]
+    if "admitted" not in cols:
+        return slice(None), op
+    adm = cols["admitted"].astype(bool)
     if adm.all():
         return slice(None), op
     rows = adm | (op == OP_READ)
@@ -440,10 +454,11 @@ def _feed(res: WhatIfResult, cols: dict, warm: bool, next_access, bank, shared_b
         win = (bucket - b0) * n_groups + g
     else:
         b0 = 0
-        win = g
+        # one window (no step, one group): no window column, so each cache's loop reads one column less
+        win = g if groups else None
     rows, op = _bank_rows(cols)
     feed_cols = [cols["file_id"][rows], cols["file_size"][rows], cols["bytes_read"][rows], tier[rows], op]
-    w = win[rows].astype(np.uint32)
+    w = None if win is None else win[rows].astype(np.uint32)
     part = cols["server_code"][rows].astype(np.int64) - 1 if bank.partitions else None
     timed = {"ts": cols["ts_us"][rows], "duration_us": cols["duration_us"][rows]} if res.timed else {}
     if part is None:
@@ -463,7 +478,8 @@ def _feed(res: WhatIfResult, cols: dict, warm: bool, next_access, bank, shared_b
         o = rb.feed(*feed_cols, next_access=next_access, partition=part)
         if not warm:
             rep_tot[i] += o.sum(axis=0)
-    res.admitted += int(cols["admitted"].astype(bool).sum()) if not warm else 0
+    if not warm:
+        res.admitted += int(cols["admitted"].astype(bool).sum()) if "admitted" in cols else n
     res.engine_seconds += time.perf_counter() - e0
 
 

@@ -7,9 +7,10 @@
    columns straight into store.insert), and efficiency rows for 30 days × 24 configurations × 8
    tiers at the minute... day tables (hourly and daily; the 1h step reads the hourly table).
 2. Times the what-if library (the store read included): one configuration (10 TB ARC) and 24
-   (6 policies × 4 sizes), with read and engine seconds and the process's peak RSS; each on the
-   thread counts of --whatif-threads in turn (default 1 and the cores available), --whatif-repeat
-   rounds, the answers checked identical, then the medians side by side and their ratio.
+   (6 policies × 4 sizes), with read and engine seconds and the process's peak RSS; each in the
+   variants of --whatif-variants in turn (default: the caches on one thread and on the cores
+   available with the read of every feed column as before, then the current code), --whatif-repeat
+   rounds, the answers checked identical, then the medians side by side and their ratios.
 3. Starts `cachescope serve` on the store and runs a load generator (wrk when installed, else or
    also httpx with --python-load): C connections on /v1/efficiency at 1h over 28-30 days, each
    request a different query (range start, policy, size: an answer cache cannot carry it), then
@@ -127,44 +128,63 @@ def fill_efficiency(store, days: int = 30) -> int:
     return n
 
 
-def bench_whatif(store, days: int, weeks_label: str, configs: list[int], threads: list[int] = (0,),
+def bench_whatif(store, days: int, weeks_label: str, configs: list[int], variants: list[str] = ("0",),
                  repeat: int = 1) -> None:
-    """Each case on each thread count in turn (`repeat` rounds, alternating: the host's load hits
-    them alike), the answers checked equal, then the median of each and their ratio."""
+    """Each case in each variant in turn (`repeat` rounds, alternating: the host's load hits them
+    alike), the answers checked equal, then the median of each and its ratio to the first. A
+    variant is a thread count of the caches (0: the cores available, the default setting), with
+    `+all` the store read of every feed column (the read before 2026-12-02) instead of the
+    columns the replay needs."""
     import json
     import statistics
 
+    from cachescope import reads
     from cachescope.replay import WhatIf, available_cores, run_whatif, scope
 
     end = START + dt.timedelta(days=days)
     cases = {1: ("1 configuration (arc 10TB)", ["arc"], [10**13]),
              24: ("24 configurations (6 policies x 4 sizes)", POLICIES, SIZES)}
     cores = available_cores()
+    needed = reads.whatif_feed_chunks
+
+    def every_column(*a, **kw):
+        kw.pop("columns", None)
+        return needed(*a, **kw)
+
+    def name(v: str) -> str:
+        t, _, read = v.partition("+")
+        return f"threads={int(t) or cores}{'' if int(t) else ' (default)'}, " + \
+            ("every feed column (before)" if read == "all" else "the columns it needs")
+
     for label, policies, sizes in (cases[c] for c in configs):
         req = WhatIf(policies, sizes, START, end, cache_groups=[GROUP])
-        walls: dict[int, list[float]] = {t: [] for t in threads}
-        answers: dict[int, str] = {}
+        walls: dict[str, list[float]] = {v: [] for v in variants}
+        answers: dict[str, str] = {}
         for _ in range(repeat):
-            for t in threads:
-                t0, c0 = time.perf_counter(), _cpu()
-                n, tiers = scope(store, req)
-                res = run_whatif(store, req, tier_names=tiers, threads=t)
-                total, cpu = time.perf_counter() - t0, _cpu() - c0
-                walls[t].append(total)
-                answers.setdefault(t, json.dumps(res.answers()))
-                if answers[t] != answers[threads[0]]:
-                    raise SystemExit(f"what-if {label}: the answer on {t} threads differs from that on {threads[0]}")
+            for v in variants:
+                reads.whatif_feed_chunks = every_column if v.endswith("+all") else needed
+                try:
+                    t0, c0 = time.perf_counter(), _cpu()
+                    n, tiers = scope(store, req)
+                    res = run_whatif(store, req, tier_names=tiers, threads=int(v.partition("+")[0]))
+                    total, cpu = time.perf_counter() - t0, _cpu() - c0
+                finally:
+                    reads.whatif_feed_chunks = needed
+                walls[v].append(total)
+                answers.setdefault(v, json.dumps(res.answers()))
+                if answers[v] != answers[variants[0]]:
+                    raise SystemExit(f"what-if {label}: the answer of {name(v)} differs from that of {name(variants[0])}")
                 a = res.answers()[0]
-                print(f"what-if {weeks_label}, {label}, threads={t or cores}{'' if t else ' (default)'}: {total:.2f} s "
-                      f"end to end, CPU {cpu:.2f} s ({res.accesses:,} accesses; store read {res.read_seconds:.2f} s, "
-                      f"engine {res.engine_seconds:.2f} s); first hit ratio {a['hit_ratio']:.4f}; peak RSS "
-                      f"{rss_mb():,.0f} MB; load {os.getloadavg()[0]:.1f}", flush=True)
-        if len(threads) > 1 or repeat > 1:
-            med = {t: statistics.median(w) for t, w in walls.items()}
-            base = threads[0]
-            print(f"what-if {weeks_label}, {label}: median of {repeat} " + ", ".join(
-                f"threads={t or cores} {med[t]:.2f} s ({med[base] / med[t]:.2f}x)" for t in threads) +
-                "; answers identical", flush=True)
+                print(f"what-if {weeks_label}, {label}, {name(v)}: {total:.2f} s end to end, CPU {cpu:.2f} s "
+                      f"({res.accesses:,} accesses; store read {res.read_seconds:.2f} s, engine "
+                      f"{res.engine_seconds:.2f} s); first hit ratio {a['hit_ratio']:.4f}; peak RSS {rss_mb():,.0f} MB; "
+                      f"load {os.getloadavg()[0]:.1f}", flush=True)
+        if len(variants) > 1 or repeat > 1:
+            med = {v: statistics.median(w) for v, w in walls.items()}
+            base = variants[0]
+            print(f"what-if {weeks_label}, {label}: medians of {repeat}: " + "; ".join(
+                f"{name(v)} {med[v]:.2f} s ({med[base] / med[v]:.2f}x)" for v in variants) +
+                " — answers identical", flush=True)
 
 
 def _cpu() -> float:
@@ -385,9 +405,10 @@ def main() -> None:
     ap.add_argument("--skip-whatif", action="store_true")
     ap.add_argument("--cache", default="0,15", help="answer cache seconds to run the load with (0: off)")
     ap.add_argument("--configs", default="1,24", help="what-if cases: 1 and/or 24 configurations")
-    ap.add_argument("--whatif-threads", default="1,0", help="what-if: thread counts of the caches to run each case "
-                    "on, in turn (0: the cores available, the default setting; 1: the caches on one thread)")
-    ap.add_argument("--whatif-repeat", type=int, default=3, help="what-if: rounds over the thread counts")
+    ap.add_argument("--whatif-variants", default="1+all,0+all,0", help="what-if: variants to run each case in, in "
+                    "turn: a thread count of the caches (0: the cores available, the default setting; 1: one "
+                    "thread), `+all` for the store read of every feed column (the read before 2026-12-02)")
+    ap.add_argument("--whatif-repeat", type=int, default=3, help="what-if: rounds over the variants")
     ap.add_argument("--skip-load", action="store_true")
     ap.add_argument("--seconds", type=int, default=10, help="wrk run length per case")
     ap.add_argument("--cases", default="", help="load cases (one, summed, tiers; default all)")
@@ -440,11 +461,11 @@ def whatif_process(args, tree: Path, rev: str) -> None:
     code = ("import sys; sys.argv[0] = 'bench_api'; import runpy; m = runpy.run_path(sys.argv.pop(1)); "
             "s = m['open_store'](m['_Args'](*sys.argv[1:3])); "
             "m['bench_whatif'](s, int(sys.argv[3]), sys.argv[3] + ' days', [int(c) for c in sys.argv[4].split(',')], "
-            "*([[int(t) for t in sys.argv[5].split(',')], int(sys.argv[6])] if len(sys.argv) > 5 else []))")
+            "*([sys.argv[5].split(','), int(sys.argv[6])] if len(sys.argv) > 5 else []))")
     store = ["--store", str(args.store)] if args.store else ["--clickhouse", args.clickhouse]
     out = subprocess.run([sys.executable, "-c", code, str(REPO / "scripts" / "bench_api.py"),
                           str(args.store or ""), args.clickhouse or "", str(args.days), args.configs,
-                          *([args.whatif_threads, str(args.whatif_repeat)] if rev == "current" else [])],
+                          *([args.whatif_variants, str(args.whatif_repeat)] if rev == "current" else [])],
                          env={**os.environ, "PYTHONPATH": str(tree), "BENCH_API_DATABASE": args.database},
                          capture_output=True, text=True)
     if out.returncode:

@@ -174,6 +174,39 @@ def test_any_number_of_threads_gives_the_answer_of_one(store, name):
         assert run(threads) == one, threads
 
 
+@pytest.mark.parametrize("name, want", [
+    ("plain", set()),
+    ("admission_warmup_step", {"admitted", "ts_us"}),
+    ("groups_admission", {"admitted", "ts_us", "group_code"}),
+    ("servers_auto", {"admitted", "group_code", "server_code"}),
+    ("servers_belady_warmup", {"server_code", "ts_us"}),
+])
+def test_the_store_reads_only_the_columns_a_replay_feeds(store, monkeypatch, name, want):
+    """A replay asks the store for the five columns every bank takes and only those of the
+    feed's others its request uses (times for a step, group codes for several groups, server
+    codes for partitions by server, the admission flag for a filter); the columns it reads are
+    those of the whole feed."""
+    from cachescope import reads
+
+    asked: list[set] = []
+    real = reads.whatif_feed_chunks
+
+    def recording(*a, **kw):
+        asked.append(set(kw["columns"]))
+        for part in real(*a, **kw):
+            assert set(part) == asked[-1]
+            full = next(real(*a, **{**kw, "columns": None}))
+            assert all((full[c][:len(part[c])] == part[c]).all() and full[c].dtype == part[c].dtype for c in part)
+            yield part
+
+    monkeypatch.setattr(reads, "whatif_feed_chunks", recording)
+    answer(store, cases()[name])
+    base = {"file_id", "file_size", "bytes_read", "op_code", "tier_code"}
+    assert asked and all(a == base | want for a in asked), (asked, base | want)
+    with pytest.raises(ValueError, match="not a what-if feed column: tier"):
+        next(real(store, T0, T0 + dt.timedelta(days=1), tier_names=TIERS, columns=["file_id", "tier"]))
+
+
 def test_a_routed_bank_with_bypasses_is_one_bank_per_partition():
     """The Python face: `ShadowBank(partitions=3)` fed a partition column and bypassed reads
     counts as three banks of `capacity_share` each, fed their own rows (belady on each
