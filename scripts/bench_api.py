@@ -20,9 +20,11 @@
    every client at once (computed once, joined by the others).
 4. `--against REV` (same Rust sources): REV's tree is exported beside this one and run
    alternately with it (`--repeat` rounds): the what-if cases in a process of each tree, each
-   serve case on REV's code first, then on the current code.
+   serve case on REV's code first, then on the current code. `--this-engine`: REV's Python on
+   this checkout's engine (a Rust change that keeps the interface REV calls).
 
     .venv/bin/python scripts/bench_api.py --store var/bench-api --against main --repeat 3 --skip-whatif
+    .venv/bin/python scripts/bench_api.py --store var/bench-api --against 775b066 --this-engine --skip-load
 """
 
 from __future__ import annotations
@@ -139,7 +141,12 @@ def bench_whatif(store, days: int, weeks_label: str, configs: list[int], variant
     import statistics
 
     from cachescope import reads
-    from cachescope.replay import WhatIf, available_cores, run_whatif, scope
+    from cachescope.replay import WhatIf, run_whatif, scope
+
+    try:
+        from cachescope.replay import available_cores
+    except ImportError:  # a revision before the setting (--against): its caches took rayon's pool
+        available_cores = os.cpu_count
 
     end = START + dt.timedelta(days=days)
     cases = {1: ("1 configuration (arc 10TB)", ["arc"], [10**13]),
@@ -166,7 +173,8 @@ def bench_whatif(store, days: int, weeks_label: str, configs: list[int], variant
                 try:
                     t0, c0 = time.perf_counter(), _cpu()
                     n, tiers = scope(store, req)
-                    res = run_whatif(store, req, tier_names=tiers, threads=int(v.partition("+")[0]))
+                    t = int(v.partition("+")[0])
+                    res = run_whatif(store, req, tier_names=tiers, **({"threads": t} if t else {}))
                     total, cpu = time.perf_counter() - t0, _cpu() - c0
                 finally:
                     reads.whatif_feed_chunks = needed
@@ -369,15 +377,21 @@ async def load_many(url: str, queries: list[dict], clients: int, headers: dict) 
     return lat
 
 
-def export_rev(rev: str) -> Path:
+def export_rev(rev: str, this_engine: bool = False) -> Path:
     """REV's tree (git archive) beside this one, with this checkout's built engine: the code to
-    compare with, run alternately with the current one. REV must have the same Rust sources."""
-    if subprocess.run(["git", "-C", str(REPO), "diff", "--quiet", rev, "--", "simcore/src"]).returncode != 0:
+    compare with, run alternately with the current one. REV must have the same Rust sources, or
+    with `this_engine` its simcore/src is replaced by this checkout's (REV's Python on today's
+    engine: for an engine change that keeps the interface REV calls)."""
+    if not this_engine and subprocess.run(["git", "-C", str(REPO), "diff", "--quiet", rev, "--",
+                                           "simcore/src"]).returncode != 0:
         raise SystemExit(f"--against {rev}: its simcore/src differs from this checkout's (only Python changes "
-                         "compare here: build that revision in its own checkout)")
+                         "compare here: build that revision in its own checkout, or give --this-engine)")
     dst = Path(tempfile.mkdtemp(prefix="bench-api-against-"))
     tar = subprocess.run(["git", "-C", str(REPO), "archive", rev], capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(dst)], input=tar, check=True)
+    if this_engine:
+        shutil.rmtree(dst / "simcore" / "src")
+        shutil.copytree(REPO / "simcore" / "src", dst / "simcore" / "src")
     for so in (REPO / "cachescope").glob("_simcore*.so"):
         shutil.copy2(so, dst / "cachescope" / so.name)
     where = subprocess.run([sys.executable, "-c", "import api, cachescope; print(cachescope.__file__, api.__file__)"],
@@ -416,6 +430,8 @@ def main() -> None:
     ap.add_argument("--python-load", action="store_true", help="also the httpx load generator (wrk is used when present)")
     ap.add_argument("--against", metavar="REV", help="also run revision REV (same Rust sources), alternately with "
                     "the current code: what-if in a process of its own, each serve case before the current one")
+    ap.add_argument("--this-engine", action="store_true", help="with --against: REV's Python on this checkout's "
+                    "engine (for a Rust change that keeps the interface REV's code calls)")
     ap.add_argument("--coalesced", type=int, default=5, help="rounds of one new query asked by every client at once")
     ap.add_argument("--repeat", type=int, default=1, help="rounds of the comparison (with --against)")
     args = ap.parse_args()
@@ -439,7 +455,7 @@ def main() -> None:
     print(f"backend {store.backend}; {store.query(f'SELECT count() FROM {tables.ACCESS_EVENTS}').scalar():,} "
           f"stored accesses; peak RSS {rss_mb():,.0f} MB", flush=True)
     store.close()  # chDB: one process per store directory; `serve` (or the what-if process) opens it next
-    old = export_rev(args.against) if args.against else None
+    old = export_rev(args.against, args.this_engine) if args.against else None
     try:
         for _ in range(args.repeat if old else 1):
             if not args.skip_whatif:
