@@ -174,6 +174,27 @@ def test_any_number_of_threads_gives_the_answer_of_one(store, name):
         assert run(threads) == one, threads
 
 
+def test_a_replay_runs_its_caches_on_the_threads_asked(store):
+    """run_whatif(threads=5) feeds its bank on a pool of five threads (kept for the process,
+    named simcore-bank-0 … 4): the fifth exists once it ran, and no pool has a sixth."""
+    from cachescope.replay import WhatIf, run_whatif
+
+    def bank_threads() -> set[str]:
+        names = set()
+        for task in Path("/proc/self/task").iterdir():
+            try:
+                names.add((task / "comm").read_text().strip())
+            except OSError:  # a thread that ended meanwhile
+                pass
+        return {n for n in names if n.startswith("simcore-bank-")}
+
+    req = WhatIf(["lru", "arc", "s3fifo"], [200 * GB, 2000 * GB], T0, T0 + dt.timedelta(days=4),
+                 chunk=dt.timedelta(days=4))
+    run_whatif(store, req, threads=5)
+    got = bank_threads()
+    assert "simcore-bank-4" in got and "simcore-bank-5" not in got, got
+
+
 @pytest.mark.parametrize("name, want", [
     ("plain", set()),
     ("admission_warmup_step", {"admitted", "ts_us"}),

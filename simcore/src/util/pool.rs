@@ -34,20 +34,3 @@ pub fn install<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
         None => f(),
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_pool_has_the_threads_asked_and_is_kept() {
-        assert_eq!(install(3, rayon::current_num_threads), 3);
-        assert_eq!(install(1, rayon::current_num_threads), 1);
-        assert_eq!(install(0, rayon::current_num_threads), rayon::current_num_threads());
-        assert_eq!(install(MAX_THREADS + 5, rayon::current_num_threads), MAX_THREADS);
-        // the same pool (its threads) for the same size
-        let name = || std::thread::current().name().map(str::to_string);
-        let a = install(2, || rayon::join(name, name));
-        assert!(matches!(&a.0, Some(n) if n.starts_with("simcore-bank-")), "{a:?}");
-    }
-}
