@@ -160,6 +160,8 @@ def bench_whatif(store, days: int, weeks_label: str, configs: list[int], variant
 
     def name(v: str) -> str:
         t, _, read = v.partition("+")
+        if available_cores is os.cpu_count:
+            return "its own code (the caches on rayon's pool, every feed column read)"
         return f"threads={int(t) or cores}{'' if int(t) else ' (default)'}, " + \
             ("every feed column (before)" if read == "all" else "the columns it needs")
 
