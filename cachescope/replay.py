@@ -4,10 +4,11 @@ A library function (`run_whatif`), used by `POST /v1/whatif`, `/v1/recommend`, `
 the tests, which compare it with `cachescope simulate` on the same accesses. The read is
 columnar (reads.whatif_feed_chunks: numeric columns only, and only those this replay feeds: times
 for time steps and fetch times, group and server codes for several groups and partitions by
-server, the admission flag, decided in the store, for a filter; tiers as codes), a query per day streamed in chunks of at most CHUNK_ROWS rows
-(a server sends Arrow record batches over HTTP), read a chunk ahead in a thread and fed to the
-banks straight away: memory stays bounded by a few chunks, whatever the range (belady is the
-exception: it needs the whole future, so its columns are kept for the range).
+server, the admission flag, decided in the store, for a filter; tiers as codes), a query per day
+streamed in chunks of at most CHUNK_ROWS rows (a server sends Arrow record batches over HTTP),
+read a chunk ahead in a thread and fed to the banks straight away: memory stays bounded by a few
+chunks, whatever the range (belady is the exception: it needs the whole future, so its columns are
+kept for the range). The banks run their caches on `threads` threads (api.whatif_threads).
 
 Engine tricks, all exact:
 * the bank's `window` argument numbers (time bucket × cache group): one pass gives the split by
@@ -298,7 +299,8 @@ def run_whatif(store: Store, req: WhatIf, *, tier_names: Sequence[str] | None = 
         bank = new_bank()
     except ValueError as e:  # the engine refuses a parameter it does not know, or a bad value
         raise WhatIfError("params", str(e)) from None
-    shared_bank = ShadowBank([replace(s, partitions=1) for s in specs], n_tiers, threads=threads) if partitioned else None
+    shared_bank = (ShadowBank([replace(s, partitions=1) for s in specs], n_tiers, threads=threads)
+                   if partitioned else None)
     sampled = req.sample_rate < 1.0
     replica_banks = [new_bank(_SALTS[i]) for i in range(SAMPLE_REPLICAS - 1)] if sampled else []
     counters = np.zeros((n_buckets, n_groups, len(specs), n_tiers, len(FIELDS)), dtype=np.uint64)

@@ -183,12 +183,13 @@ def bench_whatif(store, days: int, weeks_label: str, configs: list[int], variant
                 walls[v].append(total)
                 answers.setdefault(v, json.dumps(res.answers()))
                 if answers[v] != answers[variants[0]]:
-                    raise SystemExit(f"what-if {label}: the answer of {name(v)} differs from that of {name(variants[0])}")
+                    raise SystemExit(f"what-if {label}: the answer of {name(v)} differs from that of "
+                                     f"{name(variants[0])}")
                 a = res.answers()[0]
                 print(f"what-if {weeks_label}, {label}, {name(v)}: {total:.2f} s end to end, CPU {cpu:.2f} s "
                       f"({res.accesses:,} accesses; store read {res.read_seconds:.2f} s, engine "
-                      f"{res.engine_seconds:.2f} s); first hit ratio {a['hit_ratio']:.4f}; peak RSS {rss_mb():,.0f} MB; "
-                      f"load {os.getloadavg()[0]:.1f}", flush=True)
+                      f"{res.engine_seconds:.2f} s); first hit ratio {a['hit_ratio']:.4f}; peak RSS "
+                      f"{rss_mb():,.0f} MB; load {os.getloadavg()[0]:.1f}", flush=True)
         if len(variants) > 1 or repeat > 1:
             med = {v: statistics.median(w) for v, w in walls.items()}
             base = variants[0]
