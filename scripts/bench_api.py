@@ -482,7 +482,8 @@ def whatif_process(args, tree: Path, rev: str) -> None:
             "m['bench_whatif'](s, int(sys.argv[3]), sys.argv[3] + ' days', [int(c) for c in sys.argv[4].split(',')], "
             "*([sys.argv[5].split(','), int(sys.argv[6])] if len(sys.argv) > 5 else []))")
     store = ["--store", str(args.store)] if args.store else ["--clickhouse", args.clickhouse]
-    out = subprocess.run([sys.executable, "-c", code, str(REPO / "scripts" / "bench_api.py"),
+    # the tree's own script: it puts its tree first on sys.path (this one would import today's code)
+    out = subprocess.run([sys.executable, "-c", code, str(tree / "scripts" / "bench_api.py"),
                           str(args.store or ""), args.clickhouse or "", str(args.days), args.configs,
                           *([args.whatif_variants, str(args.whatif_repeat)] if rev == "current" else [])],
                          env={**os.environ, "PYTHONPATH": str(tree), "BENCH_API_DATABASE": args.database},
