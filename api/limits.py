@@ -54,7 +54,8 @@ class Limits:
                 raise ApiError(413, "to", f"the range holds {accesses:,} accesses; at most "
                                           f"{self.settings.whatif_max_accesses:,} per what-if: shorten it or sample "
                                           "(sample_rate)", where)
-            result = run_whatif(store, req, tier_names=tiers, on_chunk=self.metrics.whatif_rows.inc)
+            result = run_whatif(store, req, tier_names=tiers, on_chunk=self.metrics.whatif_rows.inc,
+                                threads=self.settings.whatif_threads)
         except WhatIfError as e:
             raise ApiError(e.status, e.field, str(e), where) from None
         self.metrics.whatif_seconds.observe(time.perf_counter() - t0)

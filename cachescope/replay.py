@@ -2,11 +2,13 @@
 
 A library function (`run_whatif`), used by `POST /v1/whatif`, `/v1/recommend`, `/v1/compare` and
 the tests, which compare it with `cachescope simulate` on the same accesses. The read is
-columnar (reads.whatif_feed_chunks: numeric columns only, tier, group and server as codes,
-admission decided in the store), a query per day streamed in chunks of at most CHUNK_ROWS rows
-(a server sends Arrow record batches over HTTP), read a chunk ahead in a thread and fed to the
-banks straight away: memory stays bounded by a few chunks, whatever the range (belady is the
-exception: it needs the whole future, so its columns are kept for the range).
+columnar (reads.whatif_feed_chunks: numeric columns only, and only those this replay feeds: times
+for time steps and fetch times, group and server codes for several groups and partitions by
+server, the admission flag, decided in the store, for a filter; tiers as codes), a query per day
+streamed in chunks of at most CHUNK_ROWS rows (a server sends Arrow record batches over HTTP),
+read a chunk ahead in a thread and fed to the banks straight away: memory stays bounded by a few
+chunks, whatever the range (belady is the exception: it needs the whole future, so its columns are
+kept for the range). The banks run their caches on `threads` threads (api.whatif_threads).
 
 Engine tricks, all exact:
 * the bank's `window` argument numbers (time bucket × cache group): one pass gives the split by
@@ -26,6 +28,7 @@ Engine tricks, all exact:
 from __future__ import annotations
 
 import datetime as dt
+import os
 import queue
 import threading
 import time
@@ -252,11 +255,22 @@ def _chunks(start: dt.datetime, end: dt.datetime, step: dt.timedelta):
         a = b
 
 
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity; the machine's count where there is none)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
 def run_whatif(store: Store, req: WhatIf, *, tier_names: Sequence[str] | None = None,
-               on_chunk: Callable[[int], None] = lambda rows: None) -> WhatIfResult:
-    """Replay the stored accesses of req's range (after its warm-up) through every (policy, size)."""
+               on_chunk: Callable[[int], None] = lambda rows: None, threads: int = 0) -> WhatIfResult:
+    """Replay the stored accesses of req's range (after its warm-up) through every (policy, size).
+    `threads`: each batch's caches run on that many threads (0: the cores available to the
+    process; the setting api.whatif_threads); the answer is the same on any number."""
     t0 = time.perf_counter()
     check(req)
+    threads = int(threads) if threads and threads > 0 else available_cores()
     specs = req.specs()
     if tier_names is None:
         tier_names = scope(store, req)[1]
@@ -279,13 +293,14 @@ def run_whatif(store: Store, req: WhatIf, *, tier_names: Sequence[str] | None = 
         specs = [replace(s, partitions=1) for s in specs]
 
     def new_bank(salt: int = 0):
-        return ShadowBank(specs, n_tiers, partitions=len(servers) or None, salt=salt)
+        return ShadowBank(specs, n_tiers, partitions=len(servers) or None, salt=salt, threads=threads)
 
     try:
         bank = new_bank()
     except ValueError as e:  # the engine refuses a parameter it does not know, or a bad value
         raise WhatIfError("params", str(e)) from None
-    shared_bank = ShadowBank([replace(s, partitions=1) for s in specs], n_tiers) if partitioned else None
+    shared_bank = (ShadowBank([replace(s, partitions=1) for s in specs], n_tiers, threads=threads)
+                   if partitioned else None)
     sampled = req.sample_rate < 1.0
     replica_banks = [new_bank(_SALTS[i]) for i in range(SAMPLE_REPLICAS - 1)] if sampled else []
     counters = np.zeros((n_buckets, n_groups, len(specs), n_tiers, len(FIELDS)), dtype=np.uint64)
@@ -299,6 +314,15 @@ def run_whatif(store: Store, req: WhatIf, *, tier_names: Sequence[str] | None = 
         res.by_server = np.zeros((len(servers), len(specs), n_tiers, len(FIELDS)), dtype=np.uint64)
     adm = req.admission
 
+    # the columns this replay feeds: the store reads and converts no other
+    filtered = bool(adm.exclude_tiers) or adm.max_file_size is not None
+    columns = {"file_id", "file_size", "bytes_read", "op_code", "tier_code"}
+    columns |= {"ts_us"} if step_us or res.timed else set()
+    columns |= {"duration_us"} if res.timed else set()
+    columns |= {"group_code"} if groups else set()
+    columns |= {"server_code"} if servers else set()
+    columns |= {"admitted"} if filtered else set()
+
     warm_end = req.start
     ranges = [(a, b, True) for a, b in _chunks(req.start - req.warmup, warm_end, req.chunk)] + \
              [(a, b, False) for a, b in _chunks(req.start, req.end, req.chunk)]
@@ -308,7 +332,8 @@ def run_whatif(store: Store, req: WhatIf, *, tier_names: Sequence[str] | None = 
         for a, b, warm in ranges:
             it = reads.whatif_feed_chunks(store, a, b, tier_names=names[1:], cache_groups=req.cache_groups,
                                           sites=req.sites, exclude_tiers=adm.exclude_tiers,
-                                          max_file_size=adm.max_file_size, servers=servers, rows=CHUNK_ROWS)
+                                          max_file_size=adm.max_file_size, servers=servers, rows=CHUNK_ROWS,
+                                          columns=columns)
             while True:
                 r0 = time.perf_counter()
                 cols = next(it, None)
@@ -397,9 +422,12 @@ def _ahead(items, depth: int = 1):
 
 def _bank_rows(cols: dict) -> tuple:
     """(rows fed to the banks, their op codes): a read the admission filter excludes goes as a
-    bypass (a request and a miss, never inserted); a write or delete it excludes is not fed."""
-    adm = cols["admitted"].astype(bool)
+    bypass (a request and a miss, never inserted); a write or delete it excludes is not fed.
+    Without an `admitted` column (no filter) every access is admitted."""
     op = cols["op_code"]
+    if "admitted" not in cols:
+        return slice(None), op
+    adm = cols["admitted"].astype(bool)
     if adm.all():
         return slice(None), op
     rows = adm | (op == OP_READ)
@@ -428,10 +456,11 @@ def _feed(res: WhatIfResult, cols: dict, warm: bool, next_access, bank, shared_b
         win = (bucket - b0) * n_groups + g
     else:
         b0 = 0
-        win = g
+        # one window (no step, one group): no window column, so each cache's loop reads one column less
+        win = g if groups else None
     rows, op = _bank_rows(cols)
     feed_cols = [cols["file_id"][rows], cols["file_size"][rows], cols["bytes_read"][rows], tier[rows], op]
-    w = win[rows].astype(np.uint32)
+    w = None if win is None else win[rows].astype(np.uint32)
     part = cols["server_code"][rows].astype(np.int64) - 1 if bank.partitions else None
     timed = {"ts": cols["ts_us"][rows], "duration_us": cols["duration_us"][rows]} if res.timed else {}
     if part is None:
@@ -451,7 +480,8 @@ def _feed(res: WhatIfResult, cols: dict, warm: bool, next_access, bank, shared_b
         o = rb.feed(*feed_cols, next_access=next_access, partition=part)
         if not warm:
             rep_tot[i] += o.sum(axis=0)
-    res.admitted += int(cols["admitted"].astype(bool).sum()) if not warm else 0
+    if not warm:
+        res.admitted += int(cols["admitted"].astype(bool).sum()) if "admitted" in cols else n
     res.engine_seconds += time.perf_counter() - e0
 
 

@@ -58,12 +58,14 @@ class ShadowBank:
     the sampled caches draw another hash sample)."""
 
     def __init__(self, specs: Sequence[CacheSpec], n_tiers: int = 64, *, partitions: int | None = None, salt: int = 0,
-                 _engine=None):
+                 threads: int = 0, _engine=None):
         self.specs = list(specs)
         self.n_tiers = n_tiers
         self.partitions = partitions
+        # threads: a batch's caches run on that many (0: every core; 1: the calling thread), the
+        # same counts on any number
         self._bank = _engine if _engine is not None else _simcore.Bank([s.as_engine() for s in self.specs], n_tiers,
-                                                                        partitions, salt)
+                                                                        partitions, salt, int(threads))
 
     def feed(self, file_id, file_size, bytes_read, tier, op, next_access=None, window=None, ts=None,
              partition=None, duration_us=None) -> np.ndarray:

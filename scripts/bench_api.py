@@ -7,7 +7,10 @@
    columns straight into store.insert), and efficiency rows for 30 days × 24 configurations × 8
    tiers at the minute... day tables (hourly and daily; the 1h step reads the hourly table).
 2. Times the what-if library (the store read included): one configuration (10 TB ARC) and 24
-   (6 policies × 4 sizes), with read and engine seconds and the process's peak RSS.
+   (6 policies × 4 sizes), with read and engine seconds and the process's peak RSS; each in the
+   variants of --whatif-variants in turn (default: the caches on one thread and on the cores
+   available with the read of every feed column as before, then the current code), --whatif-repeat
+   rounds, the answers checked identical, then the medians side by side and their ratios.
 3. Starts `cachescope serve` on the store and runs a load generator (wrk when installed, else or
    also httpx with --python-load): C connections on /v1/efficiency at 1h over 28-30 days, each
    request a different query (range start, policy, size: an answer cache cannot carry it), then
@@ -17,9 +20,11 @@
    every client at once (computed once, joined by the others).
 4. `--against REV` (same Rust sources): REV's tree is exported beside this one and run
    alternately with it (`--repeat` rounds): the what-if cases in a process of each tree, each
-   serve case on REV's code first, then on the current code.
+   serve case on REV's code first, then on the current code. `--this-engine`: REV's Python on
+   this checkout's engine (a Rust change that keeps the interface REV calls).
 
     .venv/bin/python scripts/bench_api.py --store var/bench-api --against main --repeat 3 --skip-whatif
+    .venv/bin/python scripts/bench_api.py --store var/bench-api --against 775b066 --this-engine --skip-load
 """
 
 from __future__ import annotations
@@ -125,22 +130,78 @@ def fill_efficiency(store, days: int = 30) -> int:
     return n
 
 
-def bench_whatif(store, days: int, weeks_label: str, configs: list[int]) -> None:
+def bench_whatif(store, days: int, weeks_label: str, configs: list[int], variants: list[str] = ("0",),
+                 repeat: int = 1) -> None:
+    """Each case in each variant in turn (`repeat` rounds, alternating: the host's load hits them
+    alike), the answers checked equal, then the median of each and its ratio to the first. A
+    variant is a thread count of the caches (0: the cores available, the default setting), with
+    `+all` the store read of every feed column (the read before 2026-12-02) instead of the
+    columns the replay needs."""
+    import json
+    import statistics
+
+    from cachescope import reads
     from cachescope.replay import WhatIf, run_whatif, scope
+
+    try:
+        from cachescope.replay import available_cores
+    except ImportError:  # a revision before the setting (--against): its caches took rayon's pool
+        available_cores = os.cpu_count
 
     end = START + dt.timedelta(days=days)
     cases = {1: ("1 configuration (arc 10TB)", ["arc"], [10**13]),
              24: ("24 configurations (6 policies x 4 sizes)", POLICIES, SIZES)}
+    cores = available_cores()
+    needed = reads.whatif_feed_chunks
+
+    def every_column(*a, **kw):
+        kw.pop("columns", None)
+        return needed(*a, **kw)
+
+    def name(v: str) -> str:
+        t, _, read = v.partition("+")
+        if available_cores is os.cpu_count:
+            return "its own code (the caches on rayon's pool, every feed column read)"
+        return f"threads={int(t) or cores}{'' if int(t) else ' (default)'}, " + \
+            ("every feed column (before)" if read == "all" else "the columns it needs")
+
     for label, policies, sizes in (cases[c] for c in configs):
         req = WhatIf(policies, sizes, START, end, cache_groups=[GROUP])
-        t0 = time.perf_counter()
-        n, tiers = scope(store, req)
-        res = run_whatif(store, req, tier_names=tiers)
-        total = time.perf_counter() - t0
-        a = res.answers()[0]
-        print(f"what-if {weeks_label}, {label}: {total:.2f} s end to end ({res.accesses:,} accesses; store read "
-              f"{res.read_seconds:.2f} s, engine {res.engine_seconds:.2f} s); first hit ratio {a['hit_ratio']:.4f}; "
-              f"peak RSS {rss_mb():,.0f} MB", flush=True)
+        walls: dict[str, list[float]] = {v: [] for v in variants}
+        answers: dict[str, str] = {}
+        for _ in range(repeat):
+            for v in variants:
+                reads.whatif_feed_chunks = every_column if v.endswith("+all") else needed
+                try:
+                    t0, c0 = time.perf_counter(), _cpu()
+                    n, tiers = scope(store, req)
+                    t = int(v.partition("+")[0])
+                    res = run_whatif(store, req, tier_names=tiers, **({"threads": t} if t else {}))
+                    total, cpu = time.perf_counter() - t0, _cpu() - c0
+                finally:
+                    reads.whatif_feed_chunks = needed
+                walls[v].append(total)
+                answers.setdefault(v, json.dumps(res.answers()))
+                if answers[v] != answers[variants[0]]:
+                    raise SystemExit(f"what-if {label}: the answer of {name(v)} differs from that of "
+                                     f"{name(variants[0])}")
+                a = res.answers()[0]
+                print(f"what-if {weeks_label}, {label}, {name(v)}: {total:.2f} s end to end, CPU {cpu:.2f} s "
+                      f"({res.accesses:,} accesses; store read {res.read_seconds:.2f} s, engine "
+                      f"{res.engine_seconds:.2f} s); first hit ratio {a['hit_ratio']:.4f}; peak RSS "
+                      f"{rss_mb():,.0f} MB; load {os.getloadavg()[0]:.1f}", flush=True)
+        if len(variants) > 1 or repeat > 1:
+            med = {v: statistics.median(w) for v, w in walls.items()}
+            base = variants[0]
+            print(f"what-if {weeks_label}, {label}: medians of {repeat}: " + "; ".join(
+                f"{name(v)} {med[v]:.2f} s ({med[base] / med[v]:.2f}x)" for v in variants) +
+                " — answers identical", flush=True)
+
+
+def _cpu() -> float:
+    """CPU seconds of this process so far (all its threads: the store's and the engine's)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def free_port() -> int:
@@ -319,15 +380,21 @@ async def load_many(url: str, queries: list[dict], clients: int, headers: dict) 
     return lat
 
 
-def export_rev(rev: str) -> Path:
+def export_rev(rev: str, this_engine: bool = False) -> Path:
     """REV's tree (git archive) beside this one, with this checkout's built engine: the code to
-    compare with, run alternately with the current one. REV must have the same Rust sources."""
-    if subprocess.run(["git", "-C", str(REPO), "diff", "--quiet", rev, "--", "simcore/src"]).returncode != 0:
+    compare with, run alternately with the current one. REV must have the same Rust sources, or
+    with `this_engine` its simcore/src is replaced by this checkout's (REV's Python on today's
+    engine: for an engine change that keeps the interface REV calls)."""
+    if not this_engine and subprocess.run(["git", "-C", str(REPO), "diff", "--quiet", rev, "--",
+                                           "simcore/src"]).returncode != 0:
         raise SystemExit(f"--against {rev}: its simcore/src differs from this checkout's (only Python changes "
-                         "compare here: build that revision in its own checkout)")
+                         "compare here: build that revision in its own checkout, or give --this-engine)")
     dst = Path(tempfile.mkdtemp(prefix="bench-api-against-"))
     tar = subprocess.run(["git", "-C", str(REPO), "archive", rev], capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(dst)], input=tar, check=True)
+    if this_engine:
+        shutil.rmtree(dst / "simcore" / "src")
+        shutil.copytree(REPO / "simcore" / "src", dst / "simcore" / "src")
     for so in (REPO / "cachescope").glob("_simcore*.so"):
         shutil.copy2(so, dst / "cachescope" / so.name)
     where = subprocess.run([sys.executable, "-c", "import api, cachescope; print(cachescope.__file__, api.__file__)"],
@@ -355,6 +422,10 @@ def main() -> None:
     ap.add_argument("--skip-whatif", action="store_true")
     ap.add_argument("--cache", default="0,15", help="answer cache seconds to run the load with (0: off)")
     ap.add_argument("--configs", default="1,24", help="what-if cases: 1 and/or 24 configurations")
+    ap.add_argument("--whatif-variants", default="1+all,0+all,0", help="what-if: variants to run each case in, in "
+                    "turn: a thread count of the caches (0: the cores available, the default setting; 1: one "
+                    "thread), `+all` for the store read of every feed column (the read before 2026-12-02)")
+    ap.add_argument("--whatif-repeat", type=int, default=3, help="what-if: rounds over the variants")
     ap.add_argument("--skip-load", action="store_true")
     ap.add_argument("--seconds", type=int, default=10, help="wrk run length per case")
     ap.add_argument("--cases", default="", help="load cases (one, summed, tiers; default all)")
@@ -362,6 +433,8 @@ def main() -> None:
     ap.add_argument("--python-load", action="store_true", help="also the httpx load generator (wrk is used when present)")
     ap.add_argument("--against", metavar="REV", help="also run revision REV (same Rust sources), alternately with "
                     "the current code: what-if in a process of its own, each serve case before the current one")
+    ap.add_argument("--this-engine", action="store_true", help="with --against: REV's Python on this checkout's "
+                    "engine (for a Rust change that keeps the interface REV's code calls)")
     ap.add_argument("--coalesced", type=int, default=5, help="rounds of one new query asked by every client at once")
     ap.add_argument("--repeat", type=int, default=1, help="rounds of the comparison (with --against)")
     args = ap.parse_args()
@@ -385,7 +458,7 @@ def main() -> None:
     print(f"backend {store.backend}; {store.query(f'SELECT count() FROM {tables.ACCESS_EVENTS}').scalar():,} "
           f"stored accesses; peak RSS {rss_mb():,.0f} MB", flush=True)
     store.close()  # chDB: one process per store directory; `serve` (or the what-if process) opens it next
-    old = export_rev(args.against) if args.against else None
+    old = export_rev(args.against, args.this_engine) if args.against else None
     try:
         for _ in range(args.repeat if old else 1):
             if not args.skip_whatif:
@@ -406,10 +479,13 @@ def whatif_process(args, tree: Path, rev: str) -> None:
     """The what-if cases in a process of their own, on `tree`'s code (peak RSS its own)."""
     code = ("import sys; sys.argv[0] = 'bench_api'; import runpy; m = runpy.run_path(sys.argv.pop(1)); "
             "s = m['open_store'](m['_Args'](*sys.argv[1:3])); "
-            "m['bench_whatif'](s, int(sys.argv[3]), sys.argv[3] + ' days', [int(c) for c in sys.argv[4].split(',')])")
+            "m['bench_whatif'](s, int(sys.argv[3]), sys.argv[3] + ' days', [int(c) for c in sys.argv[4].split(',')], "
+            "*([sys.argv[5].split(','), int(sys.argv[6])] if len(sys.argv) > 5 else []))")
     store = ["--store", str(args.store)] if args.store else ["--clickhouse", args.clickhouse]
-    out = subprocess.run([sys.executable, "-c", code, str(REPO / "scripts" / "bench_api.py"),
-                          str(args.store or ""), args.clickhouse or "", str(args.days), args.configs],
+    # the tree's own script: it puts its tree first on sys.path (this one would import today's code)
+    out = subprocess.run([sys.executable, "-c", code, str(tree / "scripts" / "bench_api.py"),
+                          str(args.store or ""), args.clickhouse or "", str(args.days), args.configs,
+                          *([args.whatif_variants, str(args.whatif_repeat)] if rev == "current" else [])],
                          env={**os.environ, "PYTHONPATH": str(tree), "BENCH_API_DATABASE": args.database},
                          capture_output=True, text=True)
     if out.returncode:

@@ -35,6 +35,8 @@ class ApiConfig(_Section):
     whatif_max_accesses: int = Field(300_000_000, gt=0, description="what-if: most stored accesses one request replays")
     whatif_concurrency: int = Field(2, ge=1, description="what-if requests at once (one more: 429)")
     whatif_max_configs: int = Field(64, ge=1, description="what-if: most (policy, size) pairs in one request")
+    whatif_threads: int = Field(0, ge=0, le=256, description="what-if: threads one replay's caches run on (the same "
+                                "answer on any number); 0: the cores available to the process (its CPU affinity)")
     concurrency: int = Field(8, ge=1, description="requests under /v1 worked on at once, reads and what-if together "
                              "(what-if also within whatif_concurrency); /healthz, the page and /metrics are outside it")
     busy_wait_seconds: float = Field(2.0, ge=0, description="a /v1 request finding every slot taken waits this long "

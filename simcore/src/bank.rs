@@ -143,6 +143,10 @@ pub struct Bank {
     /// 0 = ids as given. Not in snapshots, as `routes`.
     #[serde(skip)]
     pub salt: u64,
+    /// Threads a batch's caches run on (`Bank::with_threads`): 0 = rayon's global pool (every
+    /// core), 1 = the calling thread only. Not in snapshots: a restored bank takes every core.
+    #[serde(skip)]
+    pub threads: usize,
 }
 
 /// One partition's rows of a batch, gathered (a routed bank's caches each see only theirs).
@@ -326,7 +330,7 @@ impl Bank {
             return Err(format!("n_tiers {n_tiers} must be in 1..=256"));
         }
         let shadows = specs.into_iter().map(|s| Shadow::new(s, n_tiers)).collect::<Result<Vec<_>, _>>()?;
-        Ok(Bank { n_tiers, shadows, events_seen: 0, tiers_fed: Some(0), routes: 0, salt: 0 })
+        Ok(Bank { n_tiers, shadows, events_seen: 0, tiers_fed: Some(0), routes: 0, salt: 0, threads: 0 })
     }
 
     /// A bank whose caches are split by a partition column given with each batch (e.g. the
@@ -350,6 +354,12 @@ impl Bank {
     /// This bank with its file ids salted (`salt`): an odd multiplier, applied to every batch.
     pub fn salted(self, salt: u64) -> Self {
         Bank { salt: salt | 1, ..self }
+    }
+
+    /// This bank with a batch's caches run on `threads` threads (0: every core; 1: the calling
+    /// thread): the same counts on any number, each cache still sees its events in order.
+    pub fn with_threads(self, threads: usize) -> Self {
+        Bank { threads, ..self }
     }
 
     /// Caches per partition: the specs the bank was made of.
@@ -438,8 +448,9 @@ impl Bank {
         let per_cache = self.n_tiers;
         let n_caches = self.shadows.len();
         let n_specs = self.n_specs();
-        // Caches are independent: run them on all cores (RAYON_NUM_THREADS limits it) when the
-        // batch is big enough to pay for the hand-off; each writes its own (window, tier) block.
+        // Caches are independent: run them on `threads` threads (0: all cores; RAYON_NUM_THREADS
+        // limits it) when the batch is big enough to pay for the hand-off; each writes its own
+        // (window, tier) block.
         // Prefetch hints pay when several caches share the CPU's caches (each batch finds the
         // others' tables evicted); one cache alone keeps its table warm and the hints only cost.
         let hints = n_caches > 1;
@@ -447,9 +458,10 @@ impl Bank {
             let (ev, clock, uniform) = &subs[k / n_specs];
             feed_cache(shadow, ev, n_windows, per_cache, hints, *uniform, *clock)
         };
-        let blocks: Vec<Vec<Exact>> = if n_caches > 1 && ev.len() * n_specs >= PARALLEL_MIN_WORK {
+        let blocks: Vec<Vec<Exact>> = if n_caches > 1 && self.threads != 1 && ev.len() * n_specs >= PARALLEL_MIN_WORK {
             use rayon::prelude::*;
-            self.shadows.par_iter_mut().enumerate().map(run).collect()
+            let shadows = &mut self.shadows;
+            crate::util::pool::install(self.threads, || shadows.par_iter_mut().enumerate().map(run).collect())
         } else {
             self.shadows.iter_mut().enumerate().map(run).collect()
         };
@@ -843,6 +855,50 @@ mod tests {
         assert!(routed.feed_by_partition(&ev, Some(&bad)).unwrap_err().contains("partition 3 is not below 3"));
         assert!(Bank::new(specs.clone(), 3).unwrap().feed_by_partition(&ev, Some(&part)).is_err());
         assert!(Bank::routed(vec![CacheSpec { partitions: 2, ..CacheSpec::new("lru", 10) }], 1, 3).is_err());
+    }
+
+    #[test]
+    fn any_number_of_threads_gives_the_counts_of_one() {
+        // every policy (belady with its next-access times), sampled and routed banks, windows,
+        // bypasses, writes and deletes, over several batches: the batch counters, the totals and
+        // the per-partition sums are those of the bank run on the calling thread alone
+        let n = 40_000u64;
+        let (id, size, read, tier, op) = mixed(n);
+        let op: Vec<u8> = op.iter().enumerate().map(|(i, &o)| if o == OP_READ && i % 19 == 0 { OP_BYPASS } else { o }).collect();
+        let window: Vec<u32> = (0..n as u32).map(|i| (i % 10_000) / 2_500).collect();
+        let part: Vec<u32> = (0..n).map(|i| (crate::util::hash::mix64(i) % 3) as u32).collect();
+        let next = crate::future::next_access_in_streams(&id, Some(&op), None).unwrap();
+        let specs: Vec<CacheSpec> = crate::policy::POLICY_NAMES
+            .iter()
+            .flat_map(|p| [CacheSpec::new(p, 900), CacheSpec::new(p, 4_000)])
+            .chain([CacheSpec { sample_rate: 0.5, ..CacheSpec::new("lru", 2_000) }])
+            .collect();
+        let feed_all = |bank: &mut Bank, routed: bool| {
+            let mut outs = Vec::new();
+            for a in (0..n as usize).step_by(10_000) {
+                let r = a..a + 10_000;
+                let ev = Events {
+                    bytes_read: &read[r.clone()],
+                    window: Some(&window[r.clone()]),
+                    next_access: Some(&next[r.clone()]),
+                    ..events(&id[r.clone()], &size[r.clone()], &tier[r.clone()], &op[r.clone()])
+                };
+                outs.push(bank.feed_by_partition(&ev, routed.then(|| &part[r])).unwrap());
+            }
+            (outs, bank.totals())
+        };
+        let unrouted: Vec<CacheSpec> = specs.iter().filter(|s| s.policy != "belady").cloned().collect();
+        for (routed, specs) in [(false, specs.clone()), (true, unrouted)] {
+            let make = |threads| {
+                let bank = if routed { Bank::routed(specs.clone(), 3, 3) } else { Bank::new(specs.clone(), 3) };
+                bank.unwrap().with_threads(threads)
+            };
+            let one = feed_all(&mut make(1), routed);
+            assert!(one.1.chunks(N_FIELDS).filter(|c| c[HITS] > 0 && c[EVICTIONS] > 0).count() + 4 >= specs.len());
+            for threads in [0, 2, 3, 7] {
+                assert!(feed_all(&mut make(threads), routed) == one, "{threads} threads, routed {routed}");
+            }
+        }
     }
 
     #[test]

@@ -105,16 +105,18 @@ struct PyBank {
 impl PyBank {
     /// `partitions`: each spec split into that many caches, one per partition of the
     /// `partition` column every batch then carries (`Bank::routed`); `salt`: file ids salted
-    /// (`Bank::salted`; 0: as given).
+    /// (`Bank::salted`; 0: as given); `threads`: a batch's caches run on that many threads
+    /// (`Bank::with_threads`; 0: every core).
     #[new]
-    #[pyo3(signature = (specs, n_tiers, partitions=None, salt=0))]
-    fn new(specs: Vec<SpecIn>, n_tiers: usize, partitions: Option<u32>, salt: u64) -> PyResult<Self> {
+    #[pyo3(signature = (specs, n_tiers, partitions=None, salt=0, threads=0))]
+    fn new(specs: Vec<SpecIn>, n_tiers: usize, partitions: Option<u32>, salt: u64, threads: usize) -> PyResult<Self> {
         let specs = specs.into_iter().map(SpecIn::into_spec).collect();
         let bank = match partitions {
             None => bank::Bank::new(specs, n_tiers),
             Some(p) => bank::Bank::routed(specs, n_tiers, p),
         }
-        .map_err(err)?;
+        .map_err(err)?
+        .with_threads(threads);
         Ok(PyBank { inner: if salt != 0 { bank.salted(salt) } else { bank } })
     }
 

@@ -152,6 +152,82 @@ def test_the_cases_bypass_partition_and_sample(store):
     assert all(r["sampling"]["hit_ratio_error_bound"] > 0 for r in golden["file_hash_sampled"]["results"])
 
 
+@pytest.mark.parametrize("name", ["plain", "admission_warmup_step", "servers_sampled", "servers_belady_warmup",
+                                  "file_hash_sampled"])
+def test_any_number_of_threads_gives_the_answer_of_one(store, name):
+    """Every case in one chunk of four days (batches big enough for the caches to run on
+    several threads): the answers on 2, 3 and the default (the cores available) threads are
+    those on one thread, exactly (the JSON as /v1/whatif gives it)."""
+    from cachescope.replay import WhatIf, run_whatif
+
+    kw = cases()[name]
+    req = WhatIf(start=T0 + dt.timedelta(days=1) if kw.get("warmup") else T0, end=T0 + dt.timedelta(days=4),
+                 chunk=dt.timedelta(days=4), **kw)
+
+    def run(threads: int) -> str:
+        res = run_whatif(store, req, threads=threads)
+        return json.dumps({"accesses": res.accesses, "admitted": res.admitted, "results": res.answers()})
+
+    one = run(1)
+    assert json.loads(one)["accesses"] > 5_000
+    for threads in (2, 3, 0):
+        assert run(threads) == one, threads
+
+
+def test_a_replay_runs_its_caches_on_the_threads_asked(store):
+    """run_whatif(threads=5) feeds its bank on a pool of five threads (kept for the process,
+    named simcore-bank-0 … 4): the fifth exists once it ran, and no pool has a sixth."""
+    from cachescope.replay import WhatIf, run_whatif
+
+    def bank_threads() -> set[str]:
+        names = set()
+        for task in Path("/proc/self/task").iterdir():
+            try:
+                names.add((task / "comm").read_text().strip())
+            except OSError:  # a thread that ended meanwhile
+                pass
+        return {n for n in names if n.startswith("simcore-bank-")}
+
+    req = WhatIf(["lru", "arc", "s3fifo"], [200 * GB, 2000 * GB], T0, T0 + dt.timedelta(days=4),
+                 chunk=dt.timedelta(days=4))
+    run_whatif(store, req, threads=5)
+    got = bank_threads()
+    assert "simcore-bank-4" in got and "simcore-bank-5" not in got, got
+
+
+@pytest.mark.parametrize("name, want", [
+    ("plain", set()),
+    ("admission_warmup_step", {"admitted", "ts_us"}),
+    ("groups_admission", {"admitted", "ts_us", "group_code"}),
+    ("servers_auto", {"admitted", "group_code", "server_code"}),
+    ("servers_belady_warmup", {"server_code", "ts_us"}),
+])
+def test_the_store_reads_only_the_columns_a_replay_feeds(store, monkeypatch, name, want):
+    """A replay asks the store for the five columns every bank takes and only those of the
+    feed's others its request uses (times for a step, group codes for several groups, server
+    codes for partitions by server, the admission flag for a filter); the columns it reads are
+    those of the whole feed."""
+    from cachescope import reads
+
+    asked: list[set] = []
+    real = reads.whatif_feed_chunks
+
+    def recording(*a, **kw):
+        asked.append(set(kw["columns"]))
+        for part in real(*a, **kw):
+            assert set(part) == asked[-1]
+            full = next(real(*a, **{**kw, "columns": None}))
+            assert all((full[c][:len(part[c])] == part[c]).all() and full[c].dtype == part[c].dtype for c in part)
+            yield part
+
+    monkeypatch.setattr(reads, "whatif_feed_chunks", recording)
+    answer(store, cases()[name])
+    base = {"file_id", "file_size", "bytes_read", "op_code", "tier_code"}
+    assert asked and all(a == base | want for a in asked), (asked, base | want)
+    with pytest.raises(ValueError, match="not a what-if feed column: tier"):
+        next(real(store, T0, T0 + dt.timedelta(days=1), tier_names=TIERS, columns=["file_id", "tier"]))
+
+
 def test_a_routed_bank_with_bypasses_is_one_bank_per_partition():
     """The Python face: `ShadowBank(partitions=3)` fed a partition column and bypassed reads
     counts as three banks of `capacity_share` each, fed their own rows (belady on each

@@ -2,3 +2,4 @@ pub mod arena;
 pub mod fenwick;
 pub mod hash;
 pub mod slotmap;
+pub mod pool;
