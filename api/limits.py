@@ -8,6 +8,7 @@ import threading
 import time
 
 from api.errors import ApiError
+from cachescope.reads import UnknownName
 from cachescope.replay import WhatIf, WhatIfError, WhatIfResult, check, run_whatif, scope
 
 
@@ -57,5 +58,7 @@ class Limits:
             result = run_whatif(store, req, tier_names=tiers, on_chunk=self.metrics.whatif_rows.inc)
         except WhatIfError as e:
             raise ApiError(e.status, e.field, str(e), where) from None
+        except UnknownName as e:  # a name the store holds nothing of (replay.check_names)
+            raise ApiError(422, e.field, str(e), where) from None
         self.metrics.whatif_seconds.observe(time.perf_counter() - t0)
         return result

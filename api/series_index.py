@@ -51,6 +51,13 @@ def _codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(names), codes.astype(np.int64)
 
 
+def _placed(places: np.ndarray, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """_codes for values given as 1-based places in the sorted `names`: the names that occur, and
+    each value's code among them (as _codes gives them)."""
+    codes, used = pd.factorize(places.astype(np.int64), sort=True)
+    return np.asarray(list(names), dtype=str)[used - 1] if len(used) else np.zeros(0, dtype=str), codes.astype(np.int64)
+
+
 def _wanted(names: np.ndarray, asked: Sequence) -> np.ndarray | None:
     """Codes of the asked names that exist (None: all); names compare as the store compares them."""
     if not asked:
@@ -91,16 +98,33 @@ class TableCopy:
     """One table's windows as numpy columns, with two sorted orderings: by (cache_group, policy,
     size, tier, ws) for series by tier, by (cache_group, policy, size, ws) for tiers summed."""
 
-    def __init__(self, df: pd.DataFrame, version: tuple):
+    def __init__(self, df: pd.DataFrame, version: tuple, names: dict[str, Sequence[str]] | None = None):
+        """`df`: rows of the table (several per window when shards or runs are apart: summed here);
+        with `names`, its cache_group, policy and tier are 1-based places in those sorted lists
+        (reads.efficiency_rows), else the names themselves."""
         self.version = version
-        self.rows = len(df)
-        self.ws = df["ws"].to_numpy().astype(np.int64)
-        self.groups, g = _codes(df["cache_group"].to_numpy(dtype=object))
-        self.policies, p = _codes(df["policy"].to_numpy(dtype=object))
+        ws = df["ws"].to_numpy().astype(np.int64)
+        if names is None:
+            self.groups, g = _codes(df["cache_group"].to_numpy(dtype=object))
+            self.policies, p = _codes(df["policy"].to_numpy(dtype=object))
+            self.tiers, t = _codes(df["tier"].to_numpy(dtype=object))
+        else:
+            self.groups, g = _placed(df["cache_group"].to_numpy(), names["cache_group"])
+            self.policies, p = _placed(df["policy"].to_numpy(), names["policy"])
+            self.tiers, t = _placed(df["tier"].to_numpy(), names["tier"])
         self.sizes, s = _codes(df["size_bytes"].to_numpy().astype(np.uint64))
-        self.tiers, t = _codes(df["tier"].to_numpy(dtype=object))
+        counters = {c: df[c].to_numpy().astype(np.uint64) for c in COUNTERS}
+        # one row per (cache_group, policy, size, tier, window): the shards' and runs' rows summed
+        perm = _sort_order((g, p, s, t), ws, t)
+        cols = [c[perm] for c in (g, p, s, t, ws)]
+        same = np.ones(max(len(perm) - 1, 0), dtype=bool)
+        for c in cols:
+            same &= c[1:] == c[:-1]
+        at = np.flatnonzero(np.concatenate(([True], ~same))) if len(perm) else np.zeros(0, np.int64)
+        g, p, s, t, self.ws = (c[at] for c in cols)
+        self.counters = {c: (np.add.reduceat(v[perm], at) if len(at) else v[:0]) for c, v in counters.items()}
+        self.rows = len(self.ws)
         self.codes = {"cache_group": g, "policy": p, "size": s, "tier": t}
-        self.counters = {c: df[c].to_numpy().astype(np.uint64) for c in COUNTERS}
         self.by_tier = self._ordering((g, p, s, t))
         self.summed = self._ordering((g, p, s))
         del self.counters  # kept in each ordering's row order only
@@ -293,7 +317,8 @@ class SeriesIndex:
                 if version and version[0] > self.max_rows:
                     have = None  # too large to copy (counted with duplicates: an upper bound)
                 else:
-                    have = TableCopy(reads.efficiency_rows(store, table), version)
+                    rows, names = reads.efficiency_rows(store, table)
+                    have = TableCopy(rows, version, names)
                     self.loads += 1
                 self._copies[table] = have
             self._checked[table] = time.monotonic()
