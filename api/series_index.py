@@ -293,19 +293,48 @@ class SeriesIndex:
         self._copies: dict[str, TableCopy | None] = {}
         self._checked: dict[str, float] = {}
         self._lock = threading.Lock()
+        self._asked: dict[str, float] = {}  # when a request last asked for each copy
         self.loads = 0
+
+    def keep_fresh(self, stores, idle_seconds: float = 300.0) -> threading.Event:
+        """`serve`: load the copies now and check them every check_seconds while they were asked for
+        in the last idle_seconds, in a thread of their own, so that the first answer and the first
+        after a write find the copy loaded (a load is 50–150 ms of store query and sort). Set the
+        event returned to stop it."""
+        stop = threading.Event()
+        tables = list(reads.EFFICIENCY_ROWS)
+
+        def run():
+            first = True
+            while not stop.is_set():
+                for table in tables:
+                    if first or time.monotonic() - self._asked.get(table, -1e9) < idle_seconds:
+                        try:
+                            with stores.get() as store:
+                                self.copy_of(store, table, asked=False)
+                        except Exception:  # the store away: a request says so; try again later
+                            pass
+                first = False
+                stop.wait(max(self.check_seconds, 0.05))
+
+        threading.Thread(target=run, name="series-copy", daemon=True).start()
+        return stop
 
     def fresh(self, table: str | None) -> TableCopy | None:
         """The copy of `table` when it was checked less than check_seconds ago (no I/O), else None."""
+        if table is not None:
+            self._asked[table] = time.monotonic()
         if table is None or time.monotonic() - self._checked.get(table, -1e9) >= self.check_seconds:
             return None
         return self._copies.get(table)
 
-    def copy_of(self, store: Store, table: str) -> TableCopy | None:
+    def copy_of(self, store: Store, table: str, asked: bool = True) -> TableCopy | None:
         """The copy of `table`, checked (and reloaded) through `store`, the caller's connection."""
         if self.max_rows <= 0 or table not in reads.EFFICIENCY_ROWS:
             return None
         now = time.monotonic()
+        if asked:
+            self._asked[table] = now
         if table in self._copies and now - self._checked.get(table, -1e9) < self.check_seconds:
             return self._copies[table]
         with self._lock:  # single-flight: one check (and reload) at a time, the others wait for it
