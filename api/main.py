@@ -60,7 +60,8 @@ def create_app(settings: Settings | None = None, stores: StorePool | None = None
     app.state.metrics = metrics
     app.state.limits = Limits(settings, metrics)
     app.state.slots = Slots(settings.concurrency, settings.busy_wait_seconds, refused=metrics.busy_refused)
-    app.state.answers = AnswerCache(settings.answer_cache_seconds, counter=metrics.answers)
+    app.state.answers = AnswerCache(settings.answer_cache_seconds, counter=metrics.answers,
+                                    max_bytes=settings.answer_cache_max_bytes)
     app.state.series = SeriesIndex(max_rows=settings.series_copy_max_rows,
                                    check_seconds=settings.series_copy_check_seconds)
     app.state.keep_series_fresh = False  # serve sets it: tests count the copies' loads

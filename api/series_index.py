@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
+import orjson
 import pandas as pd
 
 from cachescope import reads
@@ -272,11 +273,13 @@ class _Answer:
         return out
 
 
+#: orjson's options for an answer holding series_json(...)
+DUMPS_OPTION = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NAIVE_UTC
+
+
 def dumps(payload) -> bytes:
     """JSON of an answer holding series_json(...)."""
-    import orjson
-
-    return orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NAIVE_UTC)
+    return orjson.dumps(payload, option=DUMPS_OPTION)
 
 
 def _us(t: dt.datetime) -> int:

@@ -1,0 +1,126 @@
+"""Large answers are streamed (api/stream.py): the bytes are those of the whole answer, gzip
+included, and `serve`'s memory stays bounded over many large answers (none kept whole, the
+answer cache bounded in bytes) while /healthz answers in the middle of one.
+
+The store: test_api_bounds' (group LONG: 2 policies x 1 size x 3 tiers over 190 days in the
+minute, hour and day tables); 1h by tier over it is 6 series x 4,560 buckets = 27,360 points."""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import os
+import socket
+import subprocess
+import threading
+
+import httpx
+import orjson
+import pytest
+from test_api_bounds import CLI, HALF_YEAR, LONG_FROM, LONG_TO, store_dir  # noqa: F401 (a fixture)
+
+
+def _whole(app, step_s: int, table: str) -> bytes:
+    """The answer's JSON made whole, as before streaming."""
+    from api import series_index
+    from api.routes.efficiency import columnar_series
+    from cachescope import reads
+
+    start, end = (dt.datetime.fromisoformat(t.replace("Z", "+00:00")) for t in (LONG_FROM, LONG_TO))
+    head = {"step": "1h", "table": table, "from": start.isoformat(), "to": end.isoformat()}
+    with app.state.stores.get() as store:
+        copy = app.state.series.copy_of(store, table)
+        if copy is not None:
+            return series_index.dumps({**head, "series": copy.series_json(start, end, step_s, by_tier=True)})
+        df = reads.efficiency_series(store, start, end, step_s, by_tier=True)
+        return orjson.dumps({**head, "series": columnar_series(df)}, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+@pytest.mark.parametrize("copy_rows", [1_000_000, 0], ids=["table-copy", "sql"])
+def test_a_large_answer_is_streamed_with_the_bytes_of_the_whole(store_dir, copy_rows):  # noqa: F811
+    from fastapi.testclient import TestClient
+
+    from api.core.config import Settings
+    from api.main import create_app
+    from cachescope.store import tables
+
+    app = create_app(Settings(store_dir=store_dir, series_copy_max_rows=copy_rows))
+    with TestClient(app) as c:
+        want = _whole(app, 3600, tables.EFFICIENCY_HOURLY)
+        assert len(want) > 1_900_000
+        for enc in ("identity", "gzip"):
+            with c.stream("GET", "/v1/efficiency", params={**HALF_YEAR, "step": "1h"},
+                          headers={"Accept-Encoding": enc}) as r:
+                assert r.status_code == 200
+                assert "content-length" not in r.headers  # sent as written
+                raw = b"".join(r.iter_raw())
+            body = gzip.decompress(raw) if enc == "gzip" else raw
+            assert (r.headers.get("content-encoding") == "gzip") == (enc == "gzip")
+            assert body == want, enc
+        # a small answer goes whole (kept, its gzip shared)
+        small = c.get("/v1/efficiency", params={"from": LONG_FROM, "to": LONG_TO, "step": "1d"})
+        assert small.status_code == 200 and int(small.headers["content-length"]) == len(small.content)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _vm(pid: int, field: str) -> int:
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(field)
+
+
+def test_serve_memory_stays_bounded_over_many_large_answers_and_healthz_answers_meanwhile(store_dir):  # noqa: F811
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CACHESCOPE_")}
+    proc = subprocess.Popen([CLI, "serve", "--store", str(store_dir), "--port", str(port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        with httpx.Client(base_url=base, timeout=None) as c:
+            while True:  # ready once /healthz answers (or the server exited: its error)
+                try:
+                    if c.get("/healthz").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    assert proc.poll() is None, proc.stderr.read()
+
+            def ask(k: int) -> int:
+                start = dt.datetime.fromisoformat(LONG_FROM.replace("Z", "+00:00")) + dt.timedelta(hours=k)
+                r = c.get("/v1/efficiency", params={**HALF_YEAR, "step": "1h", "from": start.isoformat()},
+                          headers={"Accept-Encoding": "gzip"})
+                assert r.status_code == 200, r.text
+                return sum(len(s["time"]) for s in r.json()["series"])
+
+            assert ask(0) > 27_000  # the copy loaded, one answer streamed: the baseline
+            before = _vm(proc.pid, "VmHWM")
+            # 48 distinct large answers (2 MB of JSON each), 4 at a time: 94 MB if kept whole
+            done: list[int] = []
+            threads = [threading.Thread(target=lambda i=i: done.extend(ask(k) for k in range(1 + i, 49, 4)))
+                       for i in range(4)]
+            for t in threads:
+                t.start()
+            # in the middle of a streamed answer (its first piece read, the rest not yet): /healthz answers
+            with c.stream("GET", "/v1/efficiency", params={**HALF_YEAR, "step": "1h"},
+                          headers={"Accept-Encoding": "identity"}) as r:
+                pieces = r.iter_raw()
+                first = next(pieces)
+                assert first.startswith(b'{"step":"1h"')
+                h = httpx.get(f"{base}/healthz", timeout=None)
+                assert h.status_code == 200, h.text
+                rest = b"".join(pieces)
+            assert orjson.loads(first + rest)["series"]
+            for t in threads:
+                t.join()
+            assert len(done) == 48 and min(done) > 27_000
+            grown = _vm(proc.pid, "VmHWM") - before
+            print(f"serve VmHWM {before / 2**20:.1f} MiB after the first answer, grew {grown / 2**20:.1f} MiB over 48 more")
+            assert grown < 48 << 20, f"serve's peak memory grew {grown / 2**20:.1f} MiB over 48 large answers"
+    finally:
+        proc.terminate()
+        proc.wait()
