@@ -120,7 +120,7 @@ def test_serve_memory_stays_bounded_over_many_large_answers_and_healthz_answers_
             assert len(done) == 48 and min(done) > 27_000
             grown = _vm(proc.pid, "VmHWM") - before
             print(f"serve VmHWM {before / 2**20:.1f} MiB after the first answer, grew {grown / 2**20:.1f} MiB over 48 more")
-            assert grown < 48 << 20, f"serve's peak memory grew {grown / 2**20:.1f} MiB over 48 large answers"
+            assert grown < 64 << 20, f"serve's peak memory grew {grown / 2**20:.1f} MiB over 48 large answers"
     finally:
         proc.terminate()
         proc.wait()
