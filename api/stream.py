@@ -1,8 +1,9 @@
-"""Large answers written in pieces: the JSON of an answer whose last key holds a list (series) is
-sent as it is written, a piece of about PIECE bytes at a time, gzipped as it goes when the client
-accepts it. The bytes are those of orjson.dumps of the whole answer (tests compare them); the
-server holds the answer's arrays and one piece, never the whole body (14.5 MB for 138,240 points,
-plus its gzip, per request and per kept answer before).
+"""Large answers written in pieces: the JSON of an answer holding a long list (series, windows)
+is sent as it is written, the list item by item wherever it is among the keys, a piece of about
+PIECE bytes at a time, gzipped as it goes when the client accepts it. The bytes are those of
+orjson.dumps of the whole answer (tests compare them); the server holds the answer's arrays and
+one piece, never the whole body (14.5 MB for 138,240 points, plus its gzip, per request and per
+kept answer before).
 
 Such an answer is not kept by the answer cache (its bytes never exist whole); requests in flight
 for the same one still share its computation (the arrays) and each writes its own bytes."""
@@ -19,22 +20,25 @@ from starlette.responses import StreamingResponse
 PIECE = 256 * 1024
 #: an answer of more points than this is streamed (about 100 bytes of JSON a point: 2 MB)
 STREAM_POINTS = 20_000
+#: a /v1/compare answer of more windows than this is streamed (about 1 kB of JSON a window)
+STREAM_WINDOWS = 2_000
 
 
 def pieces(answer: dict, key: str, option: int) -> Iterator[bytes]:
-    """orjson.dumps(answer, option=option) in pieces; `key` is answer's last key, a list."""
-    items = answer[key]
-    assert list(answer)[-1] == key
-    head = orjson.dumps({k: v for k, v in answer.items() if k != key}, option=option)
-    buf = bytearray(head[:-1] + (b"," if len(head) > 2 else b"") + orjson.dumps(key) + b":[")
-    for i, item in enumerate(items):
+    """orjson.dumps(answer, option=option) in pieces, the list answer[key] written item by item."""
+    names = list(answer)
+    at = names.index(key)
+    before = orjson.dumps({k: answer[k] for k in names[:at]}, option=option)[:-1]  # without its "}"
+    after = orjson.dumps({k: answer[k] for k in names[at + 1:]}, option=option)[1:]  # without its "{"
+    buf = bytearray(before + (b"," if at else b"") + orjson.dumps(key) + b":[")
+    for i, item in enumerate(answer[key]):
         if i:
             buf += b","
         buf += orjson.dumps(item, option=option)
         if len(buf) >= PIECE:
             yield bytes(buf)
             buf.clear()
-    buf += b"]}"
+    buf += b"]" + (b"," if len(after) > 1 else b"") + after
     yield bytes(buf)
 
 

@@ -124,3 +124,23 @@ def test_serve_memory_stays_bounded_over_many_large_answers_and_healthz_answers_
     finally:
         proc.terminate()
         proc.wait()
+
+
+def test_a_long_compare_answer_is_streamed_with_the_bytes_of_the_whole(store_dir, monkeypatch):  # noqa: F811
+    """/v1/compare over the half year at 1h (4,560 windows) goes in pieces; the same answer made
+    whole (the streaming thresholds raised) has the same bytes."""
+    from fastapi.testclient import TestClient
+
+    from api import stream
+    from api.core.config import Settings
+    from api.main import create_app
+
+    q = {"cache_group": "LONG", "size": "10TB", "from": LONG_FROM, "to": LONG_TO, "step": "1h", "xcache": "false"}
+    with TestClient(create_app(Settings(store_dir=store_dir, answer_cache_seconds=0))) as c:
+        with c.stream("GET", "/v1/compare", params=q, headers={"Accept-Encoding": "identity"}) as r:
+            assert r.status_code == 200 and "content-length" not in r.headers
+            streamed = b"".join(r.iter_raw())
+        monkeypatch.setattr(stream, "STREAM_WINDOWS", 10**9)
+        whole = c.get("/v1/compare", params=q, headers={"Accept-Encoding": "identity"})
+        assert int(whole.headers["content-length"]) == len(whole.content)
+        assert streamed == whole.content and len(orjson.loads(streamed)["windows"]) == 4560
