@@ -144,3 +144,31 @@ def test_a_long_compare_answer_is_streamed_with_the_bytes_of_the_whole(store_dir
         whole = c.get("/v1/compare", params=q, headers={"Accept-Encoding": "identity"})
         assert int(whole.headers["content-length"]) == len(whole.content)
         assert streamed == whole.content and len(orjson.loads(streamed)["windows"]) == 4560
+
+
+def test_requests_sharing_a_streamed_answer_share_one_gzip(monkeypatch):
+    """Eight readers of one answer's gzip at once: each gets the whole gzip of the JSON, made once
+    (the pieces are made by whichever reader needs the next, the others wait for it)."""
+    from api import stream
+
+    monkeypatch.setattr(stream, "PIECE", 1000)
+    answer = {"step": "1h", "series": [{"time": list(range(i, i + 50))} for i in range(2000)], "note": ""}
+    made = []
+
+    def make():
+        made.append(1)
+        return stream.pieces(answer, "series", 0)
+
+    first = stream.Streamed(make, gz=True)
+    others = [first.again(True) for _ in range(7)]
+    outs: list[bytes] = [b""] * 8
+    assert all(r.family is first.family for r in others)  # what each response's body reads
+    threads = [threading.Thread(target=lambda k=k, r=r: outs.__setitem__(k, b"".join(r.family.gz())))
+               for k, r in enumerate([first, *others])]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(gzip.decompress(o) == orjson.dumps(answer) for o in outs) and len(set(outs)) == 1
+    assert len(made) == 1  # one JSON written, one gzip made for the eight
+    assert b"".join(first.family.make()) == orjson.dumps(answer)  # a client without gzip: its own JSON
