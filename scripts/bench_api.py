@@ -209,6 +209,9 @@ def bench_serve(args, cache_seconds: float, copy: bool = True, tree: Path = REPO
     env = dict(os.environ)
     env["CACHESCOPE_ANSWER_CACHE_SECONDS"] = str(cache_seconds)
     env["CACHESCOPE_SERIES_COPY_MAX_ROWS"] = "1000000" if copy else "0"
+    # 16 clients of the largest answer queue for the 8 slots (a streamed answer holds its slot until
+    # the client has read it): they wait instead of taking the default 2 s wait's 503
+    env.setdefault("CACHESCOPE_API__BUSY_WAIT_SECONDS", "120")
     mode = f"{rev}, " + (f"answer cache {cache_seconds:g} s" if cache_seconds else "answer cache off") + \
         (", table copy" if copy else ", SQL per request (copy off)")
     headers = {}
