@@ -132,5 +132,5 @@ class Streamed(StreamingResponse):
         return Streamed(self.family.make, gz, self.status_code, self.family)
 
 
-def answer(payload: dict, key: str, option: int, gz: bool) -> Streamed:
+def answer(payload: dict, key: str, option: int, gz: bool = False) -> Streamed:
     return Streamed(lambda: pieces(payload, key, option), gz)

@@ -159,8 +159,7 @@ def compare(
         answer = {"cache_group": cache_group, "size_bytes": size_b, "step": step, "source": source,
                   "overall": overall, "windows": windows, "note": note}
         if len(windows) > stream.STREAM_WINDOWS:  # sent in pieces, never whole in memory (api/stream.py)
-            return stream.answer(answer, "windows", orjson.OPT_SERIALIZE_NUMPY,
-                                 "gzip" in request.headers.get("accept-encoding", ""))
+            return stream.answer(answer, "windows", orjson.OPT_SERIALIZE_NUMPY, gz=False)
         return P.json_response(answer)
 
     return request.app.state.answers.get(request, compute)

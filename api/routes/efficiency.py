@@ -111,9 +111,11 @@ async def efficiency(
 
 def _answer(request: Request, answer: dict, option: int) -> Response:
     """A large answer streamed in pieces (api/stream.py: the same bytes, never whole in memory),
-    a smaller one whole (kept by the answer cache, its gzip shared)."""
+    a smaller one whole (kept by the answer cache, its gzip shared). As a whole answer, the first
+    request's goes out as computed (gzip costs more CPU than sending it on a fast link); the
+    requests that joined it share one gzip."""
     if sum(len(s["time"]) for s in answer["series"]) > stream.STREAM_POINTS:
-        return stream.answer(answer, "series", option, "gzip" in request.headers.get("accept-encoding", ""))
+        return stream.answer(answer, "series", option, gz=False)
     return Response(orjson.dumps(answer, option=option), media_type="application/json")
 
 
