@@ -298,6 +298,9 @@ class SeriesIndex:
         self._lock = threading.Lock()
         self._asked: dict[str, float] = {}  # when a request last asked for each copy
         self.loads = 0
+        #: notified after each load and after keep_fresh's first round (`warm`)
+        self.loaded = threading.Condition()
+        self.warm = False
 
     def keep_fresh(self, stores, idle_seconds: float = 300.0) -> threading.Event:
         """`serve`: load the copies now and check them every check_seconds while they were asked for
@@ -317,6 +320,10 @@ class SeriesIndex:
                                 self.copy_of(store, table, asked=False)
                         except Exception:  # the store away: a request says so; try again later
                             pass
+                if first:
+                    with self.loaded:
+                        self.warm = True
+                        self.loaded.notify_all()
                 first = False
                 stop.wait(max(self.check_seconds, 0.05))
 
@@ -354,7 +361,9 @@ class SeriesIndex:
                     self.loads += 1
                 self._copies[table] = have
             self._checked[table] = time.monotonic()
-            return have
+        with self.loaded:
+            self.loaded.notify_all()
+        return have
 
     def series(self, store: Store, start: dt.datetime, end: dt.datetime, step_s: int,
                **filters) -> pd.DataFrame | None:

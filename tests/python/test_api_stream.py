@@ -173,3 +173,34 @@ def test_requests_sharing_a_streamed_answer_share_one_gzip(monkeypatch):
     assert all(gzip.decompress(o) == orjson.dumps(answer) for o in outs) and len(set(outs)) == 1
     assert len(made) == 1  # one JSON written, one gzip made for the eight
     assert b"".join(first.family.make()) == orjson.dumps(answer)  # a client without gzip: its own JSON
+
+
+def test_serve_loads_the_table_copies_at_start_and_reloads_them_after_a_write_unasked(store_dir):  # noqa: F811
+    """`serve`'s refresher (keep_series_fresh): the hour and day copies are loaded before any
+    request, and a write to the hour table is reloaded by the refresher, not by the next request
+    (the first answer and the first after a write do not pay the load)."""
+    from fastapi.testclient import TestClient
+
+    from api.core.config import Settings
+    from api.main import create_app
+    from cachescope.store import tables
+
+    app = create_app(Settings(store_dir=store_dir, series_copy_check_seconds=0.05, answer_cache_seconds=0))
+    app.state.keep_series_fresh = True
+    index = app.state.series
+    with TestClient(app) as c:
+        with index.loaded:
+            index.loaded.wait_for(lambda: index.warm)
+        assert index.loads == 2  # hourly and daily, no request yet
+        q = {**HALF_YEAR, "step": "1d"}
+        before = c.get("/v1/efficiency", params=q).json()["series"]
+        assert index.loads == 2  # answered from the copy loaded at start
+        with app.state.stores.get() as store:
+            row = store.query(f"SELECT * FROM {tables.EFFICIENCY_DAILY} FINAL WHERE cache_group = 'LONG' "
+                              "ORDER BY window_start LIMIT 1").dicts()[0]
+            store.insert(tables.EFFICIENCY_DAILY, {k: [v] for k, v in {**row, "run": row["run"] + 1}.items()})
+        with index.loaded:
+            index.loaded.wait_for(lambda: index.loads == 3)  # the refresher saw the write
+        after = c.get("/v1/efficiency", params=q).json()["series"]
+        assert index.loads == 3
+        assert after[0]["requests"][0] == before[0]["requests"][0] + row["requests"]
