@@ -93,17 +93,12 @@ class AnswerCache:
         answer.headers["Vary"] = "Accept-Encoding"
         return answer
 
-
     def _trim(self) -> None:
         """Under the lock: the oldest kept answers dropped while over `entries` or `max_bytes`
-        (gzips made since count too)."""
+        (each counted with room for its gzip)."""
         total = sum(e.size() for _, e in self._done.values())
         while self._done and (len(self._done) > self.entries or total > self.max_bytes):
             total -= self._done.popitem(last=False)[1][1].size()
-
-    def kept_bytes(self) -> int:
-        with self._lock:
-            return sum(e.size() for _, e in self._done.values())
 
 
 class _Entry:

@@ -204,3 +204,26 @@ def test_serve_loads_the_table_copies_at_start_and_reloads_them_after_a_write_un
         after = c.get("/v1/efficiency", params=q).json()["series"]
         assert index.loads == 3
         assert after[0]["requests"][0] == before[0]["requests"][0] + row["requests"]
+
+
+def test_the_kept_answers_stay_within_their_byte_bound(store_dir):  # noqa: F811
+    """Ten distinct answers of 9,120 points (about 0.67 MB each, not streamed) with a 4 MiB bound:
+    the oldest are dropped, the kept ones (with room for their gzip) never pass it."""
+    from fastapi.testclient import TestClient
+
+    from api.core.config import Settings
+    from api.main import create_app
+
+    app = create_app(Settings(store_dir=store_dir, answer_cache_max_bytes=4 << 20))
+    cache = app.state.answers
+    with TestClient(app) as c:
+        start = dt.datetime.fromisoformat(LONG_FROM.replace("Z", "+00:00"))
+        sizes = []
+        for k in range(10):
+            r = c.get("/v1/efficiency", params={"from": (start + dt.timedelta(hours=k)).isoformat(), "to": LONG_TO,
+                                                "step": "1h"}, headers={"Accept-Encoding": "identity"})
+            assert r.status_code == 200 and "content-length" in r.headers
+            sizes.append(len(r.content))
+            kept = sum(e.size() for _, e in cache._done.values())
+            assert kept <= 4 << 20, (k, kept)
+        assert min(sizes) > 650_000 and 1 < len(cache._done) < 10
