@@ -15,11 +15,12 @@ from typing import Callable
 from fastapi import Request, Response
 
 from api.compress import gzip_bytes
+from api.stream import Streamed
 
 
 class AnswerCache:
-    def __init__(self, seconds: float, entries: int = 512, counter=None):
-        self.seconds, self.entries = seconds, entries
+    def __init__(self, seconds: float, entries: int = 512, counter=None, max_bytes: int = 128 << 20):
+        self.seconds, self.entries, self.max_bytes = seconds, entries, max_bytes
         #: answers computed, answers shared with a request in flight, answers from the cache
         self.computed = self.joined = self.cached = 0
         self._counter = counter  # a prometheus Counter labelled by outcome, or None
@@ -65,7 +66,8 @@ class AnswerCache:
         if hit is not None:  # compressed outside the lock: the other requests need not wait for it
             return _copy(hit[1], gz)
         if not owner:
-            return _copy(fut.result(), gz)
+            got = fut.result()
+            return got.again(gz) if isinstance(got, Streamed) else _copy(got, gz)
         try:
             answer = compute()
         except BaseException as e:
@@ -73,19 +75,30 @@ class AnswerCache:
                 self._running.pop(key, None)
             fut.set_exception(e)
             raise
+        if isinstance(answer, Streamed):  # written in pieces for each request, never kept whole
+            with self._lock:
+                self._running.pop(key, None)
+            fut.set_result(answer)
+            return answer
         entry = _Entry(answer)
         with self._lock:
             self._running.pop(key, None)
-            if answer.status_code == 200 and self.seconds > 0:
+            if answer.status_code == 200 and self.seconds > 0 and entry.size() <= self.max_bytes // 2:
                 self._done[key] = (time.monotonic(), entry)
-                while len(self._done) > self.entries:
-                    self._done.popitem(last=False)
+                self._trim()
         fut.set_result(entry)
         # the first answer goes out as computed: compressing it costs more CPU than sending it on
         # a fast link, and most answers of a busy dashboard are asked once (varied ranges); the
         # gzip is made once an answer is served again, then shared by every later client
         answer.headers["Vary"] = "Accept-Encoding"
         return answer
+
+    def _trim(self) -> None:
+        """Under the lock: the oldest kept answers dropped while over `entries` or `max_bytes`
+        (each counted with room for its gzip)."""
+        total = sum(e.size() for _, e in self._done.values())
+        while self._done and (len(self._done) > self.entries or total > self.max_bytes):
+            total -= self._done.popitem(last=False)[1][1].size()
 
 
 class _Entry:
@@ -96,6 +109,9 @@ class _Entry:
         self.body, self.status, self.media_type = r.body, r.status_code, r.media_type
         self._gz: bytes | None = None
         self._lock = threading.Lock()
+
+    def size(self) -> int:
+        return len(self.body) + 2 * len(self.body) // 5  # with room for its gzip (about 1/5) made later
 
     def gz_ready(self) -> bool:
         return self._gz is not None

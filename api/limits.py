@@ -8,6 +8,7 @@ import threading
 import time
 
 from api.errors import ApiError
+from cachescope.reads import UnknownName
 from cachescope.replay import WhatIf, WhatIfError, WhatIfResult, check, run_whatif, scope
 
 
@@ -58,5 +59,7 @@ class Limits:
                                 threads=self.settings.whatif_threads)
         except WhatIfError as e:
             raise ApiError(e.status, e.field, str(e), where) from None
+        except UnknownName as e:  # a name the store holds nothing of (replay.check_names)
+            raise ApiError(422, e.field, str(e), where) from None
         self.metrics.whatif_seconds.observe(time.perf_counter() - t0)
         return result

@@ -43,9 +43,13 @@ def create_app(settings: Settings | None = None, stores: StorePool | None = None
         owner = getattr(app.state, "stores", None) is None
         if owner:
             app.state.stores = stores if stores is not None else StorePool(settings)
+        # `serve`: the efficiency copies loaded at start and kept fresh while asked for
+        refresher = app.state.series.keep_fresh(app.state.stores) if app.state.keep_series_fresh else None
         try:
             yield
         finally:
+            if refresher is not None:
+                refresher.set()
             if owner:
                 app.state.stores.close()
                 app.state.stores = None
@@ -56,9 +60,11 @@ def create_app(settings: Settings | None = None, stores: StorePool | None = None
     app.state.metrics = metrics
     app.state.limits = Limits(settings, metrics)
     app.state.slots = Slots(settings.concurrency, settings.busy_wait_seconds, refused=metrics.busy_refused)
-    app.state.answers = AnswerCache(settings.answer_cache_seconds, counter=metrics.answers)
+    app.state.answers = AnswerCache(settings.answer_cache_seconds, counter=metrics.answers,
+                                    max_bytes=settings.answer_cache_max_bytes)
     app.state.series = SeriesIndex(max_rows=settings.series_copy_max_rows,
                                    check_seconds=settings.series_copy_check_seconds)
+    app.state.keep_series_fresh = False  # serve sets it: tests count the copies' loads
 
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(RequestValidationError, validation_error)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
+import orjson
 import pandas as pd
 
 from cachescope import reads
@@ -49,6 +50,13 @@ def _codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if len(np.unique(names)) != len(names):  # values that differ only as objects: as before
             names, codes = np.unique(values.astype(str), return_inverse=True)
     return np.asarray(names), codes.astype(np.int64)
+
+
+def _placed(places: np.ndarray, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """_codes for values given as 1-based places in the sorted `names`: the names that occur, and
+    each value's code among them (as _codes gives them)."""
+    codes, used = pd.factorize(places.astype(np.int64), sort=True)
+    return np.asarray(list(names), dtype=str)[used - 1] if len(used) else np.zeros(0, dtype=str), codes.astype(np.int64)
 
 
 def _wanted(names: np.ndarray, asked: Sequence) -> np.ndarray | None:
@@ -91,16 +99,33 @@ class TableCopy:
     """One table's windows as numpy columns, with two sorted orderings: by (cache_group, policy,
     size, tier, ws) for series by tier, by (cache_group, policy, size, ws) for tiers summed."""
 
-    def __init__(self, df: pd.DataFrame, version: tuple):
+    def __init__(self, df: pd.DataFrame, version: tuple, names: dict[str, Sequence[str]] | None = None):
+        """`df`: rows of the table (several per window when shards or runs are apart: summed here);
+        with `names`, its cache_group, policy and tier are 1-based places in those sorted lists
+        (reads.efficiency_rows), else the names themselves."""
         self.version = version
-        self.rows = len(df)
-        self.ws = df["ws"].to_numpy().astype(np.int64)
-        self.groups, g = _codes(df["cache_group"].to_numpy(dtype=object))
-        self.policies, p = _codes(df["policy"].to_numpy(dtype=object))
+        ws = df["ws"].to_numpy().astype(np.int64)
+        if names is None:
+            self.groups, g = _codes(df["cache_group"].to_numpy(dtype=object))
+            self.policies, p = _codes(df["policy"].to_numpy(dtype=object))
+            self.tiers, t = _codes(df["tier"].to_numpy(dtype=object))
+        else:
+            self.groups, g = _placed(df["cache_group"].to_numpy(), names["cache_group"])
+            self.policies, p = _placed(df["policy"].to_numpy(), names["policy"])
+            self.tiers, t = _placed(df["tier"].to_numpy(), names["tier"])
         self.sizes, s = _codes(df["size_bytes"].to_numpy().astype(np.uint64))
-        self.tiers, t = _codes(df["tier"].to_numpy(dtype=object))
+        counters = {c: df[c].to_numpy().astype(np.uint64) for c in COUNTERS}
+        # one row per (cache_group, policy, size, tier, window): the shards' and runs' rows summed
+        perm = _sort_order((g, p, s, t), ws, t)
+        cols = [c[perm] for c in (g, p, s, t, ws)]
+        same = np.ones(max(len(perm) - 1, 0), dtype=bool)
+        for c in cols:
+            same &= c[1:] == c[:-1]
+        at = np.flatnonzero(np.concatenate(([True], ~same))) if len(perm) else np.zeros(0, np.int64)
+        g, p, s, t, self.ws = (c[at] for c in cols)
+        self.counters = {c: (np.add.reduceat(v[perm], at) if len(at) else v[:0]) for c, v in counters.items()}
+        self.rows = len(self.ws)
         self.codes = {"cache_group": g, "policy": p, "size": s, "tier": t}
-        self.counters = {c: df[c].to_numpy().astype(np.uint64) for c in COUNTERS}
         self.by_tier = self._ordering((g, p, s, t))
         self.summed = self._ordering((g, p, s))
         del self.counters  # kept in each ordering's row order only
@@ -248,11 +273,13 @@ class _Answer:
         return out
 
 
+#: orjson's options for an answer holding series_json(...)
+DUMPS_OPTION = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NAIVE_UTC
+
+
 def dumps(payload) -> bytes:
     """JSON of an answer holding series_json(...)."""
-    import orjson
-
-    return orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NAIVE_UTC)
+    return orjson.dumps(payload, option=DUMPS_OPTION)
 
 
 def _us(t: dt.datetime) -> int:
@@ -269,19 +296,55 @@ class SeriesIndex:
         self._copies: dict[str, TableCopy | None] = {}
         self._checked: dict[str, float] = {}
         self._lock = threading.Lock()
+        self._asked: dict[str, float] = {}  # when a request last asked for each copy
         self.loads = 0
+        #: notified after each load and after keep_fresh's first round (`warm`)
+        self.loaded = threading.Condition()
+        self.warm = False
+
+    def keep_fresh(self, stores, idle_seconds: float = 300.0) -> threading.Event:
+        """`serve`: load the copies now and check them every check_seconds while they were asked for
+        in the last idle_seconds, in a thread of their own, so that the first answer and the first
+        after a write find the copy loaded (a load is 50–150 ms of store query and sort). Set the
+        event returned to stop it."""
+        stop = threading.Event()
+        tables = list(reads.EFFICIENCY_ROWS)
+
+        def run():
+            first = True
+            while not stop.is_set():
+                for table in tables:
+                    if first or time.monotonic() - self._asked.get(table, -1e9) < idle_seconds:
+                        try:
+                            with stores.get() as store:
+                                self.copy_of(store, table, asked=False)
+                        except Exception:  # the store away: a request says so; try again later
+                            pass
+                if first:
+                    with self.loaded:
+                        self.warm = True
+                        self.loaded.notify_all()
+                first = False
+                stop.wait(max(self.check_seconds, 0.05))
+
+        threading.Thread(target=run, name="series-copy", daemon=True).start()
+        return stop
 
     def fresh(self, table: str | None) -> TableCopy | None:
         """The copy of `table` when it was checked less than check_seconds ago (no I/O), else None."""
+        if table is not None:
+            self._asked[table] = time.monotonic()
         if table is None or time.monotonic() - self._checked.get(table, -1e9) >= self.check_seconds:
             return None
         return self._copies.get(table)
 
-    def copy_of(self, store: Store, table: str) -> TableCopy | None:
+    def copy_of(self, store: Store, table: str, asked: bool = True) -> TableCopy | None:
         """The copy of `table`, checked (and reloaded) through `store`, the caller's connection."""
         if self.max_rows <= 0 or table not in reads.EFFICIENCY_ROWS:
             return None
         now = time.monotonic()
+        if asked:
+            self._asked[table] = now
         if table in self._copies and now - self._checked.get(table, -1e9) < self.check_seconds:
             return self._copies[table]
         with self._lock:  # single-flight: one check (and reload) at a time, the others wait for it
@@ -293,11 +356,14 @@ class SeriesIndex:
                 if version and version[0] > self.max_rows:
                     have = None  # too large to copy (counted with duplicates: an upper bound)
                 else:
-                    have = TableCopy(reads.efficiency_rows(store, table), version)
+                    rows, names = reads.efficiency_rows(store, table)
+                    have = TableCopy(rows, version, names)
                     self.loads += 1
                 self._copies[table] = have
             self._checked[table] = time.monotonic()
-            return have
+        with self.loaded:
+            self.loaded.notify_all()
+        return have
 
     def series(self, store: Store, start: dt.datetime, end: dt.datetime, step_s: int,
                **filters) -> pd.DataFrame | None:

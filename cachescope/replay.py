@@ -214,8 +214,20 @@ def check(req: WhatIf) -> None:
         raise WhatIfError("partitions", f"partition_by {req.partition_by!r}: auto, server or file")
 
 
+def check_names(store: Store, req: WhatIf) -> None:
+    """reads.UnknownName (a UserError naming the field and the values the store holds) for a site,
+    cache group or excluded tier the store holds nothing of: a typo would replay nothing and answer
+    0 requests. The read layer's check, the one behind the API's 422s."""
+    if req.sites:
+        reads.site_cache_groups(store, list(req.sites))
+    reads.check_known(store, "cache_group", list(req.cache_groups))
+    reads.check_known(store, "tier", list(req.admission.exclude_tiers))
+
+
 def scope(store: Store, req: WhatIf) -> tuple[int, list[str]]:
-    """(accesses in warm-up + range, tier names by use) without reading the accesses."""
+    """(accesses in warm-up + range, tier names by use) without reading the accesses; first the
+    names asked are checked (check_names): every door to a replay passes here."""
+    check_names(store, req)
     df = reads.whatif_scope(store, req.start - req.warmup, req.end, cache_groups=req.cache_groups, sites=req.sites)
     return int(df["accesses"].sum()) if len(df) else 0, [str(t) for t in df["tier"].tolist()] if len(df) else []
 

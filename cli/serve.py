@@ -112,6 +112,7 @@ def serve(
             stores.close()  # the embedded store closed before exit (chDB must not be left open)
             raise fail(problem, 1)
     application = create_app(settings, stores)
+    application.state.keep_series_fresh = True  # the first /v1/efficiency finds its table copy loaded
     if live is not None:
         # the store stays open past the app's shutdown (the app closes only stores it opened):
         # the collector writes what it received last, then it is closed below

@@ -77,29 +77,33 @@ def whatif(
 
     from cachescope import reads
     from cachescope.store import open_store
-    from cachescope.replay import WhatIf, WhatIfError, run_whatif, scope
-    from cli._progress import with_progress
 
     groups = _list(cache_group)
     with open_store(store_dir=store, clickhouse_url=clickhouse, database=database) as st:
-        known = reads.cache_groups(st)
-        unknown = [g for g in groups if g not in set(known["cache_group"].astype(str))]
-        if unknown:
-            raise UserError(f"--cache-group {','.join(unknown)}: not in the store; known: "
-                            f"{', '.join(known['cache_group'].astype(str)) or 'none (replay some logs first)'}")
-        if site and site not in set(known["site"].astype(str)):
-            raise UserError(f"--site {site}: not in the store; known: {', '.join(sorted(set(known['site'].astype(str))))}")
-        if recommend is not None:
-            return _recommend(st, policies, sizes, t0, t1, groups, site, recommend, of_optimum, metric, as_json)
-        req = WhatIf(policies=policies, sizes=sizes, start=t0, end=t1, cache_groups=groups,
-                     sites=[site] if site else [], warmup=warm)
         try:
-            accesses, tiers = scope(st, req)
-            show = sys.stderr.isatty() if progress is None else progress
-            result = with_progress(show, f"replaying {accesses:,} accesses", lambda tick: run_whatif(
-                st, req, tier_names=tiers, on_chunk=tick or (lambda rows: None)), total=accesses)
-        except WhatIfError as e:
-            raise UserError(f"--{e.field.replace('_', '-')}: {e}") from None
+            _answer(st, policies, sizes, t0, t1, groups, site, warm, progress, as_json, recommend, of_optimum, metric)
+        except reads.UnknownName as e:  # the library's check (replay.check_names), named as the option
+            known = ", ".join(e.known) or "none (replay some logs first)"
+            raise UserError(f"--{e.field.replace('_', '-')} {e.value}: not in the store; known: {known}") from None
+
+
+def _answer(st, policies, sizes, t0, t1, groups, site, warm, progress, as_json, recommend, of_optimum, metric) -> None:
+    import sys
+
+    from cachescope.replay import WhatIf, WhatIfError, run_whatif, scope
+    from cli._progress import with_progress
+
+    if recommend is not None:
+        return _recommend(st, policies, sizes, t0, t1, groups, site, recommend, of_optimum, metric, as_json)
+    req = WhatIf(policies=policies, sizes=sizes, start=t0, end=t1, cache_groups=groups,
+                 sites=[site] if site else [], warmup=warm)
+    try:
+        accesses, tiers = scope(st, req)
+        show = sys.stderr.isatty() if progress is None else progress
+        result = with_progress(show, f"replaying {accesses:,} accesses", lambda tick: run_whatif(
+            st, req, tier_names=tiers, on_chunk=tick or (lambda rows: None)), total=accesses)
+    except WhatIfError as e:
+        raise UserError(f"--{e.field.replace('_', '-')}: {e}") from None
     answers = result.answers()
     if as_json:
         import orjson

@@ -25,6 +25,10 @@
 
     .venv/bin/python scripts/bench_api.py --store var/bench-api --against main --repeat 3 --skip-whatif
     .venv/bin/python scripts/bench_api.py --store var/bench-api --against 775b066 --this-engine --skip-load
+
+5. `--cold-load N`: the cold answer's parts in process, the table copy's load before session 17
+   (names as strings, GROUP BY on them) and the current one alternately, N rounds, answers checked
+   identical (what --against shows end to end, without the HTTP client on the same cores).
 """
 
 from __future__ import annotations
@@ -266,6 +270,9 @@ def bench_serve(args, cache_seconds: float, copy: bool = True, tree: Path = REPO
     env = dict(os.environ)
     env["CACHESCOPE_ANSWER_CACHE_SECONDS"] = str(cache_seconds)
     env["CACHESCOPE_SERIES_COPY_MAX_ROWS"] = "1000000" if copy else "0"
+    # 16 clients of the largest answer queue for the 8 slots (a streamed answer holds its slot until
+    # the client has read it): they wait instead of taking the default 2 s wait's 503
+    env.setdefault("CACHESCOPE_API__BUSY_WAIT_SECONDS", "120")
     mode = f"{rev}, " + (f"answer cache {cache_seconds:g} s" if cache_seconds else "answer cache off") + \
         (", table copy" if copy else ", SQL per request (copy off)")
     headers = {}
@@ -404,6 +411,56 @@ def export_rev(rev: str, this_engine: bool = False) -> Path:
     return dst
 
 
+#: the copy's load before session 17: the names as strings, summed by a GROUP BY on them
+OLD_ROWS_SQL = ("SELECT toUnixTimestamp(window_start) AS ws, cache_group, policy, size_bytes, tier, "
+                "sum(requests) AS requests, sum(hits) AS hits, sum(bytes_requested) AS bytes_requested, "
+                "sum(bytes_hit) AS bytes_hit, sum(bytes_filled) AS bytes_filled, sum(evictions) AS evictions "
+                "FROM {table} FINAL GROUP BY window_start, cache_group, policy, size_bytes, tier")
+
+
+def bench_cold_load(args) -> None:
+    """The cold answer's parts in process, the old load and the new alternately (`--cold-load N`
+    rounds): the store's query, the copy's build, then the answer (select, JSON) of the three load
+    cases; the old and new copies' answers checked byte-identical."""
+    from api import series_index as si
+    from cachescope import reads
+    from cachescope.store import tables
+
+    store = open_store(args)
+    table = tables.EFFICIENCY_HOURLY
+    start, end = START, START + dt.timedelta(days=30)
+    cases = {"one": dict(cache_groups=[GROUP], policies=["arc"], sizes=[10**13], by_tier=True),
+             "summed": dict(cache_groups=[GROUP]), "tiers": dict(cache_groups=[GROUP], by_tier=True)}
+    times: dict[str, list[float]] = {}
+
+    def timed(label, f):
+        t0 = time.perf_counter()
+        out = f()
+        times.setdefault(label, []).append((time.perf_counter() - t0) * 1000)
+        return out
+
+    try:
+        for _ in range(args.cold_load):
+            df = timed("old: store query (strings, GROUP BY)", lambda: store.query_frame(OLD_ROWS_SQL.format(table=table)))
+            old = timed("old: copy build", lambda: si.TableCopy(df, (0,)))
+            rows, names = timed("new: store query (names as places, no GROUP BY)", lambda: reads.efficiency_rows(store, table))
+            new = timed("new: copy build (sums in the sort)", lambda: si.TableCopy(rows, (0,), names))
+            for case, kw in cases.items():
+                a = timed(f"answer {case}: select + JSON", lambda: si.dumps(
+                    {"series": new.series_json(start, end, 3600, **kw)}))
+                assert a == si.dumps({"series": old.series_json(start, end, 3600, **kw)}), case
+    finally:
+        store.close()
+    for label, ms in times.items():
+        print(f"[{store_label(args)}, in process, {args.cold_load} rounds] {label}: median {np.median(ms):.1f} ms, "
+              f"min {min(ms):.1f} ms", flush=True)
+    load = {k: float(np.median(v)) for k, v in times.items()}
+    old_total = load["old: store query (strings, GROUP BY)"] + load["old: copy build"]
+    new_total = load["new: store query (names as places, no GROUP BY)"] + load["new: copy build (sums in the sort)"]
+    print(f"[{store_label(args)}, in process] the copy's load (medians): old {old_total:.0f} ms, new {new_total:.0f} ms "
+          f"({old_total / new_total:.1f}x); answers identical", flush=True)
+
+
 def store_label(args) -> str:
     return "chDB" if args.store else "ClickHouse server"
 
@@ -437,6 +494,8 @@ def main() -> None:
                     "engine (for a Rust change that keeps the interface REV's code calls)")
     ap.add_argument("--coalesced", type=int, default=5, help="rounds of one new query asked by every client at once")
     ap.add_argument("--repeat", type=int, default=1, help="rounds of the comparison (with --against)")
+    ap.add_argument("--cold-load", type=int, default=0, metavar="N", help="N rounds of the cold answer's parts in "
+                    "process, the table copy's old load (names as strings, GROUP BY) and the new one alternately")
     args = ap.parse_args()
     if (args.store is None) == (args.clickhouse is None):
         ap.error("give exactly one of --store or --clickhouse")
@@ -458,6 +517,8 @@ def main() -> None:
     print(f"backend {store.backend}; {store.query(f'SELECT count() FROM {tables.ACCESS_EVENTS}').scalar():,} "
           f"stored accesses; peak RSS {rss_mb():,.0f} MB", flush=True)
     store.close()  # chDB: one process per store directory; `serve` (or the what-if process) opens it next
+    if args.cold_load:
+        bench_cold_load(args)
     old = export_rev(args.against, args.this_engine) if args.against else None
     try:
         for _ in range(args.repeat if old else 1):

@@ -19,9 +19,11 @@ import datetime as dt
 from typing import Optional
 
 import numpy as np
+import orjson
 from fastapi import APIRouter, Depends, Query, Request
 
 from api import params as P
+from api import stream
 from api.budget import check_points
 from api.deps import get_store, require
 from api.errors import ApiError
@@ -154,8 +156,10 @@ def compare(
                 acc[0] += a
                 acc[1] += n
         overall["shadow_mean_age_s"] = {p: _eff(*v) for p, v in sorted(age_tot.items())}
-        return P.json_response({"cache_group": cache_group, "size_bytes": size_b, "step": step, "source": source,
-                                "overall": overall, "windows": windows,
-                                "note": note})
+        answer = {"cache_group": cache_group, "size_bytes": size_b, "step": step, "source": source,
+                  "overall": overall, "windows": windows, "note": note}
+        if len(windows) > stream.STREAM_WINDOWS:  # sent in pieces, never whole in memory (api/stream.py)
+            return stream.answer(answer, "windows", orjson.OPT_SERIALIZE_NUMPY, gz=False)
+        return P.json_response(answer)
 
     return request.app.state.answers.get(request, compute)

@@ -6,11 +6,12 @@ import datetime as dt
 from typing import Optional
 
 import numpy as np
+import orjson
 from fastapi import APIRouter, Request, Query, Response
 from starlette.concurrency import run_in_threadpool
 
 from api import params as P
-from api import series_index
+from api import series_index, stream
 from api.budget import check_points
 from api.deps import require
 from api.models import ERRORS, EfficiencyAnswer
@@ -78,7 +79,7 @@ async def efficiency(
             answer["series"] = copy.series_json(start, end, step_s, **filters)
             if store is not None:
                 _no_typo(store, answer["series"], filters)
-            return Response(series_index.dumps(answer), media_type="application/json")
+            return _answer(request, answer, series_index.DUMPS_OPTION)
         # sized before it is asked for: a refusal costs one small query, not the answer
         series, tier_series, window_s = reads.series_scope(
             store, start, end, **{k: filters[k] for k in ("cache_groups", "policies", "sizes", "tiers")})
@@ -86,7 +87,7 @@ async def efficiency(
                      tier_series=tier_series, minute_window_s=window_s, step=step)
         answer["series"] = columnar_series(reads.efficiency_series(store, start, end, step_s, **filters))
         _no_typo(store, answer["series"], filters)
-        return P.json_response(answer)
+        return _answer(request, answer, orjson.OPT_SERIALIZE_NUMPY)
 
     def with_store():
         with request.app.state.stores.get() as store:
@@ -106,6 +107,16 @@ async def efficiency(
             # thread, so the event loop (and /healthz) does not wait for it
             return await run_in_threadpool(answers.get, request, lambda: compute(None, copy))
     return await run_in_threadpool(answers.get, request, with_store)
+
+
+def _answer(request: Request, answer: dict, option: int) -> Response:
+    """A large answer streamed in pieces (api/stream.py: the same bytes, never whole in memory),
+    a smaller one whole (kept by the answer cache, its gzip shared). As a whole answer, the first
+    request's goes out as computed (gzip costs more CPU than sending it on a fast link); the
+    requests that joined it share one gzip."""
+    if sum(len(s["time"]) for s in answer["series"]) > stream.STREAM_POINTS:
+        return stream.answer(answer, "series", option, gz=False)
+    return Response(orjson.dumps(answer, option=option), media_type="application/json")
 
 
 def _no_typo(store, series: list[dict], filters: dict) -> None:

@@ -49,6 +49,9 @@ class ApiConfig(_Section):
     max_body_bytes: int = Field(65_536, ge=1024, description="request bodies above this are refused (413)")
     answer_cache_seconds: float = Field(15.0, ge=0, description="read answers are kept this long, identical "
                                         "requests in flight share one query; 0: no answer kept")
+    answer_cache_max_bytes: int = Field(128 * 1024 * 1024, ge=0, description="the kept read answers (their JSON and "
+                                        "gzip) take at most this many bytes, the oldest dropped first; an answer of "
+                                        "more than 20,000 points is streamed and never kept")
     series_copy_max_rows: int = Field(1_000_000, ge=0, description="/v1/efficiency at hour and day steps answers "
                                       "from an in-process copy of a table of at most this many rows; 0: off")
     series_copy_check_seconds: float = Field(1.0, ge=0, description="how often the copy looks whether its table changed")

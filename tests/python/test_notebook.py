@@ -88,3 +88,35 @@ assert belady_points(connect("var/store"), a, b, "SITE-A", [10**12])[0].empty
     assert row["requests"] == 0 and row["hit_ratio"] is None and row["byte_hit_ratio"] is None
     table = run(*args)
     assert table.returncode == 0 and "0.0000" not in table.stdout, table.stdout + table.stderr
+
+
+def test_a_name_the_store_lacks_is_refused_by_the_cli_and_the_notebook_alike(workdir):
+    """A typo in --cache-group (or --site, an excluded tier) replayed nothing and answered 0
+    requests from the notebook: one check in the library (replay.check_names, the read layer's
+    source of known names, behind the API's 422 too) refuses it in the CLI and the notebook."""
+    store = str(workdir / "var" / "store")
+    for option, value in (("--cache-group", "SITE-Ax"), ("--cache-group", "SITE-A,MWT2x"), ("--site", "SITE-Ax")):
+        out = run("whatif", "--store", store, "--policy", "lru", "--size", "1TB", "--from", FROM, "--to", TO,
+                  option, value)
+        assert out.returncode == 1, (option, out.stdout, out.stderr)
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1 and f": {option} {value.split(',')[-1]}: " in lines[0] and "known:" in lines[0], out.stderr
+        assert "SITE-A" in lines[0] and "Traceback" not in out.stderr
+        assert "requests" not in out.stdout and not out.stdout.strip()
+    out = run("whatif", "--store", store, "--policy", "lruu", "--size", "1TB", "--from", FROM, "--to", TO)
+    assert out.returncode == 1 and out.stderr.count("\n") == 1 and "--policy" in out.stderr and "lru" in out.stderr
+    code = f"""
+import cachescope
+from cachescope.errors import UserError
+for kw in ({{"cache_group": "SITE-Ax"}}, {{"cache_group": ["SITE-A", "MWT2x"]}}, {{"site": "SITE-Ax"}},
+           {{"exclude_tiers": ["AODD"]}}):
+    try:
+        cachescope.whatif("var/store", "lru", "1TB", "{FROM}", "{TO}", **kw)
+    except UserError as e:
+        assert "known:" in str(e) and ("SITE-A" in str(e) or "AOD" in str(e)), (kw, str(e))
+    else:
+        raise AssertionError(f"{{kw}}: answered")
+assert cachescope.whatif("var/store", "lru", "1TB", "{FROM}", "{TO}", cache_group="SITE-A")["requests"].item() > 0
+"""
+    out = subprocess.run([sys.executable, "-c", code], cwd=workdir, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr

@@ -95,7 +95,7 @@ def test_grafana_rendering_replaces_every_parameter():
                 "sizes": "[${size:csv}]", "tiers": "[${tier:singlequote}]", "metrics": "[]",
                 "site": "'${site}'", "sites": "['${site}']", "window_s": "60", "states": "['firing']",
                 "baseline_days": "7", "exclude_tiers": "[]", "max_file_size": "0", "tier_names": "[]", "servers": "[]",
-                "consumer_groups": "[]"}
+                "consumer_groups": "[]", "group_names": "[]", "policy_names": "[]"}
     for q in reads.ALL:
         sql = q.grafana(bindings)
         assert "{" not in sql.replace("${", "").replace("{{", ""), q.name

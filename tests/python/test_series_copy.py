@@ -49,3 +49,21 @@ def test_codes_are_those_of_unique(values):
     assert names.dtype == want_names.dtype or len(values) == 0
     assert codes.tolist() == want_codes.tolist()
     assert codes.dtype == np.int64
+
+
+@pytest.mark.parametrize("values", [
+    ["MWT2", "AGLT2", "mwt2", "", "Nebraska", "AGLT2", "Zürich", "MWT2"],
+    ["DAOD_PHYS"] * 3 + ["AOD"] * 2,
+    [],
+])
+def test_names_as_places_give_the_codes_of_the_names(values):
+    """The copy's load reads names as 1-based places in the table's sorted names (a number per row
+    instead of a string): the same names and codes as from the strings, a listed name that no row
+    holds left out."""
+    from api.series_index import _placed
+
+    listed = sorted(set(values) | {"UNUSED", "aaa"})
+    places = np.array([listed.index(v) + 1 for v in values], dtype=np.uint64)
+    names, codes = _placed(places, listed)
+    want_names, want_codes = _codes(np.array(values, dtype=object))
+    assert names.tolist() == want_names.tolist() and codes.tolist() == want_codes.tolist()
