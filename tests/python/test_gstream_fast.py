@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import pickle
 import random
+import sys
 
 import numpy as np
 import pytest
@@ -19,7 +21,6 @@ from hypothesis import strategies as st
 from cachescope.config import load_config
 from cachescope.core.columns import EventColumns
 from conftest import fixture_lines
-from ingest.enrich import Enricher
 from ingest.formats import xrootd_gstream as gs
 from ingest.generate import make_workload, render
 from mutations import mutate
@@ -240,23 +241,17 @@ def test_hypothesis_records_agree(records, spaced):
 
 
 def test_the_comparison_catches_planted_differences(generated, monkeypatch):
-    """Sensitivity: a wrong tier from the compiled path's classifier call, or a Python reference
+    """Sensitivity: a wrong cache-group map given to the compiled path, or a Python reference
     whose times are off by one, each make the comparison fail."""
     lines = generated[:2000]
-    init = Enricher.__init__
+    made = gs.GstreamColumns
 
-    def planted(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        right = self.resolve_path
+    def planted(*args):
+        overrides, mode, region = args[7]
+        return made(*args[:7], ([("*", "*", "PLANTED"), *overrides], mode, region), *args[8:])
 
-        def bad_resolve(path, hint=None):
-            norm, fid, tier, vo = right(path, hint)
-            return norm, fid, ("PLANTED" if "AOD" in path else tier), vo
-
-        self.resolve_path = bad_resolve
-
-    monkeypatch.setattr(Enricher, "__init__", planted)
-    with pytest.raises(AssertionError, match="column tier"):
+    monkeypatch.setattr(gs, "GstreamColumns", planted)
+    with pytest.raises(AssertionError, match="column cache_group"):
         _compare(lines)
     monkeypatch.undo()
     _compare(lines)
@@ -280,3 +275,51 @@ def test_clamped_and_seq_carry_over_fallback_lines():
     cols, _, stats, _, seq, clamped = _run(lines, True)
     assert cols.seq.tolist() == [0, 1, 2, 3, 4] and seq == 5
     assert clamped == 4 and stats["clamped"] == 4
+
+
+def test_the_compiled_path_never_calls_into_python(generated, monkeypatch):
+    """The builder is given the tier rules, the cache-group map and the stream state when it is
+    made: while it scans, no Python function runs (a profiler sees every call from Rust into
+    Python code), the Enricher's classifier and group callables may be gone, and the access
+    counts live in the stream's GstreamState, not in a dict of ctx.state."""
+    lines = generated[:5000] + [_close(lfn="/c/AOD.2.root", access_cnt=1), _close(lfn="/c/AOD.2.root", access_cnt=4)]
+    want = _run(lines, False)
+    p = LineParser(gs.FORMAT, config=CONFIG, source_name="gstream.jsonl", origin="file:h:/gstream.jsonl",
+                   on_reject=lambda r: None)
+
+    def gone(*args):
+        raise AssertionError("the compiled path called back into Python")
+
+    monkeypatch.setattr(p.enrich, "resolve_path", gone)
+    monkeypatch.setattr(p.enrich, "group_for", gone)
+    builder = gs.FORMAT.columns(p.ctx, p.enrich)
+    calls: list = []
+
+    def profile(frame, event, arg):
+        if event == "call":
+            calls.append(frame.f_code.co_qualname)
+
+    skips: list = []
+    sys.setprofile(profile)
+    try:
+        end = builder.scan(lines, 0, skips)
+    finally:
+        sys.setprofile(None)
+    assert calls == [] and end == len(lines)
+    got = EventColumns(**builder.take())
+    for name, x in want[0].columns().items():
+        assert np.array_equal(x, getattr(got, name)), name
+    state = p.ctx.state
+    assert set(state) == {"gstream"} and state["gstream"] == want[3]["gstream"]
+    st = state["gstream"]
+    assert st.count(st.host, "/c/AOD.2.root") == 4  # the last header's server: its count grew 1 -> 4
+
+
+def test_the_stream_state_is_kept_across_a_checkpoint():
+    """GstreamState pickles (the collector's checkpoints hold its ParseContexts) and compares by value."""
+    st = gs.GstreamState()
+    st.host, st.site = "h1", "S"
+    assert (st.accesses("h1", "/a", 3), st.accesses("h1", "/a", 5), st.accesses("h1", "/a", 5 + 65)) == (1, 2, 1)
+    again = pickle.loads(pickle.dumps(st))
+    assert again == st and again is not st and (again.host, again.site, again.count("h1", "/a")) == ("h1", "S", 70)
+    assert again.accesses("h1", "/a", 72) == 2 and again != st and again.count("h2", "/a") is None
