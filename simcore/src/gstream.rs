@@ -607,8 +607,14 @@ impl GstreamColumns {
         let vo = vo.unwrap_or_else(|| last.site_vo.clone_ref(py));
         let (site_obj, server_obj, group) =
             (last.site_obj.clone_ref(py), last.server_obj.clone_ref(py), last.group.clone_ref(py));
-        let server = server.to_owned();
-        let n = st.seen(&server, c.path, c.count);
+        let n = match c.count {
+            None => 1,
+            Some(_) if !c.host.is_empty() => st.seen(c.host, c.path, c.count),
+            Some(_) => {
+                let server = server.to_owned(); // the header's server: a copy, as `seen` changes `st`
+                st.seen(&server, c.path, c.count)
+            }
+        };
         for i in 0..n {
             // `_split`: each counter evenly, remainders to the first events
             let part = |x: u64| x / n + u64::from(i < x % n);
