@@ -354,16 +354,27 @@ struct Last {
 /// leaves to it, and `cache_record` for the collector) calls its methods. Pickled with the
 /// collector's checkpoints.
 #[pyclass(module = "cachescope._simcore")]
-#[derive(Default, Clone, PartialEq)]
 pub struct GstreamState {
-    #[pyo3(get, set)]
     host: String,
-    #[pyo3(get, set)]
     site: String,
+    /// the same texts as Python objects: Python's parser reads them per record
+    host_obj: Py<PyAny>,
+    site_obj: Py<PyAny>,
     counts: FxHashMap<Box<str>, FxHashMap<Box<str>, u64>>,
 }
 
 impl GstreamState {
+    fn set_header(&mut self, py: Python<'_>, host: &str, site: &str) {
+        if self.host != host {
+            self.host = host.to_owned();
+            self.host_obj = PyString::new(py, host).into_any().unbind();
+        }
+        if self.site != site {
+            self.site = site.to_owned();
+            self.site_obj = PyString::new(py, site).into_any().unbind();
+        }
+    }
+
     /// `_accesses`: how many accesses a record of `path` on `server` with access_cnt `count`
     /// stands for (1, or the growth since the file's previous record, at most MAX_SPLIT); remembers it.
     fn seen(&mut self, server: &str, path: &str, count: Option<u64>) -> u64 {
@@ -395,12 +406,36 @@ type Counts = Vec<(String, Vec<(String, u64)>)>;
 impl GstreamState {
     #[new]
     #[pyo3(signature = (host=String::new(), site=String::new(), counts=Vec::new()))]
-    fn new(host: String, site: String, counts: Counts) -> Self {
+    fn new(py: Python<'_>, host: String, site: String, counts: Counts) -> Self {
         let counts = counts
             .into_iter()
             .map(|(server, files)| (server.into(), files.into_iter().map(|(p, c)| (p.into(), c)).collect()))
             .collect();
-        Self { host, site, counts }
+        let (host_obj, site_obj) =
+            (PyString::new(py, &host).into_any().unbind(), PyString::new(py, &site).into_any().unbind());
+        Self { host, site, host_obj, site_obj, counts }
+    }
+
+    #[getter]
+    fn host(&self, py: Python<'_>) -> Py<PyAny> {
+        self.host_obj.clone_ref(py)
+    }
+
+    #[setter]
+    fn set_host(&mut self, py: Python<'_>, host: &str) {
+        let site = self.site.clone();
+        self.set_header(py, host, &site);
+    }
+
+    #[getter]
+    fn site(&self, py: Python<'_>) -> Py<PyAny> {
+        self.site_obj.clone_ref(py)
+    }
+
+    #[setter]
+    fn set_site(&mut self, py: Python<'_>, site: &str) {
+        let host = self.host.clone();
+        self.set_header(py, &host, site);
     }
 
     /// `_accesses` for an access_cnt of 1 ..= 2^64 - 1 (the caller leaves other values at 1).
@@ -423,7 +458,10 @@ impl GstreamState {
     }
 
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
-        other.cast::<GstreamState>().is_ok_and(|o| *o.borrow() == *self)
+        other.cast::<GstreamState>().is_ok_and(|o| {
+            let o = o.borrow();
+            (&o.host, &o.site, &o.counts) == (&self.host, &self.site, &self.counts)
+        })
     }
 
     fn __repr__(&self) -> String {
@@ -739,8 +777,7 @@ impl GstreamColumns {
                     skips.append((i, "cache access that served 0 bytes"))?
                 }
                 Some(Outcome::Header(h, site, ident)) => {
-                    st.host = h.to_owned();
-                    st.site = site.to_owned();
+                    st.set_header(py, h, site);
                     let shown = if h.is_empty() { "?" } else { h };
                     let what = if ident { "XRootD server ident" } else { "g-stream packet header" };
                     skips.append((i, format!("{what} (server {shown})")))?;
