@@ -32,7 +32,8 @@ CONFIG = load_config()
 
 def _run(lines, columns: bool, fmt=gs.FORMAT, **kwargs):
     rejects: list = []
-    p = LineParser(fmt, config=CONFIG, source_name="gstream.jsonl", origin="file:h:/gstream.jsonl",
+    config = kwargs.pop("config", CONFIG)
+    p = LineParser(fmt, config=config, source_name="gstream.jsonl", origin="file:h:/gstream.jsonl",
                    on_reject=rejects.append, **kwargs)
     if columns:
         parts = list(p.column_batches(lines, batch_size=1000))
@@ -100,6 +101,31 @@ def test_site_and_server_settings_agree(generated):
     headless = [line for line in generated[:3000] if '"code"' not in line]  # records before any header
     _compare(headless, server="default-server")
     _compare(generated[:3000], site="OVERRIDE")
+
+
+def test_cache_group_maps_agree(generated, tmp_path):
+    """The cache-group map the compiled path is given (globs with * and ?, server and region modes)
+    names the groups Python's CacheGroupConfig does; [...] globs keep the stream on the Python path."""
+    headers = ['{"code":"g","src":{"site":"MWT2","host":"xcache0%d.mwt2.org"}}' % i for i in (1, 2, 3)]
+    lines = generated[:3000] + [headers[0], _close(), headers[1], _close(), _close(host="", site=""),
+                                _close(host="ätlas-xc.cern.ch", site="CERN"), _close(host="a*b?c", site="")]
+    for groups in ('{mode: server, overrides: [{server: "xcache0?.mwt2.*", site: "*", group: G1}, '
+                   '{server: "*", site: "CERN", group: G2}, {server: "a*b?c", group: G3}]}',
+                   '{mode: server, overrides: [{server: "*02*", site: "MW??", group: G1}, {site: "", group: NONE}]}',
+                   '{mode: region, region: R1, overrides: [{server: "*.cern.ch", group: G2}]}',
+                   '{mode: site}'):
+        (tmp_path / "c.yaml").write_text(f"cache_groups: {groups}\n")
+        config = load_config(tmp_path / "c.yaml")
+        p = LineParser(gs.FORMAT, config=config, on_reject=lambda r: None)
+        assert gs.FORMAT.columns(p.ctx, p.enrich) is not None
+        _compare(lines, config=config)
+        _compare(lines, config=config, server="srv0", site="SITE")
+        cols = _run(lines, True, config=config)[0]
+        assert len(set(cols.cache_group.tolist())) >= 2 or "site" in groups, set(cols.cache_group.tolist())
+    (tmp_path / "c.yaml").write_text('cache_groups: {overrides: [{server: "xcache0[12]*", group: G1}]}\n')
+    p = LineParser(gs.FORMAT, config=load_config(tmp_path / "c.yaml"), on_reject=lambda r: None)
+    assert gs.FORMAT.columns(p.ctx, p.enrich) is None  # fnmatch's sets are Python's
+    _compare(lines, config=load_config(tmp_path / "c.yaml"))
 
 
 def _close(**fields) -> str:
