@@ -13,8 +13,8 @@ from cachescope.engine import _simcore
 # the engine's other entry points: only this module and simulation.py import `_simcore` (an
 # import-linter contract), so everything else takes them from here, numpy-free like this module
 from cachescope._simcore import (MESSAGE_FIELDS, SNAPSHOT_VERSION, BillingFast, GstreamColumns,  # noqa: F401
-                                 PathTiers, decode_message, factorize_str, next_access_times, partition_of,
-                                 stacked_columns)
+                                 GstreamState, PathTiers, decode_message, factorize_str, next_access_times,
+                                 partition_of, stacked_columns)
 from cachescope.errors import UserError
 
 POLICIES: tuple[str, ...] = tuple(_simcore.POLICIES)

@@ -47,10 +47,11 @@ def clamp_observed(nbytes: int, hit: int | None, miss: int | None, bypass: int |
     return hit, miss, bypass
 
 
-def _compiled_resolver(classifier: TierClassifier):
-    """The compiled `resolve_path` of a classifier, made once and shared by its Enrichers (one
-    costs ~8 ms and ~0.8 MB: a collector makes an Enricher per server stream); None: Python's."""
-    made = classifier.__dict__.get("_compiled_resolve")
+def _compiled_tiers(classifier: TierClassifier):
+    """The compiled classifier (`PathTiers`) of a classifier, made once and shared by its
+    Enrichers and g-stream decoders (one costs ~8 ms and ~0.8 MB: a collector makes an Enricher
+    per server stream); None: Python's."""
+    made = classifier.__dict__.get("_compiled_tiers")
     if made is None:
         made = False
         spec = classifier.compiled_spec()
@@ -64,10 +65,10 @@ def _compiled_resolver(classifier: TierClassifier):
             try:
                 from cachescope.specs import PathTiers
 
-                made = PathTiers(spec, in_python).resolve
+                made = PathTiers(spec, in_python)
             except ValueError:  # a regex Rust's engine refuses: every path stays Python's
                 pass
-        classifier.__dict__["_compiled_resolve"] = made
+        classifier.__dict__["_compiled_tiers"] = made
     return made or None
 
 
@@ -87,12 +88,14 @@ class Enricher:
         self.origin = origin
         self.site = site or config.site
         self.site_override = site_override and bool(site)
-        self._groups = config.cache_groups
+        self.cache_groups = config.cache_groups
         self.site_vo = {name: sc.vo for name, sc in config.sites.items()}
         self._path_tier = classifier.path_tier
+        #: the compiled classifier (None: the rules are Python's only); a compiled decoder is given it
+        self.path_tiers = _compiled_tiers(classifier)
         #: (path, VO hint=None) -> (normalised path, file_id, tier, VO): `path_tier` and the file
-        #: id, compiled where the rules allow (a compiled parser calls it once per new path)
-        self.resolve_path = _compiled_resolver(classifier) or self._resolve_in_python
+        #: id, compiled where the rules allow
+        self.resolve_path = self.path_tiers.resolve if self.path_tiers is not None else self._resolve_in_python
         self._paths: dict[str, tuple[str, int, str, str]] = {}
         self._hinted: dict[str, dict[str, tuple[str, int, str, str]]] = {}
         self._group_of: dict[str, dict[str, str]] = {}
@@ -112,7 +115,7 @@ class Enricher:
         return norm, file_id_of(norm), tier, vo
 
     def group_for(self, site: str, server: str) -> str:
-        group = self._groups.group_for(site, server)
+        group = self.cache_groups.group_for(site, server)
         by_server = self._group_of.setdefault(site, {})
         if len(by_server) < 100_000:
             by_server[server] = group

@@ -365,7 +365,8 @@ class LineParser:
                 n = len(block)
                 i = 0
                 while i < n:
-                    i = builder.scan(block, i, ctx.state, skips)
+                    if HELD_PENDING not in ctx.state:  # pieces of a binary header: the Python parser decides
+                        i = builder.scan(block, i, skips)
                     for k, reason in skips:
                         if record_skipped:
                             self._reject(line_no + k + 1, block[k].rstrip("\r\n"), Reject(reason, True))

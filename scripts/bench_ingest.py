@@ -7,7 +7,7 @@ dCache door requests, g-stream packet headers, failed transfers ...), so the num
 log per second, not events. Time is the process's CPU time (the machine is shared: wall time
 counts other jobs), best of --repeat runs; each run starts with cold caches (a new parser).
 
-    .venv/bin/python scripts/bench_ingest.py [--events 200000] [--format F ...] [--repeat 3]
+    .venv/bin/python scripts/bench_ingest.py [--events 200000] [--format F ...] [--repeat 3] [--columns]
 """
 
 from __future__ import annotations
@@ -28,14 +28,17 @@ from ingest.generate import RENDERERS, make_workload, render  # noqa: E402
 from ingest.pipeline import LineParser  # noqa: E402
 
 
-def one_run(fmt: str, lines: list[str], site: str, encode: bool, classifier: TierClassifier, config) -> tuple[float, int]:
+def one_run(fmt: str, lines: list[str], site: str, encode: bool, classifier: TierClassifier, config,
+            columns: bool = False) -> tuple[float, int]:
     parser = LineParser(fmt, config=config, site=site, year=2024, classifier=classifier, on_reject=lambda r: None)
     gc.collect()
     gc.disable()
     try:
         t0 = time.process_time()
         n = 0
-        for batch in parser.batches(lines):
+        if columns:  # the replay's parse: EventColumns (the compiled decoder where the format has one)
+            n = sum(len(c) for c in parser.column_batches(lines))
+        for batch in () if columns else parser.batches(lines):
             n += len(batch)
             if encode:
                 encode_lines(batch)
@@ -53,6 +56,7 @@ def main() -> int:
     ap.add_argument("--format", action="append", choices=list(RENDERERS), help="repeatable; default: all")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--columns", action="store_true", help="time the replay's parse (column_batches) instead")
     args = ap.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # one core
@@ -68,8 +72,10 @@ def main() -> int:
             lines.insert(0, "timestamp,obj_id,obj_size,tier,path,bytes_read")
         site = w.sites[0] if fmt in ("dcache-billing", "eos-report", "http-access", "csv") else ""
         mb = sum(len(x) + 1 for x in lines) / 1e6
-        best_parse = min(one_run(fmt, lines, site, False, classifier, config)[0] for _ in range(args.repeat))
-        runs = [one_run(fmt, lines, site, True, classifier, config) for _ in range(args.repeat)]
+        best_parse = min(one_run(fmt, lines, site, False, classifier, config, args.columns)[0]
+                         for _ in range(args.repeat))
+        runs = [one_run(fmt, lines, site, not args.columns, classifier, config, args.columns)
+                for _ in range(args.repeat)]
         best_json = min(r[0] for r in runs)
         n_events = runs[0][1]
         print(f"{fmt:18} {len(lines):9d} {n_events:9d} {len(lines) / best_parse:14,.0f} {len(lines) / best_json:14,.0f} "

@@ -32,8 +32,9 @@ possibly absent, plus `host`/`site`) parse the same way.
 
 `cache_record(rec, ctx, GSTREAM_KEYS)` is the record -> Access (or a list of them) function: a
 dict of one record and the names of its path, size, counter and time keys (the collector's cache
-events use others); the server is the record's `host`, else `ctx.state["gstream_host"]`, else
-`ctx.server`; its access_cnt memory lives in `ctx.state["gstream_counts"]`. The collector formats
+events use others); the server is the record's `host`, else the last header's, else
+`ctx.server`; that and its access_cnt memory live in `ctx.state["gstream"]` (a GstreamState,
+shared with the compiled decoder). The collector formats
 and `cachescope collect` reuse it.
 """
 
@@ -44,7 +45,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from cachescope.specs import GstreamColumns
+from cachescope.specs import GstreamColumns, GstreamState
 from ingest.formats._base import (
     U64_MAX,
     Access,
@@ -66,6 +67,15 @@ NAME = "xrootd-gstream"
 _loads = orjson.loads
 
 
+def _stream(ctx: ParseContext) -> GstreamState:
+    """The stream's g-stream memory (the last header's server and site, access_cnt per server and
+    file): one object, shared with the compiled decoder (simcore/src/gstream.rs)."""
+    st = ctx.state.get("gstream")
+    if st is None:
+        st = ctx.state["gstream"] = GstreamState()
+    return st
+
+
 def _header(rec: dict, ctx: ParseContext) -> Reject:
     src = rec.get("src")
     host = site = ""
@@ -75,13 +85,14 @@ def _header(rec: dict, ctx: ParseContext) -> Reject:
     elif type(rec.get("hostID")) is str:
         host = rec["hostID"].rsplit(":", 1)[0]
         site = rec.get("siteID") if type(rec.get("siteID")) is str else ""
-    ctx.state["gstream_host"] = host
-    ctx.state["gstream_site"] = site
+    st = _stream(ctx)
+    st.host = host
+    st.site = site
     what = "XRootD server ident" if rec.get("code") == "=" else "g-stream packet header"
     return skip(f"{what} (server {host or '?'})")
 
 
-MAX_SPLIT = 64  # accesses one record may stand for; a larger jump of access_cnt is taken as a restart
+MAX_SPLIT = 64  # accesses one record may stand for (gstream.rs: the rule); a larger jump of access_cnt is a restart
 COUNTS_LIMIT = 1_000_000  # files remembered per server before the memory starts over
 
 
@@ -121,19 +132,8 @@ def _accesses(ctx: ParseContext, server: str, path: str, count: Any) -> int:
     access_cnt since the previous record of it); remembers the count."""
     if type(count) is not int or not 1 <= count <= U64_MAX:
         return 1
-    by_server = ctx.state.get("gstream_counts")
-    if by_server is None:
-        by_server = ctx.state["gstream_counts"] = {}
-    counts = by_server.get(server)
-    if counts is None:
-        counts = by_server[server] = {}
-    before = counts.get(path)
-    if before is None and len(counts) >= COUNTS_LIMIT:
-        counts.clear()  # bounded memory: a forgotten file's next record counts as one access
-    counts[path] = count
-    if before is None or count <= before or count - before > MAX_SPLIT:
-        return 1
-    return count - before
+    # the rule (MAX_SPLIT, COUNTS_LIMIT) is GstreamState's, in simcore/src/gstream.rs
+    return _stream(ctx).accesses(server, path, count)
 
 
 def _split(k: int, ts: int, path: str, size: int, hit: int, miss: int, bypass: int, server: str, site: str,
@@ -173,7 +173,8 @@ def cache_record(rec: dict, ctx: ParseContext, keys: tuple[str, ...]) -> Access 
     bypass = uint(rec.get(k_bypass, 0), k_bypass)
     served = hit + miss + bypass
     host = rec.get("host")
-    server = host if type(host) is str and host else ctx.state.get("gstream_host") or ctx.server
+    st = _stream(ctx)
+    server = host if type(host) is str and host else st.host or ctx.server
     if served == 0:
         _accesses(ctx, server, path, rec.get("access_cnt"))
         return skip("cache access that served 0 bytes")
@@ -187,7 +188,7 @@ def cache_record(rec: dict, ctx: ParseContext, keys: tuple[str, ...]) -> Access 
     origin = _origin(rec.get("b_todisk"), bypass)
     site = rec.get("site")
     if type(site) is not str or not site:
-        site = ctx.state.get("gstream_site") or ""
+        site = st.site
     k = _accesses(ctx, server, path, rec.get("access_cnt"))
     duration = _duration(rec.get(k_attach), rec.get(k_detach))
     if k > 1:
@@ -268,7 +269,8 @@ def _close(r: _Record, ctx: ParseContext) -> Access | Reject | list[Access]:
         bypass = uint(0 if bypass is _UNSET else bypass, "b_bypass")
     served = hit + miss + bypass
     host = r.host
-    server = host if type(host) is str and host else ctx.state.get("gstream_host") or ctx.server
+    st = _stream(ctx)
+    server = host if type(host) is str and host else st.host or ctx.server
     if served == 0:
         _accesses(ctx, server, path, r.access_cnt)
         return skip("cache access that served 0 bytes")
@@ -283,7 +285,7 @@ def _close(r: _Record, ctx: ParseContext) -> Access | Reject | list[Access]:
     origin = _origin(r.b_todisk, bypass)
     site = r.site
     if type(site) is not str or not site:
-        site = ctx.state.get("gstream_site") or ""
+        site = st.site
     k = _accesses(ctx, server, path, r.access_cnt)
     duration = _duration(r.attach_t, r.detach_t)
     if k > 1:
@@ -350,17 +352,23 @@ def _parse(line: str, ctx: ParseContext) -> Access | Reject | list[Access]:
 
 
 # The same parse and the Enricher, compiled (simcore/src/gstream.rs), over lists of lines straight
-# into event columns: it takes the file closes and headers it can decide exactly as _parse and the
-# Enricher do and declines the rest (Python then parses and enriches that line and pushes its event);
-# tests/python/test_gstream_fast.py compares both paths.
+# into event columns: it is given the compiled tier rules, the cache-group map, the sites' VOs and
+# the stream's GstreamState when it is made and never calls back; it takes the file closes and
+# headers it can decide exactly as _parse and the Enricher do and stops at the rest (the pipeline
+# parses that line here, and pushes its event into the columns); tests/python/test_gstream_fast.py
+# compares both paths.
 
 
 def _columns(ctx: ParseContext, enrich: Any) -> Any:
     """A compiled column builder for this stream (None: the Python path)."""
-    if enrich.source != NAME:
+    if enrich.source != NAME or enrich.path_tiers is None:
         return None
+    groups = enrich.cache_groups
+    overrides = [(o.server, o.site, o.group) for o in groups.overrides]
+    if any("[" in glob for o in overrides for glob in o[:2]):
+        return None  # fnmatch's [...] sets stay Python's
     return GstreamColumns(enrich.source, enrich.origin, enrich.site, enrich.site_override, ctx.server,
-                           enrich.site_vo, enrich.resolve_path, enrich.group_for)
+                          enrich.site_vo, enrich.path_tiers, (overrides, groups.mode, groups.region), _stream(ctx))
 
 
-FORMAT = Format(NAME, _parse, __doc__ or "", columns=_columns)
+FORMAT = Format(NAME, _parse, __doc__ or "", prepare=_stream, columns=_columns)

@@ -1,19 +1,22 @@
-//! XRootD g-stream fast path in compiled code: `ingest/formats/xrootd_gstream.py`'s `_parse` and
+//! XRootD g-stream decoder in compiled code: `ingest/formats/xrootd_gstream.py`'s `_parse` and
 //! `ingest/enrich.py`'s `Enricher` over a block of lines, straight into the event columns
-//! (`EventColumns`), without a Python object per record. It takes the lines whose outcome it can
-//! decide exactly as the Python path does: a JSON object (no backslash, no fraction or exponent,
-//! integers within 20 digits, nesting within 32) that is a `file_close` with plain non-negative
-//! integer counters and times, or a packet header. Anything else (damaged JSON, other events,
-//! fields Python converts or rejects, values out of the contract's range) is declined: `scan`
-//! stops there, before any effect of that line, Python parses and enriches it (then `push`es its
-//! event here), and the scan resumes. The data tier, normalised path and file id of a path come
-//! from Python's classifier (`resolve`, once per distinct path, cached here), the cache group from
-//! the configuration (`group`, once per site and server). tests/python/test_gstream_fast.py
+//! (`EventColumns`), without a Python object per record. It is given everything it needs when it
+//! is made: the compiled tier rules (`PathTiers`, made once per classifier), the site/server →
+//! cache-group map (`CacheGroupConfig`'s overrides, mode and region), the sites' VOs and the
+//! stream's `GstreamState` (the last header's server and site, access_cnt per server and file),
+//! and it never calls into Python. It takes the lines whose outcome it can decide exactly as the
+//! Python path does: a JSON object (no backslash, no fraction or exponent, integers within 20
+//! digits, nesting within 32) that is a `file_close` with plain non-negative integer counters and
+//! times, or a packet header, whose path the compiled classifier answers. Anything else (damaged
+//! JSON, other events, fields Python converts or rejects, values out of the contract's range,
+//! paths outside printable ASCII) `scan` stops at, before any effect of that line, and returns
+//! its index: the pipeline parses that line with the reference parser (which shares the
+//! GstreamState and pushes its event here) and the scan resumes. tests/python/test_gstream_fast.py
 //! compares both paths on samples, generated logs, mutated and Hypothesis lines.
 
 use numpy::PyArray1;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyDict, PyList, PyString};
 use rustc_hash::FxHashMap;
 use crate::json::{Json, Val};
 
@@ -302,7 +305,7 @@ fn attach_duration(attach: Option<Val>, detach: Option<Val>) -> i64 {
     }
 }
 
-/// What the Enricher knows of a path: normalised path, file id, tier, VO ("" when none).
+/// What the Enricher knows of a path: normalised path, file id, tier, VO (None when none).
 struct PathInfo {
     path: Py<PyAny>,
     file_id: u64,
@@ -345,7 +348,184 @@ struct Last {
     group: Py<PyAny>,
 }
 
-/// Parser and Enricher of one g-stream input, building its event columns.
+/// The g-stream's memory of one input stream: the server and site of the last packet header or
+/// server ident, and each file's last access_cnt per server (`_accesses`). One object, held in
+/// `ctx.state["gstream"]`: the compiled builder borrows it, Python's parser (lines the builder
+/// leaves to it, and `cache_record` for the collector) calls its methods. Pickled with the
+/// collector's checkpoints.
+#[pyclass(module = "cachescope._simcore")]
+pub struct GstreamState {
+    host: String,
+    site: String,
+    /// the same texts as Python objects: Python's parser reads them per record
+    host_obj: Py<PyAny>,
+    site_obj: Py<PyAny>,
+    counts: FxHashMap<Box<str>, FxHashMap<Box<str>, u64>>,
+}
+
+impl GstreamState {
+    fn set_header(&mut self, py: Python<'_>, host: &str, site: &str) {
+        if self.host != host {
+            self.host = host.to_owned();
+            self.host_obj = PyString::new(py, host).into_any().unbind();
+        }
+        if self.site != site {
+            self.site = site.to_owned();
+            self.site_obj = PyString::new(py, site).into_any().unbind();
+        }
+    }
+
+    /// `_accesses`: how many accesses a record of `path` on `server` with access_cnt `count`
+    /// stands for (1, or the growth since the file's previous record, at most MAX_SPLIT); remembers it.
+    fn seen(&mut self, server: &str, path: &str, count: Option<u64>) -> u64 {
+        let Some(count) = count else { return 1 };
+        let counts = match self.counts.get_mut(server) {
+            Some(c) => c,
+            None => self.counts.entry(server.into()).or_default(),
+        };
+        let before = match counts.get_mut(path) {
+            Some(v) => Some(std::mem::replace(v, count)),
+            None => {
+                if counts.len() >= COUNTS_LIMIT {
+                    counts.clear(); // bounded memory: a forgotten file's next record counts as one access
+                }
+                counts.insert(path.into(), count);
+                None
+            }
+        };
+        match before {
+            Some(b) if count > b && count - b <= MAX_SPLIT => count - b,
+            _ => 1,
+        }
+    }
+}
+
+type Counts = Vec<(String, Vec<(String, u64)>)>;
+
+#[pymethods]
+impl GstreamState {
+    #[new]
+    #[pyo3(signature = (host=String::new(), site=String::new(), counts=Vec::new()))]
+    fn new(py: Python<'_>, host: String, site: String, counts: Counts) -> Self {
+        let counts = counts
+            .into_iter()
+            .map(|(server, files)| (server.into(), files.into_iter().map(|(p, c)| (p.into(), c)).collect()))
+            .collect();
+        let (host_obj, site_obj) =
+            (PyString::new(py, &host).into_any().unbind(), PyString::new(py, &site).into_any().unbind());
+        Self { host, site, host_obj, site_obj, counts }
+    }
+
+    #[getter]
+    fn host(&self, py: Python<'_>) -> Py<PyAny> {
+        self.host_obj.clone_ref(py)
+    }
+
+    #[setter]
+    fn set_host(&mut self, py: Python<'_>, host: &str) {
+        let site = self.site.clone();
+        self.set_header(py, host, &site);
+    }
+
+    #[getter]
+    fn site(&self, py: Python<'_>) -> Py<PyAny> {
+        self.site_obj.clone_ref(py)
+    }
+
+    #[setter]
+    fn set_site(&mut self, py: Python<'_>, site: &str) {
+        let host = self.host.clone();
+        self.set_header(py, &host, site);
+    }
+
+    /// `_accesses` for an access_cnt of 1 ..= 2^64 - 1 (the caller leaves other values at 1).
+    fn accesses(&mut self, server: &str, path: &str, count: u64) -> u64 {
+        self.seen(server, path, Some(count))
+    }
+
+    /// The remembered access_cnt of `path` on `server`, None when not remembered.
+    fn count(&self, server: &str, path: &str) -> Option<u64> {
+        self.counts.get(server).and_then(|c| c.get(path)).copied()
+    }
+
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, (String, String, Counts))> {
+        let counts = self
+            .counts
+            .iter()
+            .map(|(s, files)| (s.to_string(), files.iter().map(|(p, c)| (p.to_string(), *c)).collect()))
+            .collect();
+        Ok((py.get_type::<Self>().into_any(), (self.host.clone(), self.site.clone(), counts)))
+    }
+
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        other.cast::<GstreamState>().is_ok_and(|o| {
+            let o = o.borrow();
+            (&o.host, &o.site, &o.counts) == (&self.host, &self.site, &self.counts)
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        let files: usize = self.counts.values().map(|c| c.len()).sum();
+        format!("GstreamState(host={:?}, site={:?}, {} servers, {} files)", self.host, self.site, self.counts.len(), files)
+    }
+}
+
+/// fnmatchcase over `*` and `?` (patterns with `[` are left to Python: no builder is made).
+fn glob(pattern: &[char], text: &[char]) -> bool {
+    let (mut p, mut t) = (0, 0);
+    let mut back: Option<(usize, usize)> = None;
+    while t < text.len() {
+        if p < pattern.len() && (pattern[p] == '?' || (pattern[p] != '*' && pattern[p] == text[t])) {
+            p += 1;
+            t += 1;
+        } else if p < pattern.len() && pattern[p] == '*' {
+            back = Some((p, t));
+            p += 1;
+        } else if let Some((bp, bt)) = back {
+            p = bp + 1;
+            t = bt + 1;
+            back = Some((bp, bt + 1));
+        } else {
+            return false;
+        }
+    }
+    pattern[p..].iter().all(|&c| c == '*')
+}
+
+/// `CacheGroupConfig.group_for`, given as its overrides (server glob, site glob, group), mode and region.
+struct Groups {
+    overrides: Vec<(Vec<char>, Vec<char>, String)>,
+    mode: String,
+    region: String,
+}
+
+impl Groups {
+    fn group_for(&self, site: &str, server: &str) -> String {
+        if !self.overrides.is_empty() {
+            let (sv, st): (Vec<char>, Vec<char>) = (server.chars().collect(), site.chars().collect());
+            for (server_glob, site_glob, group) in &self.overrides {
+                if glob(server_glob, &sv) && glob(site_glob, &st) {
+                    return group.clone();
+                }
+            }
+        }
+        match self.mode.as_str() {
+            "region" => self.region.clone(),
+            "server" if !server.is_empty() => {
+                if site.is_empty() {
+                    server.to_owned()
+                } else {
+                    format!("{site}/{server}")
+                }
+            }
+            _ => site.to_owned(),
+        }
+    }
+}
+
+/// Parser and Enricher of one g-stream input, building its event columns. Everything it needs is
+/// given when it is made (the compiled tier rules, the cache-group map, the sites' VOs, the
+/// stream's GstreamState): it never calls into Python.
 #[pyclass]
 pub struct GstreamColumns {
     source: Py<PyAny>,
@@ -356,13 +536,13 @@ pub struct GstreamColumns {
     site_override: bool,
     /// `ctx.server`: the server of records before any header
     default_server: String,
-    site_vo: Py<PyDict>,
-    resolve: Py<PyAny>,
-    group: Py<PyAny>,
+    site_vo: FxHashMap<String, String>,
+    tiers: Py<crate::python::PyPathTiers>,
+    group_map: Groups,
+    state: Py<GstreamState>,
     paths: FxHashMap<Box<str>, PathInfo>,
     strings: FxHashMap<Box<str>, Py<PyAny>>,
     groups: FxHashMap<(Box<str>, Box<str>), Py<PyAny>>,
-    vo_of_site: FxHashMap<Box<str>, Py<PyAny>>,
     last: Option<Last>,
     cols: Columns,
     /// the next event's seq (the Enricher's counter while this one runs)
@@ -386,17 +566,16 @@ impl GstreamColumns {
         o
     }
 
-    /// The path's info (from the cache, else `resolve`); None when `resolve` raises.
+    /// The path's info (from the cache, else the compiled classifier); None when the classifier
+    /// leaves the path to Python (the line is declined).
     fn path_info(&mut self, py: Python<'_>, path: &str) -> Option<&PathInfo> {
         if !self.paths.contains_key(path) {
-            let got = self.resolve.bind(py).call1((path,)).ok()?;
-            let t = got.cast::<PyTuple>().ok()?;
-            let vo = t.get_item(3).ok()?;
+            let (norm, tier, vo) = self.tiers.get().inner.path_tier(path, None)?;
             let info = PathInfo {
-                path: t.get_item(0).ok()?.unbind(),
-                file_id: t.get_item(1).ok()?.extract::<u64>().ok()?,
-                tier: t.get_item(2).ok()?.unbind(),
-                vo: if vo.is_truthy().ok()? { Some(vo.unbind()) } else { None },
+                path: PyString::new(py, &norm).into_any().unbind(),
+                file_id: xxhash_rust::xxh3::xxh3_64(norm.as_bytes()),
+                tier: self.string(py, &tier),
+                vo: if vo.is_empty() { None } else { Some(self.string(py, &vo)) },
             };
             if self.paths.len() >= PATH_CACHE_LIMIT {
                 self.paths.clear();
@@ -406,44 +585,39 @@ impl GstreamColumns {
         self.paths.get(path)
     }
 
-    fn group_of(&mut self, py: Python<'_>, site: &str, server: &str) -> Option<Py<PyAny>> {
+    fn group_of(&mut self, py: Python<'_>, site: &str, server: &str) -> Py<PyAny> {
         let key = (Box::<str>::from(site), Box::<str>::from(server));
         if let Some(g) = self.groups.get(&key) {
-            return Some(g.clone_ref(py));
+            return g.clone_ref(py);
         }
-        let g = self.group.bind(py).call1((site, server)).ok()?.unbind();
+        let name = self.group_map.group_for(site, server);
+        let g = self.string(py, &name);
         if self.groups.len() < 100_000 {
             self.groups.insert(key, g.clone_ref(py));
         }
-        Some(g)
+        g
     }
 
-    fn site_vo_of(&mut self, py: Python<'_>, site: &str) -> PyResult<Py<PyAny>> {
-        if let Some(v) = self.vo_of_site.get(site) {
-            return Ok(v.clone_ref(py));
-        }
-        let v = match self.site_vo.bind(py).get_item(site)? {
-            Some(v) => v.unbind(),
+    fn site_vo_of(&mut self, py: Python<'_>, site: &str) -> Py<PyAny> {
+        match self.site_vo.get(site).cloned() {
+            Some(v) => self.string(py, &v),
             None => self.empty.clone_ref(py),
-        };
-        self.vo_of_site.insert(site.into(), v.clone_ref(py));
-        Ok(v)
+        }
     }
 
     /// Enrich and append one close (as many events as it stands for); false when it declines
     /// (nothing appended, nothing remembered).
-    fn add(&mut self, py: Python<'_>, c: &Close, state_host: &str, state_site: &str, state: &Bound<'_, PyDict>)
-        -> PyResult<bool> {
+    fn add(&mut self, py: Python<'_>, c: &Close, st: &mut GstreamState) -> bool {
         let fallback: String;
         let server: &str = if !c.host.is_empty() {
             c.host
-        } else if !state_host.is_empty() {
-            state_host
+        } else if !st.host.is_empty() {
+            st.host.as_str()
         } else {
             fallback = self.default_server.clone();
             &fallback
         };
-        let rec_site = if !c.site.is_empty() { c.site } else { state_site };
+        let rec_site = if !c.site.is_empty() { c.site } else { st.site.as_str() };
         let own_site: String;
         let site: &str = if self.site_override || rec_site.is_empty() {
             own_site = self.site.clone();
@@ -451,20 +625,19 @@ impl GstreamColumns {
         } else {
             rec_site
         };
-        let Some(info) = self.path_info(py, c.path) else { return Ok(false) };
+        let Some(info) = self.path_info(py, c.path) else { return false };
         let (path, file_id, tier) = (info.path.clone_ref(py), info.file_id, info.tier.clone_ref(py));
         let vo = info.vo.as_ref().map(|v| v.clone_ref(py));
         // consecutive records mostly share their site and server: their objects are kept
         let same = self.last.as_ref().is_some_and(|l| l.site == site && l.server == server);
         if !same {
-            let Some(group) = self.group_of(py, site, server) else { return Ok(false) };
             let last = Last {
                 site: site.to_owned(),
                 server: server.to_owned(),
                 site_obj: self.string(py, site),
                 server_obj: self.string(py, server),
-                site_vo: self.site_vo_of(py, site)?,
-                group,
+                site_vo: self.site_vo_of(py, site),
+                group: self.group_of(py, site, server),
             };
             self.last = Some(last);
         }
@@ -472,7 +645,14 @@ impl GstreamColumns {
         let vo = vo.unwrap_or_else(|| last.site_vo.clone_ref(py));
         let (site_obj, server_obj, group) =
             (last.site_obj.clone_ref(py), last.server_obj.clone_ref(py), last.group.clone_ref(py));
-        let n = accesses(py, state, server, c.path, c.count)?;
+        let n = match c.count {
+            None => 1,
+            Some(_) if !c.host.is_empty() => st.seen(c.host, c.path, c.count),
+            Some(_) => {
+                let server = server.to_owned(); // the header's server: a copy, as `seen` changes `st`
+                st.seen(&server, c.path, c.count)
+            }
+        };
         for i in 0..n {
             // `_split`: each counter evenly, remainders to the first events
             let part = |x: u64| x / n + u64::from(i < x % n);
@@ -517,45 +697,7 @@ impl GstreamColumns {
             k.seq.push(self.seq);
             self.seq += 1;
         }
-        Ok(true)
-    }
-}
-
-/// `_accesses`: how many accesses a record of `path` on `server` stands for; remembers its count
-/// in the stream state (`state["gstream_counts"][server][path]`, shared with the Python path).
-fn accesses(py: Python<'_>, state: &Bound<'_, PyDict>, server: &str, path: &str, count: Option<u64>) -> PyResult<u64> {
-    fn dict_at<'py>(py: Python<'py>, d: &Bound<'py, PyDict>, key: &str) -> PyResult<Bound<'py, PyDict>> {
-        Ok(match d.get_item(key)? {
-            Some(v) => v.cast_into::<PyDict>()?,
-            None => {
-                let v = PyDict::new(py);
-                d.set_item(key, &v)?;
-                v
-            }
-        })
-    }
-    let Some(count) = count else { return Ok(1) };
-    let by_server = dict_at(py, state, "gstream_counts")?;
-    let counts = dict_at(py, &by_server, server)?;
-    let before = match counts.get_item(path)? {
-        Some(v) => Some(v.extract::<u64>()?),
-        None => None,
-    };
-    if before.is_none() && counts.len() >= COUNTS_LIMIT {
-        counts.clear();
-    }
-    counts.set_item(path, count)?;
-    Ok(match before {
-        Some(b) if count > b && count - b <= MAX_SPLIT => count - b,
-        _ => 1,
-    })
-}
-
-fn state_text(state: &Bound<'_, PyDict>, key: &str) -> PyResult<Option<String>> {
-    match state.get_item(key)? {
-        None => Ok(Some(String::new())),
-        Some(v) if v.is_none() => Ok(Some(String::new())),
-        Some(v) => Ok(v.extract::<String>().ok()),
+        true
     }
 }
 
@@ -563,7 +705,7 @@ fn state_text(state: &Bound<'_, PyDict>, key: &str) -> PyResult<Option<String>> 
 impl GstreamColumns {
     #[new]
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (source, origin, site, site_override, default_server, site_vo, resolve, group))]
+    #[pyo3(signature = (source, origin, site, site_override, default_server, site_vo, tiers, groups, state))]
     fn new(
         py: Python<'_>,
         source: Py<PyAny>,
@@ -571,11 +713,17 @@ impl GstreamColumns {
         site: String,
         site_override: bool,
         default_server: String,
-        site_vo: Py<PyDict>,
-        resolve: Py<PyAny>,
-        group: Py<PyAny>,
-    ) -> Self {
-        Self {
+        site_vo: FxHashMap<String, String>,
+        tiers: Py<crate::python::PyPathTiers>,
+        groups: (Vec<(String, String, String)>, String, String),
+        state: Py<GstreamState>,
+    ) -> PyResult<Self> {
+        let (overrides, mode, region) = groups;
+        if overrides.iter().any(|(server, site, _)| server.contains('[') || site.contains('[')) {
+            return Err(pyo3::exceptions::PyValueError::new_err("cache-group globs with [...] are Python's"));
+        }
+        let overrides = overrides.into_iter().map(|(sv, st, g)| (sv.chars().collect(), st.chars().collect(), g)).collect();
+        Ok(Self {
             source,
             origin,
             empty: PyString::new(py, "").into_any().unbind(),
@@ -583,40 +731,32 @@ impl GstreamColumns {
             site_override,
             default_server,
             site_vo,
-            resolve,
-            group,
+            tiers,
+            group_map: Groups { overrides, mode, region },
+            state,
             paths: FxHashMap::default(),
             strings: FxHashMap::default(),
             groups: FxHashMap::default(),
-            vo_of_site: FxHashMap::default(),
             last: None,
             cols: Columns::default(),
             seq: 0,
             clamped: 0,
-        }
+        })
     }
 
     /// Take lines[start..] until one it declines: events go into the columns, skipped lines into
-    /// `skips` as (index, reason), header state into `state` (the ParseContext's). Returns the
-    /// declined line's index (len(lines) when none).
+    /// `skips` as (index, reason), header state and access counts into the stream's GstreamState.
+    /// Returns the declined line's index (len(lines) when none).
     fn scan<'py>(
         &mut self,
         py: Python<'py>,
         lines: &Bound<'py, PyList>,
         start: usize,
-        state: &Bound<'py, PyDict>,
         skips: &Bound<'py, PyList>,
     ) -> PyResult<usize> {
         let n = lines.len();
-        let (Some(mut host), Some(mut site)) = (state_text(state, "gstream_host")?, state_text(state, "gstream_site")?)
-        else {
-            return Ok(start);
-        };
-        // pieces of a binary header are held in Python: the line after them decides, there
-        if state.contains("held_pending")? {
-            return Ok(start);
-        }
-        let mut header_seen = false;
+        let state = self.state.clone_ref(py);
+        let mut st = state.bind(py).borrow_mut();
         let mut i = start;
         while i < n {
             let item = lines.get_item(i)?;
@@ -627,34 +767,28 @@ impl GstreamColumns {
                 None => break,
                 Some(Outcome::ZeroBytes(path, h, cnt)) => {
                     let server = if !h.is_empty() {
-                        h
-                    } else if !host.is_empty() {
-                        host.as_str()
+                        h.to_owned()
+                    } else if !st.host.is_empty() {
+                        st.host.clone()
                     } else {
-                        self.default_server.as_str()
+                        self.default_server.clone()
                     };
-                    accesses(py, state, server, path, cnt)?;
+                    st.seen(&server, path, cnt);
                     skips.append((i, "cache access that served 0 bytes"))?
                 }
-                Some(Outcome::Header(h, st, ident)) => {
-                    host = h.to_owned();
-                    site = st.to_owned();
-                    header_seen = true;
+                Some(Outcome::Header(h, site, ident)) => {
+                    st.set_header(py, h, site);
                     let shown = if h.is_empty() { "?" } else { h };
                     let what = if ident { "XRootD server ident" } else { "g-stream packet header" };
                     skips.append((i, format!("{what} (server {shown})")))?;
                 }
                 Some(Outcome::Close(c)) => {
-                    if !self.add(py, &c, &host, &site, state)? {
+                    if !self.add(py, &c, &mut st) {
                         break;
                     }
                 }
             }
             i += 1;
-        }
-        if header_seen {
-            state.set_item("gstream_host", host)?;
-            state.set_item("gstream_site", site)?;
         }
         Ok(i)
     }

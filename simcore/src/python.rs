@@ -599,8 +599,8 @@ fn factorize_str<'py>(
 /// (and a record's VO hint), it gives `(normalised path, file_id, tier, VO)`; whatever it leaves
 /// to Python (see `tiers`) goes to `fallback(path, hint)`, which gives the same tuple.
 #[pyclass(name = "PathTiers", module = "cachescope._simcore", frozen)]
-struct PyPathTiers {
-    inner: crate::tiers::PathTiers,
+pub(crate) struct PyPathTiers {
+    pub(crate) inner: crate::tiers::PathTiers,
     fallback: Py<PyAny>,
 }
 
@@ -632,6 +632,7 @@ fn _simcore(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyMrc>()?;
     m.add_class::<crate::billing::BillingFast>()?;
     m.add_class::<crate::gstream::GstreamColumns>()?;
+    m.add_class::<crate::gstream::GstreamState>()?;
     m.add_class::<PyPathTiers>()?;
     m.add_class::<PyProgress>()?;
     m.add_function(wrap_pyfunction!(crate::messages::decode_message, m)?)?;

@@ -8,8 +8,11 @@ planted difference on either side."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
+import pickle
 import random
+import sys
 
 import numpy as np
 import pytest
@@ -19,7 +22,6 @@ from hypothesis import strategies as st
 from cachescope.config import load_config
 from cachescope.core.columns import EventColumns
 from conftest import fixture_lines
-from ingest.enrich import Enricher
 from ingest.formats import xrootd_gstream as gs
 from ingest.generate import make_workload, render
 from mutations import mutate
@@ -30,7 +32,8 @@ CONFIG = load_config()
 
 def _run(lines, columns: bool, fmt=gs.FORMAT, **kwargs):
     rejects: list = []
-    p = LineParser(fmt, config=CONFIG, source_name="gstream.jsonl", origin="file:h:/gstream.jsonl",
+    config = kwargs.pop("config", CONFIG)
+    p = LineParser(fmt, config=config, source_name="gstream.jsonl", origin="file:h:/gstream.jsonl",
                    on_reject=rejects.append, **kwargs)
     if columns:
         parts = list(p.column_batches(lines, batch_size=1000))
@@ -98,6 +101,31 @@ def test_site_and_server_settings_agree(generated):
     headless = [line for line in generated[:3000] if '"code"' not in line]  # records before any header
     _compare(headless, server="default-server")
     _compare(generated[:3000], site="OVERRIDE")
+
+
+def test_cache_group_maps_agree(generated, tmp_path):
+    """The cache-group map the compiled path is given (globs with * and ?, server and region modes)
+    names the groups Python's CacheGroupConfig does; [...] globs keep the stream on the Python path."""
+    headers = ['{"code":"g","src":{"site":"MWT2","host":"xcache0%d.mwt2.org"}}' % i for i in (1, 2, 3)]
+    lines = generated[:3000] + [headers[0], _close(), headers[1], _close(), _close(host="", site=""),
+                                _close(host="ätlas-xc.cern.ch", site="CERN"), _close(host="a*b?c", site="")]
+    for groups in ('{mode: server, overrides: [{server: "xcache0?.mwt2.*", site: "*", group: G1}, '
+                   '{server: "*", site: "CERN", group: G2}, {server: "a*b?c", group: G3}]}',
+                   '{mode: server, overrides: [{server: "*02*", site: "MW??", group: G1}, {site: "", group: NONE}]}',
+                   '{mode: region, region: R1, overrides: [{server: "*.cern.ch", group: G2}]}',
+                   '{mode: site}'):
+        (tmp_path / "c.yaml").write_text(f"cache_groups: {groups}\n")
+        config = load_config(tmp_path / "c.yaml")
+        p = LineParser(gs.FORMAT, config=config, on_reject=lambda r: None)
+        assert gs.FORMAT.columns(p.ctx, p.enrich) is not None
+        _compare(lines, config=config)
+        _compare(lines, config=config, server="srv0", site="SITE")
+        cols = _run(lines, True, config=config)[0]
+        assert len(set(cols.cache_group.tolist())) >= 2 or "site" in groups, set(cols.cache_group.tolist())
+    (tmp_path / "c.yaml").write_text('cache_groups: {overrides: [{server: "xcache0[12]*", group: G1}]}\n')
+    p = LineParser(gs.FORMAT, config=load_config(tmp_path / "c.yaml"), on_reject=lambda r: None)
+    assert gs.FORMAT.columns(p.ctx, p.enrich) is None  # fnmatch's sets are Python's
+    _compare(lines, config=load_config(tmp_path / "c.yaml"))
 
 
 def _close(**fields) -> str:
@@ -240,23 +268,17 @@ def test_hypothesis_records_agree(records, spaced):
 
 
 def test_the_comparison_catches_planted_differences(generated, monkeypatch):
-    """Sensitivity: a wrong tier from the compiled path's classifier call, or a Python reference
+    """Sensitivity: a wrong cache-group map given to the compiled path, or a Python reference
     whose times are off by one, each make the comparison fail."""
     lines = generated[:2000]
-    init = Enricher.__init__
+    made = gs.GstreamColumns
 
-    def planted(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        right = self.resolve_path
+    def planted(*args):
+        overrides, mode, region = args[7]
+        return made(*args[:7], ([("*", "*", "PLANTED"), *overrides], mode, region), *args[8:])
 
-        def bad_resolve(path, hint=None):
-            norm, fid, tier, vo = right(path, hint)
-            return norm, fid, ("PLANTED" if "AOD" in path else tier), vo
-
-        self.resolve_path = bad_resolve
-
-    monkeypatch.setattr(Enricher, "__init__", planted)
-    with pytest.raises(AssertionError, match="column tier"):
+    monkeypatch.setattr(gs, "GstreamColumns", planted)
+    with pytest.raises(AssertionError, match="column cache_group"):
         _compare(lines)
     monkeypatch.undo()
     _compare(lines)
@@ -280,3 +302,53 @@ def test_clamped_and_seq_carry_over_fallback_lines():
     cols, _, stats, _, seq, clamped = _run(lines, True)
     assert cols.seq.tolist() == [0, 1, 2, 3, 4] and seq == 5
     assert clamped == 4 and stats["clamped"] == 4
+
+
+def test_the_compiled_path_never_calls_into_python(generated, monkeypatch):
+    """The builder is given the tier rules, the cache-group map and the stream state when it is
+    made: while it scans, no Python function runs (a profiler sees every call from Rust into
+    Python code), the Enricher's classifier and group callables may be gone, and the access
+    counts live in the stream's GstreamState, not in a dict of ctx.state."""
+    lines = generated[:5000] + [_close(lfn="/c/AOD.2.root", access_cnt=1), _close(lfn="/c/AOD.2.root", access_cnt=4)]
+    want = _run(lines, False)
+    p = LineParser(gs.FORMAT, config=CONFIG, source_name="gstream.jsonl", origin="file:h:/gstream.jsonl",
+                   on_reject=lambda r: None)
+
+    def gone(*args):
+        raise AssertionError("the compiled path called back into Python")
+
+    monkeypatch.setattr(p.enrich, "resolve_path", gone)
+    monkeypatch.setattr(p.enrich, "group_for", gone)
+    builder = gs.FORMAT.columns(p.ctx, p.enrich)
+    calls: list = []
+
+    def profile(frame, event, arg):
+        if event == "call":
+            calls.append(frame.f_code.co_qualname)
+
+    skips: list = []
+    gc.disable()  # a collection's callbacks (gc.callbacks) are no call of the builder's
+    sys.setprofile(profile)
+    try:
+        end = builder.scan(lines, 0, skips)
+    finally:
+        sys.setprofile(None)
+        gc.enable()
+    assert calls == [] and end == len(lines)
+    got = EventColumns(**builder.take())
+    for name, x in want[0].columns().items():
+        assert np.array_equal(x, getattr(got, name)), name
+    state = p.ctx.state
+    assert set(state) == {"gstream"} and state["gstream"] == want[3]["gstream"]
+    st = state["gstream"]
+    assert st.count(st.host, "/c/AOD.2.root") == 4  # the last header's server: its count grew 1 -> 4
+
+
+def test_the_stream_state_is_kept_across_a_checkpoint():
+    """GstreamState pickles (the collector's checkpoints hold its ParseContexts) and compares by value."""
+    st = gs.GstreamState()
+    st.host, st.site = "h1", "S"
+    assert (st.accesses("h1", "/a", 3), st.accesses("h1", "/a", 5), st.accesses("h1", "/a", 5 + 65)) == (1, 2, 1)
+    again = pickle.loads(pickle.dumps(st))
+    assert again == st and again is not st and (again.host, again.site, again.count("h1", "/a")) == ("h1", "S", 70)
+    assert again.accesses("h1", "/a", 72) == 2 and again != st and again.count("h2", "/a") is None
