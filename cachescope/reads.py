@@ -166,7 +166,8 @@ def _efficiency_rows(table: str) -> NamedQuery:
         f"efficiency_rows:{table}",
         "SELECT toUnixTimestamp(window_start) AS ws, cache_group, policy, size_bytes, tier, "
         "sum(requests) AS requests, sum(hits) AS hits, sum(bytes_requested) AS bytes_requested, "
-        "sum(bytes_hit) AS bytes_hit, sum(bytes_filled) AS bytes_filled, sum(evictions) AS evictions "
+        "sum(bytes_hit) AS bytes_hit, sum(bytes_filled) AS bytes_filled, sum(evictions) AS evictions, "
+        "sum(delayed_hits) AS delayed_hits, sum(bytes_delayed) AS bytes_delayed "
         f"FROM {table} FINAL GROUP BY window_start, cache_group, policy, size_bytes, tier",
         "every window of a table, summed over shards and runs (what an in-process copy of the table holds: "
         "the efficiency series are sums of these rows)",
