@@ -1,0 +1,135 @@
+"""Delayed hits beside hits wherever the stored results are read (issue 36): a replay whose
+`xcache` shadow has fetch times (the g-stream's attach..detach durations and an origin rate)
+writes delayed hits into the efficiency rows, and /v1/efficiency (every table: minute, hour, day),
+/v1/compare, `cachescope report` and a what-if of the same range and parameters all give the
+same count. Hit efficiency stays hits / reads: a delayed hit is not a hit."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+import numpy as np
+import pytest
+import yaml
+
+from cachescope.config import load_config
+from ingest.generate import make_workload, write
+from runners.embedded import replay
+
+SIZE = "2TB"
+#: 10 Mbit/s: accesses without a duration take their time from the origin link
+ORIGIN_RATE = 1.25e6
+XCACHE = {"origin_rate": ORIGIN_RATE, "block_size": 1048576.0}
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    from cachescope.store import EmbeddedStore
+
+    tmp = tmp_path_factory.mktemp("delayed")
+    w = make_workload(12_000, days=1, sites=1, servers=1, seed=21)
+    files = write("xrootd-gstream", w, tmp / "logs", single_file=True)
+    (tmp / "site.yaml").write_text(yaml.safe_dump({"site": w.sites[0], "pipeline": {
+        "shadow": {"policies": ["xcache", "lru"], "sizes": [SIZE], "params": {"xcache": XCACHE}},
+        "curve": {"points": 8}}}))
+    store = EmbeddedStore(tmp / "store")
+    try:
+        replay(files, "xrootd-gstream", config=load_config(tmp / "site.yaml"), store=store)
+    finally:
+        store.close()
+    return tmp / "store"
+
+
+@pytest.fixture(scope="module")
+def client(data):
+    from fastapi.testclient import TestClient
+
+    from api.core.config import Settings
+    from api.main import create_app
+
+    with TestClient(create_app(Settings(store_dir=data))) as c:
+        yield c
+
+
+def _get(client, path: str, **params) -> dict:
+    r = client.get(path, params=params)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+@pytest.fixture(scope="module")
+def span(client) -> dict:
+    """The range of the stored results in whole hours, and its one cache group."""
+    configs = _get(client, "/v1/configs")
+    (group,) = [g["cache_group"] for g in configs["cache_groups"]]
+    ans = _get(client, "/v1/efficiency", cache_group=group, step="1h")
+    t0 = dt.datetime.fromisoformat(ans["from"]).replace(minute=0, second=0, microsecond=0)
+    t1 = dt.datetime.fromisoformat(ans["to"]).replace(minute=0, second=0, microsecond=0) + dt.timedelta(hours=1)
+    return {"group": group, "from": t0.isoformat(), "to": t1.isoformat()}
+
+
+def _series_sums(client, span, step: str) -> dict[str, dict[str, int]]:
+    ans = _get(client, "/v1/efficiency", cache_group=span["group"], step=step, **{"from": span["from"], "to": span["to"]})
+    out = {}
+    for s in ans["series"]:
+        # hit efficiency is hits / reads in every bucket: the delayed hits are beside it, not in it
+        for r, h, e in zip(s["requests"], s["hits"], s["hit_efficiency"]):
+            assert (e is None and r == 0) or math.isclose(e, h / r, rel_tol=1e-12)
+        assert all(h + d <= r for h, d, r in zip(s["hits"], s["delayed_hits"], s["requests"]))
+        out[s["policy"]] = {k: sum(s[k]) for k in ("requests", "hits", "delayed_hits", "bytes_hit", "bytes_delayed")}
+    return out
+
+
+@pytest.fixture(scope="module")
+def stored(client, span) -> dict[str, dict[str, int]]:
+    return _series_sums(client, span, "1h")
+
+
+def test_efficiency_series_carry_delayed_hits_in_every_table(client, span, stored):
+    xc = stored["xcache"]
+    assert xc["delayed_hits"] > 0 and xc["bytes_delayed"] > 0, xc
+    # libCacheSim's semantics for the other policies: fetches are instant
+    assert stored["lru"]["delayed_hits"] == stored["lru"]["bytes_delayed"] == 0
+    # the minute table (the read layer's SQL) and the day table (the in-process copy) add up the same
+    for step in ("1m", "1d"):
+        assert _series_sums(client, span, step) == stored, step
+
+
+def test_whatif_of_the_same_range_and_parameters_counts_the_same_delayed_hits(client, span, stored):
+    r = client.post("/v1/whatif", json={"policy": "xcache", "size": SIZE, "from": span["from"], "to": span["to"],
+                                        "cache_group": span["group"], "params": {"xcache": XCACHE}})
+    assert r.status_code == 200, r.text
+    ans = r.json()
+    xc = stored["xcache"]
+    assert (ans["requests"], ans["hits"], ans["delayed_hits"], ans["bytes_delayed"]) == \
+        (xc["requests"], xc["hits"], xc["delayed_hits"], xc["bytes_delayed"])
+    assert ans["hit_ratio"] == pytest.approx(xc["hits"] / xc["requests"], rel=1e-12)
+    assert ans["misses"] == ans["requests"] - ans["hits"] - ans["delayed_hits"]
+
+
+def test_compare_gives_each_shadows_delayed_hits(client, span, stored):
+    ans = _get(client, "/v1/compare", cache_group=span["group"], size=SIZE, step="1h",
+               **{"from": span["from"], "to": span["to"]})
+    assert ans["source"]["xcache"] == "stored"
+    assert ans["overall"]["shadow_delayed_hits"] == {p: v["delayed_hits"] for p, v in stored.items()}
+    assert sum(w["shadow_delayed_hits"].get("xcache", 0) for w in ans["windows"]) == stored["xcache"]["delayed_hits"]
+    xc = stored["xcache"]
+    assert ans["overall"]["shadow_hit_efficiency"]["xcache"] == pytest.approx(xc["hits"] / xc["requests"], rel=1e-12)
+
+
+def test_report_shows_delayed_hits_beside_hits(client, span, stored, tmp_path):
+    from cachescope import report
+
+    with client.app.state.stores.get() as store:  # the served store (chDB: one session per process)
+        sections, start, end = report.build(store, dt.datetime.fromisoformat(span["from"]),
+                                            dt.datetime.fromisoformat(span["to"]))
+        page = report.write(sections, start, end, tmp_path / "report")
+    by = {s.key: s for s in sections}
+    curves = by["curves"].table
+    live = curves[curves["policy"].isin(["xcache", "lru"])].set_index("policy")["delayed hits"].to_dict()
+    assert live == {p: v["delayed_hits"] for p, v in stored.items()}
+    # the tier table is of the reference cache (xcache here): its tiers add up to the same count
+    assert int(np.sum(by["tiers"].table["delayed hits"])) == stored["xcache"]["delayed_hits"]
+    assert by["real"].table["shadow delayed hits"].tolist() == [stored["xcache"]["delayed_hits"]]
+    assert "delayed hits" in page.read_text()
