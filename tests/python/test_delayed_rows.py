@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from pathlib import Path
 
 import numpy as np
+import orjson
 import pytest
 import yaml
 
 from cachescope.config import load_config
-from ingest.generate import make_workload, write
 from runners.embedded import replay
 
 SIZE = "2TB"
@@ -23,14 +24,43 @@ ORIGIN_RATE = 1.25e6
 XCACHE = {"origin_rate": ORIGIN_RATE, "block_size": 1048576.0}
 
 
+START = 1_704_067_200  # 2024-01-01T00:00:00Z
+FILES = 24
+#: per file, a job burst: the reads' offsets from the first (s) and how long each lasted (s). The
+#: first fetches the whole file over 120 s; the three that open while it is in flight wait for its
+#: blocks (delayed hits: no fetch of their own); the last finds it on disk (a hit)
+BURST = [(0, 120), (3, 30), (8, 30), (20, 30), (400, 30)]
+
+
+def _gstream(path: Path) -> Path:
+    """An XCache's g-stream of FILES job bursts (10 minutes apart), its records in attach order:
+    the order the processing core reads them in is then the what-if's (ts, origin, seq) order."""
+    lines = [orjson.dumps({"code": "g", "pseq": 0, "stod": START, "src": {
+        "site": "MWT2", "host": "xcache00.mwt2.org", "port": 1094, "inst": "xcache"},
+        "gs": {"type": "C", "tbeg": START, "tend": START + 86400}}).decode()]
+    for k in range(FILES):
+        size = (1 + k % 4) * 10**9
+        lfn = f"atlas/rucio/mc16_13TeV/4e/c3/{('AOD', 'HITS')[k % 2]}.1964406{k % 10}._{k:06d}.pool.root.1"
+        blocks = -(-size // 1048576)
+        for i, (at, took) in enumerate(BURST):
+            t = START + 600 * k + at
+            miss = size if i == 0 else 0
+            lines.append(orjson.dumps({
+                "event": "file_close", "lfn": lfn, "size": size, "blk_size": 1048576, "n_blks": blocks,
+                "n_blks_done": blocks, "access_cnt": 1, "attach_t": t, "detach_t": t + took,
+                "remotes": ["origin.mwt2.org:1094"] if miss else [], "b_hit": size - miss, "b_miss": miss,
+                "b_bypass": 0, "b_todisk": miss, "b_prefetch": 0, "n_cks_errs": 0}).decode())
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     from cachescope.store import EmbeddedStore
 
     tmp = tmp_path_factory.mktemp("delayed")
-    w = make_workload(12_000, days=1, sites=1, servers=1, seed=21)
-    files = write("xrootd-gstream", w, tmp / "logs", single_file=True)
-    (tmp / "site.yaml").write_text(yaml.safe_dump({"site": w.sites[0], "pipeline": {
+    files = [_gstream(tmp / "gstream.log")]
+    (tmp / "site.yaml").write_text(yaml.safe_dump({"site": "MWT2", "pipeline": {
         "shadow": {"policies": ["xcache", "lru"], "sizes": [SIZE], "params": {"xcache": XCACHE}},
         "curve": {"points": 8}}}))
     store = EmbeddedStore(tmp / "store")
@@ -88,7 +118,9 @@ def stored(client, span) -> dict[str, dict[str, int]]:
 
 def test_efficiency_series_carry_delayed_hits_in_every_table(client, span, stored):
     xc = stored["xcache"]
-    assert xc["delayed_hits"] > 0 and xc["bytes_delayed"] > 0, xc
+    # every burst: one miss, three delayed hits, one hit
+    assert (xc["requests"], xc["hits"], xc["delayed_hits"]) == (FILES * len(BURST), FILES, 3 * FILES), xc
+    assert xc["bytes_delayed"] > 0
     # libCacheSim's semantics for the other policies: fetches are instant
     assert stored["lru"]["delayed_hits"] == stored["lru"]["bytes_delayed"] == 0
     # the minute table (the read layer's SQL) and the day table (the in-process copy) add up the same
@@ -129,7 +161,11 @@ def test_report_shows_delayed_hits_beside_hits(client, span, stored, tmp_path):
     curves = by["curves"].table
     live = curves[curves["policy"].isin(["xcache", "lru"])].set_index("policy")["delayed hits"].to_dict()
     assert live == {p: v["delayed_hits"] for p, v in stored.items()}
-    # the tier table is of the reference cache (xcache here): its tiers add up to the same count
-    assert int(np.sum(by["tiers"].table["delayed hits"])) == stored["xcache"]["delayed_hits"]
+    # the tier table is of the reference cache (xcache here) summed over the cache groups (the site's
+    # and, with pipeline.server_caches, its server's): its tiers add up to theirs
+    every = _get(client, "/v1/efficiency", step="1h", policy="xcache", size=SIZE,
+                 **{"from": span["from"], "to": span["to"]})["series"]
+    assert len(every) == 2 and all(sum(s["delayed_hits"]) == stored["xcache"]["delayed_hits"] for s in every)
+    assert int(np.sum(by["tiers"].table["delayed hits"])) == 2 * stored["xcache"]["delayed_hits"]
     assert by["real"].table["shadow delayed hits"].tolist() == [stored["xcache"]["delayed_hits"]]
     assert "delayed hits" in page.read_text()
