@@ -169,3 +169,48 @@ def test_report_shows_delayed_hits_beside_hits(client, span, stored, tmp_path):
     assert int(np.sum(by["tiers"].table["delayed hits"])) == 2 * stored["xcache"]["delayed_hits"]
     assert by["real"].table["shadow delayed hits"].tolist() == [stored["xcache"]["delayed_hits"]]
     assert "delayed hits" in page.read_text()
+
+
+def test_rows_of_a_store_from_before_the_columns_read_zero_delayed_hits(tmp_path):
+    """Rows written before migration 0015 (no delayed-hit columns) read 0 delayed hits, on the
+    read layer's SQL (minute step) and the in-process copy (hour step)."""
+    import shutil
+
+    from fastapi.testclient import TestClient
+
+    from api.core.config import Settings
+    from api.main import create_app
+    from cachescope.store import EmbeddedStore, migrations as mig, tables
+
+    old = tmp_path / "ddl"
+    old.mkdir()
+    for m in mig.discover():
+        if m.version < 15:
+            shutil.copy(m.path, old / m.path.name)
+    store = EmbeddedStore(tmp_path / "store")
+    try:
+        mig.migrate(store, events_ttl_days=0, directory=old)
+        assert "delayed_hits" not in store.schema(tables.EFFICIENCY)
+        w = np.datetime64("2024-05-01T00:00", "s") + np.arange(120).astype("timedelta64[m]")
+        for table, starts, length in ((tables.EFFICIENCY, w, np.timedelta64(1, "m")),
+                                      (tables.EFFICIENCY_HOURLY, w[::60], np.timedelta64(1, "h"))):
+            n = len(starts)
+            per = 1 if table == tables.EFFICIENCY else 60
+            store.insert(table, {
+                "window_start": starts, "window_end": starts + length, "cache_group": ["g"] * n,
+                "policy": ["xcache"] * n, "size_bytes": np.full(n, 10**12, dtype=np.uint64), "tier": ["AOD"] * n,
+                "sample_rate": np.ones(n), "partitions": np.ones(n, dtype=np.uint32),
+                **{c: np.full(n, v * per, dtype=np.uint64) for c, v in (
+                    ("requests", 3), ("hits", 1), ("bytes_requested", 30), ("bytes_hit", 10), ("bytes_filled", 20),
+                    ("evictions", 0), ("bytes_evicted", 0))}})
+        mig.migrate(store, events_ttl_days=0)
+        assert "delayed_hits" in store.schema(tables.EFFICIENCY)
+    finally:
+        store.close()
+    with TestClient(create_app(Settings(store_dir=tmp_path / "store"))) as c:
+        for step in ("1m", "1h"):
+            (s,) = _get(c, "/v1/efficiency", cache_group="g", step=step, **{"from": "2024-05-01T00:00:00+00:00",
+                                                                          "to": "2024-05-01T02:00:00+00:00"})["series"]
+            assert sum(s["requests"]) == 360 and sum(s["hits"]) == 120, step
+            assert set(s["delayed_hits"]) == {0} and set(s["bytes_delayed"]) == {0}, step
+            assert len(s["delayed_hits"]) == len(s["time"]) == {"1m": 120, "1h": 2}[step]
