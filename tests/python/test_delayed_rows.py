@@ -171,25 +171,25 @@ def test_report_shows_delayed_hits_beside_hits(client, span, stored, tmp_path):
     assert "delayed hits" in page.read_text()
 
 
-def test_rows_of_a_store_from_before_the_columns_read_zero_delayed_hits(tmp_path):
-    """Rows written before migration 0015 (no delayed-hit columns) read 0 delayed hits, on the
-    read layer's SQL (minute step) and the in-process copy (hour step)."""
+def test_rows_of_a_store_from_before_the_columns_read_zero_delayed_hits(data):
+    """Rows written before migration 0015 (no delayed-hit columns) read 0 delayed hits, in the
+    answers of /v1/efficiency from the read layer's SQL (minute step) and from the in-process copy
+    (hour step). A database of its own in the served store's directory (chDB: one per process)."""
     import shutil
+    import tempfile
 
-    from fastapi.testclient import TestClient
-
-    from api.core.config import Settings
-    from api.main import create_app
+    from api import series_index
+    from api.routes.efficiency import columnar_series
+    from cachescope import reads
     from cachescope.store import EmbeddedStore, migrations as mig, tables
 
-    old = tmp_path / "ddl"
-    old.mkdir()
-    for m in mig.discover():
-        if m.version < 15:
-            shutil.copy(m.path, old / m.path.name)
-    store = EmbeddedStore(tmp_path / "store")
+    store = EmbeddedStore(data, database="before_0015")
     try:
-        mig.migrate(store, events_ttl_days=0, directory=old)
+        with tempfile.TemporaryDirectory() as old:
+            for m in mig.discover():
+                if m.version < 15:
+                    shutil.copy(m.path, Path(old) / m.path.name)
+            mig.migrate(store, events_ttl_days=0, directory=Path(old))
         assert "delayed_hits" not in store.schema(tables.EFFICIENCY)
         w = np.datetime64("2024-05-01T00:00", "s") + np.arange(120).astype("timedelta64[m]")
         for table, starts, length in ((tables.EFFICIENCY, w, np.timedelta64(1, "m")),
@@ -205,12 +205,14 @@ def test_rows_of_a_store_from_before_the_columns_read_zero_delayed_hits(tmp_path
                     ("evictions", 0), ("bytes_evicted", 0))}})
         mig.migrate(store, events_ttl_days=0)
         assert "delayed_hits" in store.schema(tables.EFFICIENCY)
+        t0 = dt.datetime(2024, 5, 1, tzinfo=dt.timezone.utc)
+        t1 = t0 + dt.timedelta(hours=2)
+        (sql,) = columnar_series(reads.efficiency_series(store, t0, t1, 60, cache_groups=["g"]))
+        copy = series_index.TableCopy(reads.efficiency_rows(store, tables.EFFICIENCY_HOURLY),
+                                      reads.table_version(store, tables.EFFICIENCY_HOURLY))
+        (hourly,) = orjson.loads(series_index.dumps(copy.series_json(t0, t1, 3600, cache_groups=["g"])))
     finally:
         store.close()
-    with TestClient(create_app(Settings(store_dir=tmp_path / "store"))) as c:
-        for step in ("1m", "1h"):
-            (s,) = _get(c, "/v1/efficiency", cache_group="g", step=step, **{"from": "2024-05-01T00:00:00+00:00",
-                                                                          "to": "2024-05-01T02:00:00+00:00"})["series"]
-            assert sum(s["requests"]) == 360 and sum(s["hits"]) == 120, step
-            assert set(s["delayed_hits"]) == {0} and set(s["bytes_delayed"]) == {0}, step
-            assert len(s["delayed_hits"]) == len(s["time"]) == {"1m": 120, "1h": 2}[step]
+    for s, n in ((sql, 120), (hourly, 2)):
+        assert sum(s["requests"]) == 360 and sum(s["hits"]) == 120
+        assert s["delayed_hits"] == [0] * n and s["bytes_delayed"] == [0] * n
