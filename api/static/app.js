@@ -96,7 +96,7 @@ async function loadEfficiency() {
   const series = [{}];
   ans.series.forEach((s, i) => {
     const ys = new Array(times.length).fill(null);
-    // delayed hit ratio: delayed hits / reads of the bucket (a delayed hit is not a hit)
+    // delayed hits / reads of the bucket, beside the hit efficiency (a delayed hit is not a hit)
     const value = metric === "delayed_hit_ratio"
       ? (j) => (s.requests[j] ? (s.delayed_hits ? s.delayed_hits[j] : 0) / s.requests[j] : null)
       : (j) => s[metric][j];
@@ -107,7 +107,8 @@ async function loadEfficiency() {
   });
   draw("efficiency", $("eff-chart"), {
     series, scales: { y: { range: [0, 1] } },
-    axes: [{}, { label: metric.replaceAll("_", " "), values: (u, v) => v.map((x) => x.toFixed(2)) }],
+    axes: [{}, { label: $("metric").selectedOptions[0].textContent,
+                 values: (u, v) => v.map((x) => x.toFixed(2)) }],
   }, data);
   window.cachescope.loaded.efficiency = ans.series.map((s) => `${s.policy}/${s.size_bytes}/${s.tier}`);
 }

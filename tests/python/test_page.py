@@ -202,7 +202,7 @@ def test_delayed_hits_show_beside_hits(page, server):
     rows = [r.locator("td").all_inner_texts() for r in page.locator("#tier-table tbody tr").all()]
     assert {r[0]: int(r[4]) for r in rows} == want
     page.select_option("#metric", "delayed_hit_ratio")
-    page.wait_for_function("() => window.cachescope.charts.efficiency.axes[1].label === 'delayed hit ratio'",
+    page.wait_for_function("() => window.cachescope.charts.efficiency.axes[1].label === 'delayed hits / reads'",
                            timeout=0)
     hourly = _get(server + f"/v1/efficiency?cache_group={group}&policy=xcache&size=10TB&step=1h")["series"]
     ratios = [d / r for s in hourly for d, r in zip(s["delayed_hits"], s["requests"]) if r]
