@@ -222,6 +222,10 @@ class EfficiencySeries(BaseModel):
     hits: list[int]
     bytes_requested: list[int]
     bytes_hit: list[int]
+    delayed_hits: list[int] = Field([], description="reads that fetched nothing but waited for blocks still in "
+                                                    "flight from the origin: not hits (0 unless an xcache shadow has "
+                                                    "fetch times)")
+    bytes_delayed: list[int] = Field([], description="bytes read that were in flight when the read came")
     hit_efficiency: list[Optional[float]]
     transfer_efficiency: list[Optional[float]]
 
@@ -232,7 +236,7 @@ class EfficiencyAnswer(BaseModel):
         "series": [{"cache_group": "PIC-CMS-XCACHE", "policy": "arc", "size_bytes": 10**13, "tier": "ALL",
                     "time": ["2026-01-05T00:00:00+00:00", "2026-01-05T01:00:00+00:00"], "requests": [4100, 3900],
                     "hits": [2900, 2800], "bytes_requested": [9 * 10**12, 8 * 10**12], "bytes_hit": [6 * 10**12, 5 * 10**12],
-                    "hit_efficiency": [0.707, 0.718], "transfer_efficiency": [0.667, 0.625]}]}]})
+                    "delayed_hits": [0, 0], "bytes_delayed": [0, 0], "hit_efficiency": [0.707, 0.718], "transfer_efficiency": [0.667, 0.625]}]}]})
     step: str
     table: str
     from_: str = Field(..., alias="from")
@@ -272,6 +276,8 @@ class ComparePoint(BaseModel):
     observed_hit_efficiency: Optional[float] = None
     observed_accesses: int = 0
     shadow_hit_efficiency: dict[str, Optional[float]] = {}
+    #: each shadow's delayed hits (reads that waited for blocks in flight from the origin: not hits)
+    shadow_delayed_hits: dict[str, int] = {}
     #: per window, each stored shadow's mean file age (s) as the window's reads found it
     shadow_mean_age_s: dict[str, Optional[float]] = {}
     #: the real cache's transfer efficiency as a range: exact (low = high) when every access's record

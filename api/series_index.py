@@ -35,7 +35,8 @@ import pandas as pd
 from cachescope import reads
 from cachescope.store import Store
 
-COUNTERS = ("requests", "hits", "bytes_requested", "bytes_hit", "bytes_filled", "evictions")
+COUNTERS = ("requests", "hits", "bytes_requested", "bytes_hit", "bytes_filled", "evictions", "delayed_hits",
+            "bytes_delayed")
 #: series id · 2^32 + window start (Unix seconds < 2^32): one sorted key per ordering
 _SHIFT = np.int64(1 << 32)
 
@@ -216,7 +217,7 @@ class TableCopy:
 
 
 #: the counters an answer of GET /v1/efficiency lists
-JSON_COUNTERS = ("requests", "hits", "bytes_requested", "bytes_hit")
+JSON_COUNTERS = ("requests", "hits", "bytes_requested", "bytes_hit", "delayed_hits", "bytes_delayed")
 
 
 @dataclass

@@ -167,7 +167,7 @@ def _efficiency_rows(table: str) -> NamedQuery:
         "SELECT toUnixTimestamp(window_start) AS ws, indexOf({group_names:Array(String)}, cache_group) AS cache_group, "
         "indexOf({policy_names:Array(String)}, policy) AS policy, size_bytes, "
         "indexOf({tier_names:Array(String)}, tier) AS tier, "
-        "requests, hits, bytes_requested, bytes_hit, bytes_filled, evictions "
+        "requests, hits, bytes_requested, bytes_hit, bytes_filled, evictions, delayed_hits, bytes_delayed "
         f"FROM {table} FINAL",
         "every window of a table, one row per shard and run (what an in-process copy of the table holds: the "
         "efficiency series are sums of these rows); names as their 1-based place in the lists given, 0 when not there "

@@ -150,6 +150,10 @@ def site_overview() -> dashboard.Dashboard:
                              desc="accesses served from cache / all read accesses"))
     d = d.with_panel(_series("Transfer efficiency", narrow(series, f"time, {label} AS cache, transfer_efficiency"),
                              desc="bytes served from cache / all bytes read"))
+    d = d.with_panel(_series("Delayed hits", narrow(series, f"time, {label} AS cache, delayed_hits"), unit="short",
+                             desc="reads that fetched nothing but waited for blocks still in flight from the origin: "
+                                  "not hits (hit efficiency leaves them out) and no fetch (the WAN bytes do too); "
+                                  "0 unless an xcache shadow has fetch times (origin_rate or the accesses' durations)"))
     d = d.with_panel(_table("Best policy per size", bind(reads.BEST_POLICY),
                             desc="the policy with the highest hit (and transfer) efficiency at each size"))
     volume = bind(reads.READ_VOLUME)
@@ -170,7 +174,8 @@ def policy_size() -> dashboard.Dashboard:
     d = d.with_panel(_table("Live shadow caches", bind(reads.LIVE_CONFIGS), width=24))
     by_tier = bind(_TOTALS_MIN, by_tier="1")
     d = d.with_panel(_table("Efficiency per cache and tier", narrow(
-        by_tier, "cache_group, policy, size_bytes, tier_key AS tier, requests, hit_efficiency, transfer_efficiency"),
+        by_tier, "cache_group, policy, size_bytes, tier_key AS tier, requests, hits, delayed_hits, hit_efficiency, "
+                 "transfer_efficiency"),
         width=24))
     d = d.with_panel(_bars("Hit efficiency per cache", narrow(
         bind(_TOTALS_MIN), f"{_CACHE_LABEL} AS cache, sum(hits) / sum(requests) AS hit_efficiency",

@@ -42,6 +42,8 @@ def _eff(hit: float, total: float) -> float | None:
 _OBS_COLUMNS = ("hit_bytes", "miss_bytes", "bypass_bytes", "hits", "accesses", "bytes_read", "cache_bytes_low",
                 "cache_bytes_high", "origin_accesses", "origin_bytes", "origin_bytes_read")
 _NO = len(_OBS_COLUMNS)
+#: a shadow's sums per bucket: bytes hit, bytes requested, hits, requests, WAN bytes, delayed hits
+_NS = 6
 
 
 def _xcache_wan(c: np.ndarray) -> int:
@@ -88,11 +90,12 @@ def compare(
         if len(shadow):
             for t, pol, *v in zip(P.iso(shadow["time"]), shadow["policy"].tolist(), shadow["bytes_hit"].tolist(),
                                   shadow["bytes_requested"].tolist(), shadow["hits"].tolist(),
-                                  shadow["requests"].tolist(), shadow["wan_bytes"].tolist()):
+                                  shadow["requests"].tolist(), shadow["wan_bytes"].tolist(),
+                                  shadow["delayed_hits"].tolist()):
                 source[str(pol)] = "stored"
-                acc = buckets.setdefault(t, {"obs": [0] * _NO, "shadow": {}})["shadow"].setdefault(str(pol), [0] * 5)
-                tot = overall_sh.setdefault(str(pol), [0] * 5)
-                for i in range(5):
+                acc = buckets.setdefault(t, {"obs": [0] * _NO, "shadow": {}})["shadow"].setdefault(str(pol), [0] * _NS)
+                tot = overall_sh.setdefault(str(pol), [0] * _NS)
+                for i in range(_NS):
                     acc[i] += int(v[i])
                     tot[i] += int(v[i])
         note = ""
@@ -107,13 +110,14 @@ def compare(
             per = res.counters[:, :, 0].sum(axis=(1, 2))  # (buckets, fields)
             for i in np.flatnonzero(per[:, F["requests"]]).tolist():
                 t = (start + dt.timedelta(seconds=i * step_s)).isoformat()
-                acc = buckets.setdefault(t, {"obs": [0] * _NO, "shadow": {}})["shadow"].setdefault("xcache", [0] * 5)
+                acc = buckets.setdefault(t, {"obs": [0] * _NO, "shadow": {}})["shadow"].setdefault("xcache", [0] * _NS)
                 for k, f in enumerate(("bytes_hit", "bytes_requested", "hits", "requests")):
                     acc[k] += int(per[i, F[f]])
                 acc[4] += _xcache_wan(per[i])
+                acc[5] += int(per[i, F["delayed_hits"]])
             tot = per.sum(axis=0)
             overall_sh["xcache"] = [int(tot[F[f]]) for f in ("bytes_hit", "bytes_requested", "hits", "requests")]
-            overall_sh["xcache"].append(_xcache_wan(tot))
+            overall_sh["xcache"] += [_xcache_wan(tot), int(tot[F["delayed_hits"]])]
         # how long data stays in each stored shadow (mean age of its files as the bucket's reads found them)
         age_sums: dict[str, dict[str, list[int]]] = {}
         if len(ages):
@@ -137,6 +141,7 @@ def compare(
                     "difference": {p: (None if v is None or oe is None else v - oe) for p, v in se.items()},
                     "observed_hit_efficiency": _eff(q["hits"], q["accesses"]), "observed_accesses": q["accesses"],
                     "shadow_hit_efficiency": {p: _eff(v[2], v[3]) for p, v in sorted(sh.items())},
+                    "shadow_delayed_hits": {p: v[5] for p, v in sorted(sh.items())},
                     "observed_transfer_efficiency_low": real["transfer_efficiency_low"],
                     "observed_transfer_efficiency_high": real["transfer_efficiency_high"],
                     "observed_transfer_efficiency_approximate": real["transfer_efficiency_approximate"],

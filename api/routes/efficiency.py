@@ -20,7 +20,9 @@ from cachescope import reads
 router = APIRouter(tags=["efficiency"])
 
 SERIES_KEY = ("cache_group", "policy", "size_bytes", "tier_key")
-COUNTS = ("requests", "hits", "bytes_requested", "bytes_hit")
+#: delayed hits beside hits (issue 36): reads that waited for blocks in flight, not hits; 0 unless an
+#: xcache shadow has fetch times
+COUNTS = ("requests", "hits", "bytes_requested", "bytes_hit", "delayed_hits", "bytes_delayed")
 
 
 def columnar_series(df) -> list[dict]:

@@ -96,14 +96,19 @@ async function loadEfficiency() {
   const series = [{}];
   ans.series.forEach((s, i) => {
     const ys = new Array(times.length).fill(null);
-    s.time.forEach((t, j) => { ys[index.get(t)] = s[metric][j]; });
+    // delayed hits / reads of the bucket, beside the hit efficiency (a delayed hit is not a hit)
+    const value = metric === "delayed_hit_ratio"
+      ? (j) => (s.requests[j] ? (s.delayed_hits ? s.delayed_hits[j] : 0) / s.requests[j] : null)
+      : (j) => s[metric][j];
+    s.time.forEach((t, j) => { ys[index.get(t)] = value(j); });
     data.push(ys);
     series.push({ label: `${s.policy} ${fmtSize(s.size_bytes)}${s.tier && s.tier !== "ALL" ? " · " + s.tier : ""}`,
                   stroke: PALETTE[i % PALETTE.length], width: 1.5, spanGaps: false });
   });
   draw("efficiency", $("eff-chart"), {
     series, scales: { y: { range: [0, 1] } },
-    axes: [{}, { label: metric.replace("_", " "), values: (u, v) => v.map((x) => x.toFixed(2)) }],
+    axes: [{}, { label: $("metric").selectedOptions[0].textContent,
+                 values: (u, v) => v.map((x) => x.toFixed(2)) }],
   }, data);
   window.cachescope.loaded.efficiency = ans.series.map((s) => `${s.policy}/${s.size_bytes}/${s.tier}`);
 }
@@ -134,11 +139,13 @@ async function loadTiers() {
   const rows = ans.series.map((s) => {
     const sum = (k) => s[k].reduce((a, b) => a + b, 0);
     const r = sum("requests"), h = sum("hits"), br = sum("bytes_requested"), bh = sum("bytes_hit");
-    return { tier: s.tier, r, br, hit: r ? h / r : null, transfer: br ? bh / br : null };
+    const d = s.delayed_hits ? sum("delayed_hits") : 0;
+    return { tier: s.tier, r, br, hit: r ? h / r : null, delayed: d, transfer: br ? bh / br : null };
   }).sort((a, b) => b.br - a.br);
   $("tier-caption").textContent = `${policy} ${fmtSize(+size)}, whole period`;
   $("tier-table").querySelector("tbody").replaceChildren(...rows.map((x) =>
-    row([x.tier, [x.r, "num"], [fmtSize(x.br), "num"], [fmtEff(x.hit), "num"], [fmtEff(x.transfer), "num"]])));
+    row([x.tier, [x.r, "num"], [fmtSize(x.br), "num"], [fmtEff(x.hit), "num"], [x.delayed, "num"],
+         [fmtEff(x.transfer), "num"]])));
 }
 
 // ------------------------------------------------------------------ real vs shadow

@@ -21,13 +21,14 @@ CONFIG = PipelineConfig.model_validate({
 })
 
 
-def run(ev: EventColumns, cuts: list[int], restart_at: int | None = None) -> dict[str, pd.DataFrame]:
-    p = GroupProcessor("site-A", CONFIG)
+def run(ev: EventColumns, cuts: list[int], restart_at: int | None = None,
+        config: PipelineConfig = CONFIG) -> dict[str, pd.DataFrame]:
+    p = GroupProcessor("site-A", config)
     outs = []
     bounds = [0, *cuts, len(ev)]
     for i, (a, b) in enumerate(zip(bounds, bounds[1:])):
         if restart_at is not None and i == restart_at:
-            p = GroupProcessor.restore("site-A", CONFIG, p.snapshot())
+            p = GroupProcessor.restore("site-A", config, p.snapshot())
         outs.append(p.process(ev.take(np.arange(a, b))))
     outs.append(p.flush())
     tables = {}
@@ -48,6 +49,22 @@ def test_batching_and_restarts_do_not_change_results():
         for name in ("efficiency", "mrc", "observed"):
             pd.testing.assert_frame_equal(whole[name], other[name])
         assert other["late"] == whole["late"]
+
+
+def test_delayed_hits_do_not_depend_on_batching_or_restarts():
+    # an xcache whose fetches take time (100 MB/s): the fetches in flight are part of the state, so a
+    # restore mid-stream writes the same delayed hits (and every other column) as one pass
+    timed = CONFIG.model_copy(update={"shadow": CONFIG.shadow.model_copy(update={
+        "policies": ["xcache", "lru"], "params": {"xcache": {"origin_rate": 1e8}}})})
+    ev = event_stream(jitter_us=0)
+    whole = run(ev, [], config=timed)
+    eff = whole["efficiency"]
+    xc = eff[eff["policy"] == "xcache"]
+    assert xc["delayed_hits"].sum() > 0 and xc["bytes_delayed"].sum() > 0
+    assert (eff.loc[eff["policy"] == "lru", ["delayed_hits", "bytes_delayed"]] == 0).all().all()
+    for cuts, restart in [([1, 777, 5000, 13_001], 2), (list(range(1000, 20_000, 1000)), 7)]:
+        other = run(ev, cuts, restart, config=timed)
+        pd.testing.assert_frame_equal(whole["efficiency"], other["efficiency"])
 
 
 def test_windows_add_up_to_one_pass_of_the_bank():

@@ -211,7 +211,14 @@ def test_sigkill_mid_stream_and_restore_from_checkpoint_changes_nothing(kafka, c
         done = [m.parent for m in ckpt.glob("*/chk-*/_metadata") if m.stat().st_mtime > after]
         return sorted(done, key=lambda p: p.stat().st_mtime)
 
-    job = start_job(tmp_path, kafka, clickhouse, kafka_topic, database.database, "--checkpoint-interval", "20s")
+    # the default caches and an xcache whose fetches take time (the g-stream's durations, else the
+    # origin rate): its fetches in flight are checkpointed state, its delayed hits columns of the rows
+    site = tmp_path / "site.yaml"
+    site.write_text("pipeline:\n  shadow:\n    policies: [lru, arc, s3fifo, xcache]\n"
+                    "    params: {xcache: {origin_rate: 1.0e+7}}\n")
+    timed = ("--config", str(site))
+    job = start_job(tmp_path, kafka, clickhouse, kafka_topic, database.database, "--checkpoint-interval", "20s",
+                    *timed)
     try:
         wait_for("first half written", lambda: row_count(database, "access_events") == first, job, tmp_path)
         t = time.time()
@@ -229,14 +236,15 @@ def test_sigkill_mid_stream_and_restore_from_checkpoint_changes_nothing(kafka, c
     assert row_count(database, "access_events") < len(events) or not checkpoints(after=t)[1:], \
         "the job finished the stream before the kill: nothing was replayed"
     last = checkpoints()[-1]
-    job = start_job(tmp_path, kafka, clickhouse, kafka_topic, database.database, "--restore", str(last))
+    job = start_job(tmp_path, kafka, clickhouse, kafka_topic, database.database, "--restore", str(last), *timed)
     try:
-        want = expected(events, load_config().pipeline, finish=False)  # unbounded: open windows stay open
+        want = expected(events, load_config(site).pipeline, finish=False)  # unbounded: open windows stay open
         counts = {t: len(df) for t, df in want.items()}
         wait_for("every row of the stream", lambda: all(row_count(database, t) >= n for t, n in counts.items()),
                  job, tmp_path)
     finally:
         kill(job)
+    assert want["efficiency"]["delayed_hits"].sum() > 0 and want["efficiency"]["bytes_delayed"].sum() > 0
     assert_store_equals(database, want)
 
 

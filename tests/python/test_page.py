@@ -187,6 +187,30 @@ def test_whatif_form_shows_the_api_answer(page, server):
     page.screenshot(path=str(ARTIFACTS / "whatif.png"), full_page=True)
 
 
+def test_delayed_hits_show_beside_hits(page, server):
+    # the xcache shadow's fetches take the g-stream's attach..detach durations: reads that found its
+    # blocks in flight are delayed hits, in the tier table beside the hits and as a metric of the chart
+    group = page.input_value("#group")
+    page.select_option("#policy", ["xcache"])
+    page.wait_for_function("() => document.querySelector('#tier-caption').textContent.startsWith('xcache ')",
+                           timeout=0)
+    api = _get(server + f"/v1/efficiency?cache_group={group}&policy=xcache&size=10TB&by_tier=true&step=1d")
+    want = {s["tier"]: sum(s["delayed_hits"]) for s in api["series"]}
+    assert sum(want.values()) > 0
+    head = page.locator("#tier-table thead th").all_inner_texts()
+    assert head[3:6] == ["hit eff.", "delayed hits", "transfer eff."]
+    rows = [r.locator("td").all_inner_texts() for r in page.locator("#tier-table tbody tr").all()]
+    assert {r[0]: int(r[4]) for r in rows} == want
+    page.select_option("#metric", "delayed_hit_ratio")
+    page.wait_for_function("() => window.cachescope.charts.efficiency.axes[1].label === 'delayed hits / reads'",
+                           timeout=0)
+    hourly = _get(server + f"/v1/efficiency?cache_group={group}&policy=xcache&size=10TB&step=1h")["series"]
+    ratios = [d / r for s in hourly for d, r in zip(s["delayed_hits"], s["requests"]) if r]
+    drawn = page.evaluate("() => window.cachescope.charts.efficiency.data[1].filter(v => v !== null)")
+    assert len(drawn) == len(ratios) and max(drawn) == pytest.approx(max(ratios), rel=1e-12) and max(drawn) > 0
+    page.screenshot(path=str(ARTIFACTS / "delayed.png"), full_page=True)
+
+
 def test_alerts_endpoint_answers_from_the_alerts_table(server):
     both = _get(server + "/v1/alerts")["alerts"]
     assert [a["state"] for a in both] == ["firing", "resolved"] and {a["rule"] for a in both} == {"hit-drop"}
