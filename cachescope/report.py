@@ -143,11 +143,19 @@ def _reference_cache(store, start, end) -> tuple[str, int] | None:
     return policy, int(live[live["policy"] == policy]["size_bytes"].max())
 
 
+def _is_server_group_of_a_site(groups: "pd.Series") -> "pd.Series":
+    """A `SITE/SERVER` group whose site group is there too sees the site's reads again (its
+    per-server caches, pipeline.server_caches): summed with it, every read would count twice."""
+    present = set(groups)
+    return groups.map(lambda g: "/" in g and g.split("/", 1)[0] in present).astype(bool)
+
+
 def tiers_section(store, start, end) -> Section:
     ref = _reference_cache(store, start, end)
     df = pd.DataFrame()
     if ref is not None:
         df = reads.efficiency_totals(store, start, end, policies=[ref[0]], sizes=[ref[1]], by_tier=True)
+        df = df[~_is_server_group_of_a_site(df["cache_group"])]
         df = df.groupby("tier_key")[["requests", "hits", "delayed_hits", "bytes_requested", "bytes_hit"]].sum().reset_index()
         df["hit_efficiency"] = df["hits"] / df["requests"]
         df["transfer_efficiency"] = df["bytes_hit"] / df["bytes_requested"]

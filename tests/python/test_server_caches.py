@@ -145,3 +145,18 @@ def test_one_insert_holds_the_groups_minutes_and_its_servers_hours():
     groups = np.asarray(rows["cache_group"]).astype(str)
     assert set(span[groups == "S"]) == {60} and set(span[groups != "S"]) == {3600}
     assert set(groups) == {"S", "S/s1", "S/s2"}
+
+
+def test_the_reports_tiers_count_each_read_once_beside_the_per_server_caches(filled):
+    """The report sums its reference cache over the cache groups: the site group's per-server
+    groups (SITE/SERVER, same policies and sizes) see the same reads again and stay out of it."""
+    from cachescope import reads
+    from cachescope.report import _reference_cache, tiers_section
+
+    w, store, summary = filled
+    policy, size = _reference_cache(store, *DAY)
+    totals = reads.efficiency_totals(store, *DAY, policies=[policy], sizes=[size])
+    site_reads = int(totals[totals.cache_group == w.sites[0]]["requests"].sum())
+    assert site_reads > 0
+    section = tiers_section(store, *DAY)
+    assert int(section.table["reads"].sum()) == site_reads
