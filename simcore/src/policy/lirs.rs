@@ -563,10 +563,4 @@ mod tests {
         let mut q = lirs(3, 0.34);
         assert_eq!(replay(&mut q, &unit("abcd ce c")), "mmmmmmH");
     }
-
-    #[test]
-    fn invariants_and_snapshot() {
-        super::super::arc::check::invariants_and_snapshot("lirs", &[("hir_ratio", 0.5)], false);
-        super::super::arc::check::invariants_and_snapshot("lirs", &[("hir_ratio", 0.2)], false);
-    }
 }

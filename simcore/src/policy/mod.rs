@@ -15,6 +15,8 @@ pub use resident::{Buckets, Queues, Resident, Table};
 pub(crate) use resident::{queued_queries, resident_queries};
 
 pub mod resident;
+#[cfg(test)]
+pub(crate) mod checks;
 
 pub type Map<V> = rustc_hash::FxHashMap<u64, V>;
 

@@ -44,24 +44,17 @@ macro_rules! entry {
         }
         $crate::policy::resident::entry!($name);
     };
+    (@fields $($field:ident: $t:ty),*) => {
+        $(
+            #[inline]
+            fn $field(&self) -> $t {
+                self.$field
+            }
+        )*
+    };
     ($ty:ty) => {
         impl $crate::policy::resident::Entry for $ty {
-            #[inline]
-            fn id(&self) -> u64 {
-                self.id
-            }
-            #[inline]
-            fn size(&self) -> u64 {
-                self.size
-            }
-            #[inline]
-            fn tier(&self) -> u8 {
-                self.tier
-            }
-            #[inline]
-            fn born(&self) -> u32 {
-                self.born
-            }
+            $crate::policy::resident::entry!(@fields id: u64, size: u64, tier: u8, born: u32);
         }
     };
 }
@@ -303,8 +296,15 @@ impl<E: Entry> Resident<E> {
 }
 
 /// `contains`, `used_bytes`, `capacity` and `len` of a policy whose files are all in the
-/// `Resident` field named here.
+/// `Resident` field named here; `resident_queries!(res, list: field)` also `remove` for a
+/// policy that keeps them in the one `List` named.
 macro_rules! resident_queries {
+    ($field:ident, list: $list:ident) => {
+        fn remove(&mut self, id: u64) -> Option<u32> {
+            self.$field.remove(id, |r, slot| r.arena().unlink(&mut self.$list, slot))
+        }
+        $crate::policy::resident_queries!($field);
+    };
     ($field:ident) => {
         fn contains(&self, id: u64) -> bool {
             self.$field.contains(id)

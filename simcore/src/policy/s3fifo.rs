@@ -273,10 +273,4 @@ mod tests {
         assert!(!p.contains(b'a' as u64));
         assert!(b"ghijk".iter().all(|&c| p.contains(c as u64)));
     }
-
-    #[test]
-    fn invariants_and_snapshot() {
-        super::super::arc::check::invariants_and_snapshot("s3fifo", &[], false);
-        super::super::arc::check::invariants_and_snapshot("s3fifo", &[("small_ratio", 0.5), ("move_threshold", 1.0)], false);
-    }
 }

@@ -139,7 +139,6 @@ impl Policy for Slru {
 
 #[cfg(test)]
 mod tests {
-    use super::super::clock::checks::*;
     use super::super::testing::*;
     use super::super::{AnyPolicy, Params};
 
@@ -243,11 +242,5 @@ mod tests {
         let t = [(1, 6 << 30), (2, 5 << 30), (1, 6 << 30), (3, 11 << 30), (2, 5 << 30)];
         let p = golden("slru", 40 << 30, &t, "mmHmH");
         assert_eq!(p.used_bytes(), 11 << 30);
-    }
-
-    #[test]
-    fn invariants_and_snapshots() {
-        invariants_and_snapshot("slru", &[]);
-        invariants_and_snapshot("slru", &[("segments", 2.0)]);
     }
 }

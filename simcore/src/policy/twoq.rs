@@ -190,10 +190,4 @@ mod tests {
         // E forgotten: a new miss goes to A1in, not Am
         assert_eq!(replay(&mut p, &[(5, 5), (5, 5)]), "mH");
     }
-
-    #[test]
-    fn invariants_and_snapshot() {
-        super::super::arc::check::invariants_and_snapshot("twoq", &[], false);
-        super::super::arc::check::invariants_and_snapshot("twoq", &[("ain_ratio", 0.6), ("aout_ratio", 0.2)], false);
-    }
 }

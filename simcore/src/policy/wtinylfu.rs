@@ -414,10 +414,4 @@ mod tests {
         let mut l = policy("lru", 10);
         assert!(replay(&mut l, &unit(&format!("xyxyxyxyxy {scan} xy"))).ends_with("mm"));
     }
-
-    #[test]
-    fn invariants_and_snapshot() {
-        super::super::arc::check::invariants_and_snapshot("wtinylfu", &[], false);
-        super::super::arc::check::invariants_and_snapshot("wtinylfu", &[("window_ratio", 0.2), ("protected_ratio", 0.5)], false);
-    }
 }
