@@ -393,11 +393,7 @@ fn read_oracle(
             let ts = u32::from_le_bytes(r[0..4].try_into().unwrap());
             let id = u64::from_le_bytes(r[4..12].try_into().unwrap());
             let size = u32::from_le_bytes(r[12..16].try_into().unwrap()) as u64;
-            cols.timestamp.push(ts as f64);
-            cols.id.push(id);
-            cols.size.push(size);
-            cols.bytes_read.push(size);
-            cols.tier.push(0);
+            cols.push(ts as f64, id, size, size, 0);
         }
         let _ = back.try_send(chunk.buf);
         rows += k as u64;

@@ -56,11 +56,13 @@ fn every_policy_is_checked() {
 #[test]
 fn sizes_above_4_gib_are_not_truncated() {
     // the same trace with every size and the capacity times 2^30 (exact in f64, so ratios and
-    // priorities scale exactly): the same hits and misses, the bytes used times 2^30
+    // priorities scale exactly): the same hits and misses, the bytes used times 2^30. Not ARC:
+    // its target p moves by at least one byte a ghost hit (libCacheSim's rule), not by a share
+    // of the cache; nor xcache, which caches blocks of a fixed size.
     const G: u64 = 1 << 30;
     let trace = byte_trace(4000, 300, 1000, 5);
     let big: Vec<(u64, u64)> = trace.iter().map(|&(id, size)| (id, size * G)).collect();
-    for &name in POLICY_NAMES.iter().filter(|&&n| n != "xcache") {
+    for &name in POLICY_NAMES.iter().filter(|&&n| n != "arc" && n != "xcache") {
         let (mut small, mut large) = (policy(name, 1000), policy(name, 1000 * G));
         let expect = replay(&mut small, &trace);
         assert!(expect.contains('H'), "{name}: no hits on the trace");
@@ -96,11 +98,10 @@ pub fn byte_trace(n: usize, n_files: u64, capacity: u64, seed: u64) -> Vec<(u64,
 /// evicted = used after) and that a postcard snapshot taken half way continues with
 /// identical outcomes and evictions.
 pub fn bytes_and_snapshot(name: &str, params: &[(&str, f64)]) {
-    let params = || Params::new(params.iter().map(|(k, v)| (k.to_string(), *v)).collect());
     for (capacity, seed) in [(20u64 << 30, 1u64), (1000, 2), (12 << 30, 3)] {
         let trace = byte_trace(6000, 400, capacity, seed);
         let next = next_access(&trace);
-        let mut p = AnyPolicy::new(name, capacity, &params()).unwrap();
+        let mut p = with_params(name, capacity, params);
         let mut restored: Option<AnyPolicy> = None;
         let mut hits = 0;
         for (i, (&(id, size), &next_access)) in trace.iter().zip(&next).enumerate() {
@@ -208,8 +209,7 @@ fn run(p: &mut AnyPolicy, trace: &[(u64, u64, u64, u8)], partial: bool) -> Strin
 /// taken halfway continues with identical hits.
 pub fn invariants_and_snapshot(name: &str, params: &[(&str, f64)], partial: bool) {
     for (seed, cap) in [(7u64, 40u64), (11, 100), (23, 250)] {
-        let params = Params::new(params.iter().map(|(k, v)| (k.to_string(), *v)).collect());
-        let mut p = AnyPolicy::new(name, cap, &params).unwrap();
+        let mut p = with_params(name, cap, params);
         let trace = random_trace(seed, 20_000, partial);
         let (a, b) = trace.split_at(10_000);
         let first = run(&mut p, a, partial);

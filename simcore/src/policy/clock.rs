@@ -78,7 +78,6 @@ impl Policy for Clock {
 #[cfg(test)]
 mod tests {
     use super::super::testing::*;
-    use super::super::Params;
 
     #[test]
     fn golden_unit_sizes() {
@@ -116,7 +115,7 @@ mod tests {
         let mut p = with_params("clock", 2, &[("bits", 2.0)]);
         assert_eq!(replay(&mut p, &unit("abaaaacdea")), "mmHHHHmmmH");
         golden("clock", 2, &unit("abaaaacda"), "mmHHHHmmm");
-        assert!(super::super::AnyPolicy::new("clock", 2, &Params::new([("bits".to_string(), 1.5)].into())).is_err());
+        assert!(super::super::AnyPolicy::new("clock", 2, &params(&[("bits", 1.5)])).is_err());
     }
 
     #[test]

@@ -491,7 +491,7 @@ mod tests {
     use super::super::*;
 
     fn lirs(capacity: u64, hir_ratio: f64) -> AnyPolicy {
-        AnyPolicy::new("lirs", capacity, &Params::new([("hir_ratio".to_string(), hir_ratio)].into())).unwrap()
+        with_params("lirs", capacity, &[("hir_ratio", hir_ratio)])
     }
 
     #[test]

@@ -137,16 +137,15 @@ impl Policy for S3Fifo {
 
     #[inline]
     fn access(&mut self, req: &Request, ev: &mut Evictions) -> Outcome {
-        let mut ghost_hit = false;
-        if let Some(slot) = self.table.slot(req.id) {
-            let e = self.table.get_mut(slot);
-            if e.queue != GHOST {
+        let ghost_hit = match self.q.find(&mut self.table, req.id) {
+            Found::Resident(slot) => {
+                let e = self.table.get_mut(slot);
                 e.freq = e.freq.saturating_add(1);
                 return Outcome::hit(req);
             }
-            self.q.forget(&mut self.table, slot);
-            ghost_hit = true;
-        }
+            Found::Ghost => true,
+            Found::New => false,
+        };
         if req.size > self.small_cap || req.size > self.capacity {
             return Outcome::miss(0);
         }

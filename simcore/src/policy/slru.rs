@@ -140,10 +140,10 @@ impl Policy for Slru {
 #[cfg(test)]
 mod tests {
     use super::super::testing::*;
-    use super::super::{AnyPolicy, Params};
+    use super::super::AnyPolicy;
 
     fn slru(capacity: u64, segments: f64) -> AnyPolicy {
-        AnyPolicy::new("slru", capacity, &Params::new([("segments".to_string(), segments)].into())).unwrap()
+        with_params("slru", capacity, &[("segments", segments)])
     }
 
     #[test]
@@ -230,7 +230,7 @@ mod tests {
         assert_eq!(p.used_bytes(), 7);
         assert_eq!(replay(&mut p, &[(9, 11)]), "m");
         assert_eq!(p.used_bytes(), 7);
-        assert!(AnyPolicy::new("slru", 10, &Params::new([("segments".to_string(), 0.0)].into())).is_err());
+        assert!(AnyPolicy::new("slru", 10, &params(&[("segments", 0.0)])).is_err());
         // one segment is plain LRU
         let mut p = slru(3, 1.0);
         let mut q = policy("lru", 3);

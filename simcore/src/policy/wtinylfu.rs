@@ -301,7 +301,7 @@ mod tests {
     use super::{Sketch, WTinyLfu};
 
     fn wt(capacity: u64, window: f64) -> WTinyLfu {
-        WTinyLfu::build(capacity, &Params::new([("window_ratio".to_string(), window)].into())).unwrap()
+        WTinyLfu::build(capacity, &params(&[("window_ratio", window)])).unwrap()
     }
 
     /// The hand derivations assume the sketch counts these ids exactly (no collisions).
