@@ -26,15 +26,26 @@ class Metrics:
                                       registry=self.registry)
 
 
-class LatencyMiddleware:
-    """Pure ASGI: times every HTTP request, labelled by the route's path template."""
+class _HttpMiddleware:
+    """Pure ASGI middleware of HTTP requests (`http`); other scopes (lifespan) pass straight through."""
 
-    def __init__(self, app, metrics: Metrics):
-        self.app, self.metrics = app, metrics
+    def __init__(self, app):
+        self.app = app
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        return await self.http(scope, receive, send)
+
+
+class LatencyMiddleware(_HttpMiddleware):
+    """Times every HTTP request, labelled by the route's path template."""
+
+    def __init__(self, app, metrics: Metrics):
+        super().__init__(app)
+        self.metrics = metrics
+
+    async def http(self, scope, receive, send):
         t0 = time.perf_counter()
         status = {"code": 500}
 
@@ -70,15 +81,14 @@ def route_label(scope) -> str:
     return scope.get("path", "")  # a route without parameters matches one path: its own template
 
 
-class BodyLimitMiddleware:
+class BodyLimitMiddleware(_HttpMiddleware):
     """Refuses request bodies above `limit` bytes with a JSON 413 (declared or streamed)."""
 
     def __init__(self, app, limit: int):
-        self.app, self.limit = app, limit
+        super().__init__(app)
+        self.limit = limit
 
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
+    async def http(self, scope, receive, send):
         from api.errors import error_body
         from fastapi.responses import JSONResponse
 

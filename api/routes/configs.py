@@ -9,26 +9,26 @@ from cachescope import reads
 
 router = APIRouter(tags=["configs"])
 
+#: the answer's fields in order, each with its JSON type (the span's two times follow)
+_CONFIG = {"cache_group": str, "policy": str, "size_bytes": int, "sample_rate": float, "partitions": int, "shards": int}
+_GROUP = {"cache_group": str, "site": str, "accesses": int, "servers": int}
+
+
+def _records(df, fields: dict, first: str, last: str) -> list[dict]:
+    """One dict per row of `df`: `fields` converted, then the `first` and `last` times as ISO strings."""
+    if not len(df):
+        return []
+    firsts, lasts = P.iso(df[first]), P.iso(df[last])
+    return [{**{k: kind(getattr(r, k)) for k, kind in fields.items()}, first: firsts[i], last: lasts[i]}
+            for i, r in enumerate(df.itertuples(index=False))]
+
 
 @router.get("/configs", response_model=ConfigsAnswer, responses=ERRORS, dependencies=[require("read")])
 def configs(request: Request, store=Depends(get_store)):
     """Per cache group: each (policy, size) with results, its sampling, partitions, shards and span."""
     def compute():
-        df = reads.live_configs(store)
-        rows = []
-        if len(df):
-            first, last = P.iso(df["first_window"]), P.iso(df["last_window"])
-            for i, r in enumerate(df.itertuples(index=False)):
-                rows.append({"cache_group": str(r.cache_group), "policy": str(r.policy), "size_bytes": int(r.size_bytes),
-                             "sample_rate": float(r.sample_rate), "partitions": int(r.partitions), "shards": int(r.shards),
-                             "first_window": first[i], "last_window": last[i]})
-        g = reads.cache_groups(store)
-        groups = []
-        if len(g):
-            first, last = P.iso(g["first_access"]), P.iso(g["last_access"])
-            for i, r in enumerate(g.itertuples(index=False)):
-                groups.append({"cache_group": str(r.cache_group), "site": str(r.site), "accesses": int(r.accesses),
-                               "servers": int(r.servers), "first_access": first[i], "last_access": last[i]})
-        return P.json_response({"configs": rows, "cache_groups": groups})
+        return P.json_response({"configs": _records(reads.live_configs(store), _CONFIG, "first_window", "last_window"),
+                                "cache_groups": _records(reads.cache_groups(store), _GROUP, "first_access",
+                                                         "last_access")})
 
     return request.app.state.answers.get(request, compute)

@@ -22,17 +22,7 @@ from typing import Union
 
 import msgspec
 
-from ingest.formats._base import (
-    Access,
-    BadRecord,
-    Format,
-    ParseContext,
-    Reject,
-    decode_struct,
-    iso_us,
-    skip,
-    uint,
-)
+from ingest.formats._base import Access, BadRecord, Format, ParseContext, Reject, decode_struct, iso_us, skip, uint
 
 NAME = "dcache-json"
 

@@ -23,18 +23,7 @@ from typing import Union
 import msgspec
 
 from cachescope.tiers import rucio_path
-from ingest.formats._base import (
-    Access,
-    BadRecord,
-    Format,
-    ParseContext,
-    Reject,
-    decode_struct,
-    epoch_us,
-    host_of_url,
-    skip,
-    uint,
-)
+from ingest.formats._base import Access, BadRecord, Format, ParseContext, Reject, decode_struct, epoch_us, host_of_url, skip, uint
 
 NAME = "rucio-trace"
 

@@ -15,17 +15,7 @@ from __future__ import annotations
 
 import orjson
 
-from ingest.formats._base import (
-    Access,
-    BadRecord,
-    Format,
-    ParseContext,
-    Reject,
-    epoch_us,
-    opt_text,
-    skip,
-    uint,
-)
+from ingest.formats._base import Access, BadRecord, Format, ParseContext, Reject, epoch_us, opt_text, skip, uint
 
 NAME = "xcache-reporter"
 _loads = orjson.loads

@@ -23,19 +23,7 @@ from __future__ import annotations
 
 import orjson
 
-from ingest.formats._base import (
-    Access,
-    BadRecord,
-    Format,
-    ParseContext,
-    Reject,
-    epoch_us,
-    iso_us,
-    json_object,
-    opt_text,
-    skip,
-    uint,
-)
+from ingest.formats._base import Access, BadRecord, Format, ParseContext, Reject, epoch_us, iso_us, json_object, opt_text, skip, uint
 from ingest.formats.xrootd_gstream import cache_record
 
 NAME = "xrootd-collector"

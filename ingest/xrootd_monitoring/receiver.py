@@ -15,6 +15,7 @@ import struct
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -39,6 +40,18 @@ def parse_listen(url: str) -> tuple[str, int]:
     if u.scheme != "udp" or not u.hostname or port is None or u.path not in ("", "/"):
         raise UsageError(f"--listen {url!r}: expected udp://HOST:PORT (e.g. udp://0.0.0.0:9930)")
     return u.hostname, port
+
+
+def _chunks(fd: int, size: int) -> Iterator[bytes]:
+    """What the child writes to the pipe `fd`, `size` bytes at most a read, until it closes it."""
+    while True:
+        try:
+            chunk = os.read(fd, size)
+        except InterruptedError:
+            continue
+        if not chunk:
+            return
+        yield chunk
 
 
 class Receiver:
@@ -138,13 +151,7 @@ class Receiver:
         put = self.queue.put
         buf = b""
         n = 0
-        while True:
-            try:
-                chunk = os.read(self._pipe, 1 << 20)
-            except InterruptedError:
-                continue
-            if not chunk:
-                break
+        for chunk in _chunks(self._pipe, 1 << 20):
             buf = buf + chunk if buf else chunk
             off, end = 0, len(buf)
             while off + 2 <= end:
@@ -169,13 +176,7 @@ class Receiver:
     def _read_ends(self) -> None:
         """The pipe's spool ends -> `end` (the spool holds the datagrams)."""
         buf = b""
-        while True:
-            try:
-                chunk = os.read(self._pipe, 1 << 16)
-            except InterruptedError:
-                continue
-            if not chunk:
-                break
+        for chunk in _chunks(self._pipe, 1 << 16):
             buf += chunk
             whole = len(buf) - len(buf) % _POS.size
             if whole:

@@ -25,6 +25,7 @@ import signal
 import socket
 import struct
 import sys
+from collections.abc import Iterator
 
 _ADDR = struct.Struct("<H")
 _LEN = struct.Struct("<I")
@@ -32,6 +33,15 @@ _POS = struct.Struct("<Q")
 _RECV_BYTES = 65536
 _PIPE_BYTES = 1 << 20
 F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
+
+
+def waiting(recv) -> Iterator[tuple[bytes, tuple]]:
+    """The datagrams the socket holds now, 100 000 at most (then the pipe gets its turn)."""
+    for _ in range(100_000):
+        try:
+            yield recv(_RECV_BYTES)
+        except (BlockingIOError, InterruptedError):
+            return
 
 
 def main(sock_fd: int, pipe_fd: int, spool_dir: str | None = None, spool_end: int = 0) -> int:
@@ -69,11 +79,7 @@ def main(sock_fd: int, pipe_fd: int, spool_dir: str | None = None, spool_end: in
 
         def drain() -> None:
             batch = bytearray()
-            for _ in range(100_000):
-                try:
-                    data, addr = recv(_RECV_BYTES)
-                except (BlockingIOError, InterruptedError):
-                    break
+            for data, addr in waiting(recv):
                 raw = addr_bytes.get(addr[0])
                 if raw is None:
                     raw = addr_bytes[addr[0]] = addr[0].encode()
@@ -85,11 +91,7 @@ def main(sock_fd: int, pipe_fd: int, spool_dir: str | None = None, spool_end: in
         out = bytearray(_ADDR.pack(0) + _LEN.pack(0))  # an empty frame: "receiving" (Receiver.start waits for it)
 
         def drain() -> None:
-            for _ in range(100_000):
-                try:
-                    data, addr = recv(_RECV_BYTES)
-                except (BlockingIOError, InterruptedError):
-                    return
+            for data, addr in waiting(recv):
                 frame = addr_frames.get(addr[0])
                 if frame is None:
                     raw = addr[0].encode()

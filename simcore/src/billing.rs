@@ -186,10 +186,18 @@ fn client_simple(protocol: &str) -> Option<&str> {
     None
 }
 
+/// One `scan` call's state and Python callbacks, shared by the mover and door lines.
 struct Ctx<'a, 'py> {
     memo: &'a Bound<'py, PyDict>,
     memo_limit: usize,
     dates: &'a Bound<'py, PyDict>,
+    client_of: &'a Bound<'py, PyAny>,
+    access: &'a Bound<'py, PyAny>,
+    skip: &'a Bound<'py, PyAny>,
+    door_request: &'a Bound<'py, PyAny>,
+    zero_read: &'a Bound<'py, PyAny>,
+    ts_mover: &'a Bound<'py, PyAny>,
+    ts_door: &'a Bound<'py, PyAny>,
 }
 
 impl<'py> Ctx<'_, 'py> {
@@ -254,7 +262,7 @@ impl BillingFast {
         door_request: &Bound<'py, PyAny>,
         zero_read: &Bound<'py, PyAny>,
     ) -> PyResult<usize> {
-        let ctx = Ctx { memo, memo_limit, dates };
+        let ctx = Ctx { memo, memo_limit, dates, client_of, access, skip, door_request, zero_read, ts_mover, ts_door };
         let n = lines.len();
         for i in start..n {
             let item = lines.get_item(i)?;
@@ -263,9 +271,9 @@ impl BillingFast {
             let line = text.trim_end_matches(['\r', '\n']);
             let mover = if line.contains(":request] [\"") { None } else { mover_fields(line) };
             let result = if let Some(f) = mover {
-                self.mover_line(py, &ctx, f, ts_mover, client_of, access, skip, zero_read)?
+                ctx.mover_line(py, f)?
             } else if let Some(f) = door_fields(line) {
-                self.door_line(py, &ctx, f, ts_door, access, skip, door_request)?
+                ctx.door_line(py, f)?
             } else {
                 None
             };
@@ -278,19 +286,10 @@ impl BillingFast {
     }
 }
 
-impl BillingFast {
-    #[allow(clippy::too_many_arguments)]
-    fn mover_line<'py>(
-        &self,
-        py: Python<'py>,
-        ctx: &Ctx<'_, 'py>,
-        f: [&str; 12],
-        ts_fn: &Bound<'py, PyAny>,
-        client_of: &Bound<'py, PyAny>,
-        access: &Bound<'py, PyAny>,
-        skip: &Bound<'py, PyAny>,
-        zero_read: &Bound<'py, PyAny>,
-    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+impl<'py> Ctx<'_, 'py> {
+    /// A mover line's Access or Reject; None: Python decides.
+    fn mover_line(&self, py: Python<'py>, f: [&str; 12]) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let Ctx { client_of, access, skip, zero_read, .. } = *self;
         let [date, cell, pnfsid, filesize, path, transferred, created, protocol, initiator, rc, message, connection] = f;
         if rc != "0" {
             return skip.call1((format!("failed transfer (rc={rc}: {message})"),)).map(Some);
@@ -303,10 +302,10 @@ impl BillingFast {
             return Ok(None); // BadRecord: Python words it
         }
         let learn = !path.is_empty() && path != "Unknown" && !pnfsid.is_empty();
-        let Some(path_obj) = ctx.resolve(py, path, pnfsid)? else { return Ok(None) };
-        let Some(ts) = ctx.ts(date, ts_fn)? else { return Ok(None) };
+        let Some(path_obj) = self.resolve(py, path, pnfsid)? else { return Ok(None) };
+        let Some(ts) = self.ts(date, self.ts_mover)? else { return Ok(None) };
         if learn {
-            ctx.remember(pnfsid, path)?;
+            self.remember(pnfsid, path)?;
         }
         let server = cell.split_once('@').map_or(cell, |(s, _)| s);
         let client = match client_simple(protocol) {
@@ -328,46 +327,38 @@ impl BillingFast {
         access.call((ts, path_obj, filesize, transferred, "read", server, client), Some(&kw)).map(Some)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn door_line<'py>(
-        &self,
-        py: Python<'py>,
-        ctx: &Ctx<'_, 'py>,
-        f: [&str; 7],
-        ts_fn: &Bound<'py, PyAny>,
-        access: &Bound<'py, PyAny>,
-        skip: &Bound<'py, PyAny>,
-        door_request: &Bound<'py, PyAny>,
-    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+    /// A door line's Access or Reject; None: Python decides.
+    fn door_line(&self, py: Python<'py>, f: [&str; 7]) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let Ctx { access, skip, door_request, .. } = *self;
         let [date, mtype, chain, pnfsid, path, rc, message] = f;
         let learn = !pnfsid.is_empty() && !path.is_empty() && path != "Unknown";
         if mtype == "remove" {
             if rc != "0" {
                 return skip.call1((format!("failed removal (rc={rc}: {message})"),)).map(Some);
             }
-            let resolved = ctx.resolve(py, path, pnfsid)?;
+            let resolved = self.resolve(py, path, pnfsid)?;
             let unseen = match &resolved {
                 None => true,
                 Some(p) => p.cast::<PyString>().map_or(true, |s| s.to_str().map_or(true, |t| t.starts_with("pnfsid:"))),
             };
             if unseen {
                 if learn {
-                    ctx.remember(pnfsid, path)?;
+                    self.remember(pnfsid, path)?;
                 }
                 let id = if pnfsid.is_empty() { "?" } else { pnfsid };
                 return skip
                     .call1((format!("removal of a file whose path was never seen (pnfsid {id})"),))
                     .map(Some);
             }
-            let Some(ts) = ctx.ts(date, ts_fn)? else { return Ok(None) };
+            let Some(ts) = self.ts(date, self.ts_door)? else { return Ok(None) };
             if learn {
-                ctx.remember(pnfsid, path)?;
+                self.remember(pnfsid, path)?;
             }
             let client = if chain != "unknown" { chain.split_once(',').map_or(chain, |(c, _)| c) } else { "" };
             return access.call1((ts, resolved, 0, 0, "delete", "", client)).map(Some);
         }
         if learn {
-            ctx.remember(pnfsid, path)?;
+            self.remember(pnfsid, path)?;
         }
         if mtype == "request" {
             return Ok(Some(door_request.clone()));

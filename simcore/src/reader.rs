@@ -393,11 +393,7 @@ fn read_oracle(
             let ts = u32::from_le_bytes(r[0..4].try_into().unwrap());
             let id = u64::from_le_bytes(r[4..12].try_into().unwrap());
             let size = u32::from_le_bytes(r[12..16].try_into().unwrap()) as u64;
-            cols.timestamp.push(ts as f64);
-            cols.id.push(id);
-            cols.size.push(size);
-            cols.bytes_read.push(size);
-            cols.tier.push(0);
+            cols.push(ts as f64, id, size, size, 0);
         }
         let _ = back.try_send(chunk.buf);
         rows += k as u64;
@@ -449,6 +445,14 @@ mod tests {
         s
     }
 
+    /// `data` compressed with zstd and with gzip.
+    fn zstd_and_gzip(data: &[u8]) -> (Vec<u8>, Vec<u8>) {
+        let z = zstd::encode_all(data, 3).unwrap();
+        let mut g = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        g.write_all(data).unwrap();
+        (z, g.finish().unwrap())
+    }
+
     fn tmp(name: &str, data: &[u8]) -> String {
         let p = std::env::temp_dir().join(format!("simcore-reader-{}-{name}", std::process::id()));
         std::fs::write(&p, data).unwrap();
@@ -458,10 +462,7 @@ mod tests {
     #[test]
     fn plain_zstd_gzip_read_the_same() {
         let data = csv(200_000);
-        let z = zstd::encode_all(&data[..], 3).unwrap();
-        let mut g = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-        g.write_all(&data).unwrap();
-        let g = g.finish().unwrap();
+        let (z, g) = zstd_and_gzip(&data);
         let expect = crate::trace::parse_csv(&data).unwrap();
         for (name, bytes) in [("p.csv", &data), ("z.csv.zst", &z), ("g.csv.gz", &g)] {
             let path = tmp(name, bytes);
@@ -477,10 +478,7 @@ mod tests {
     #[test]
     fn truncated_or_damaged_compressed_traces_are_errors() {
         let data = csv(100_000);
-        let z = zstd::encode_all(&data[..], 3).unwrap();
-        let mut g = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-        g.write_all(&data).unwrap();
-        let g = g.finish().unwrap();
+        let (z, g) = zstd_and_gzip(&data);
         for (name, bytes) in [("t.csv.zst", &z), ("t.csv.gz", &g)] {
             let cut = &bytes[..bytes.len() * 2 / 3];
             let path = tmp(name, cut);

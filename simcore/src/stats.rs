@@ -1,31 +1,34 @@
 //! Per-cache counters, broken down by data tier (a small integer per event).
 
-/// Counter fields, in the order they are exported to Python (last axis of the arrays).
-/// The last three are residence ages, counted only when the batch carries timestamps (seconds):
-/// `evicted_age_s` sums, over the files evicted, how long each stayed since it came in
-/// (÷ evictions = mean residence before purge); `resident_age_s` sums, over the reads, the mean
-/// age of the files resident as the read found the cache, and `age_reads` counts those reads
-/// (÷ = mean age of the cache's files, as XCache's own monitoring reports it).
-/// `delayed_hits` counts reads that fetched nothing but found some of their blocks still in
-/// flight from the origin (`xcache` with fetch times; never a hit), `bytes_delayed` the bytes of
-/// reads that were in flight when the read came (neither hit bytes nor fetched).
-pub const FIELDS: [&str; 12] = [
-    "requests", "hits", "bytes_requested", "bytes_hit", "bytes_filled", "evictions", "bytes_evicted",
-    "evicted_age_s", "resident_age_s", "age_reads", "delayed_hits", "bytes_delayed",
-];
+/// `FIELDS` and an index constant per field, from one list so that they cannot disagree.
+macro_rules! fields {
+    ($(#[$doc:meta])* $($index:ident = $name:literal,)*) => {
+        $(#[$doc])*
+        pub const FIELDS: [&str; [$($name),*].len()] = [$($name),*];
+        fields!(@index 0, $($index,)*);
+    };
+    (@index $n:expr, $first:ident, $($rest:ident,)*) => {
+        pub const $first: usize = $n;
+        fields!(@index $n + 1, $($rest,)*);
+    };
+    (@index $n:expr,) => {};
+}
+fields! {
+    /// Counter fields, in the order they are exported to Python (last axis of the arrays).
+    /// The last three are residence ages, counted only when the batch carries timestamps (seconds):
+    /// `evicted_age_s` sums, over the files evicted, how long each stayed since it came in
+    /// (÷ evictions = mean residence before purge); `resident_age_s` sums, over the reads, the mean
+    /// age of the files resident as the read found the cache, and `age_reads` counts those reads
+    /// (÷ = mean age of the cache's files, as XCache's own monitoring reports it).
+    /// `delayed_hits` counts reads that fetched nothing but found some of their blocks still in
+    /// flight from the origin (`xcache` with fetch times; never a hit), `bytes_delayed` the bytes of
+    /// reads that were in flight when the read came (neither hit bytes nor fetched).
+    REQUESTS = "requests", HITS = "hits", BYTES_REQUESTED = "bytes_requested", BYTES_HIT = "bytes_hit",
+    BYTES_FILLED = "bytes_filled", EVICTIONS = "evictions", BYTES_EVICTED = "bytes_evicted",
+    EVICTED_AGE = "evicted_age_s", RESIDENT_AGE = "resident_age_s", AGE_READS = "age_reads",
+    DELAYED_HITS = "delayed_hits", BYTES_DELAYED = "bytes_delayed",
+}
 pub const N_FIELDS: usize = FIELDS.len();
-pub const REQUESTS: usize = 0;
-pub const HITS: usize = 1;
-pub const BYTES_REQUESTED: usize = 2;
-pub const BYTES_HIT: usize = 3;
-pub const BYTES_FILLED: usize = 4;
-pub const EVICTIONS: usize = 5;
-pub const BYTES_EVICTED: usize = 6;
-pub const EVICTED_AGE: usize = 7;
-pub const RESIDENT_AGE: usize = 8;
-pub const AGE_READS: usize = 9;
-pub const DELAYED_HITS: usize = 10;
-pub const BYTES_DELAYED: usize = 11;
 
 /// Counters of one (window, tier) as they leave the engine per window: u64 each (18.4 EB of
 /// bytes per window, cache and tier); the engine refuses a batch rather than wrap one.
@@ -132,5 +135,18 @@ pub mod totals_serde {
             }
         }
         d.deserialize_seq(V(READ_FIELDS.with(|c| c.get())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_index_names_its_field() {
+        let indices = [REQUESTS, HITS, BYTES_REQUESTED, BYTES_HIT, BYTES_FILLED, EVICTIONS, BYTES_EVICTED, EVICTED_AGE,
+                       RESIDENT_AGE, AGE_READS, DELAYED_HITS, BYTES_DELAYED];
+        assert_eq!(indices.to_vec(), (0..N_FIELDS).collect::<Vec<_>>());
+        assert_eq!((FIELDS[HITS], FIELDS[EVICTED_AGE], FIELDS[BYTES_DELAYED]), ("hits", "evicted_age_s", "bytes_delayed"));
     }
 }

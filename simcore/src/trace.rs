@@ -105,6 +105,15 @@ impl Columns {
             key: Vec::new(),
         }
     }
+    /// One row (the dense keys are filled apart, by the reader).
+    #[inline(always)]
+    pub fn push(&mut self, timestamp: f64, id: u64, size: u64, bytes_read: u64, tier: u8) {
+        self.timestamp.push(timestamp);
+        self.id.push(id);
+        self.size.push(size);
+        self.bytes_read.push(bytes_read);
+        self.tier.push(tier);
+    }
     pub fn len(&self) -> usize {
         self.id.len()
     }
@@ -231,11 +240,7 @@ impl CsvParser {
         if read > size {
             return None;
         }
-        out.timestamp.push(v[self.c_ts] as f64);
-        out.id.push(v[self.c_id]);
-        out.size.push(size);
-        out.bytes_read.push(read);
-        out.tier.push(0);
+        out.push(v[self.c_ts] as f64, v[self.c_id], size, read, 0);
         Some(p)
     }
 
@@ -307,11 +312,7 @@ impl CsvParser {
             }
             None => 0,
         };
-        out.timestamp.push(ts);
-        out.id.push(id);
-        out.size.push(size);
-        out.bytes_read.push(read);
-        out.tier.push(tier);
+        out.push(ts, id, size, read, tier);
         Ok(())
     }
 }

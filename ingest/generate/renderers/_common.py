@@ -42,6 +42,12 @@ def columns(w: Workload) -> tuple[list, ...]:
             w.site.tolist(), w.server.tolist(), w.client.tolist())
 
 
+def noise(w: Workload, salt: int) -> list[float]:
+    """One uniform [0, 1) draw per access, fixed by the workload's seed and the renderer's `salt`
+    (each format draws its own, so adding one format changes no other's lines)."""
+    return np.random.default_rng(w.seed + salt).random(len(w)).tolist()
+
+
 def by_emit(emit: np.ndarray, keep: np.ndarray | None = None) -> list[int]:
     """Access indices in the order their records are emitted."""
     idx = np.arange(len(emit)) if keep is None else np.flatnonzero(keep)

@@ -8,12 +8,11 @@ import numpy as np
 
 from ingest.generate.model import OP_DELETE, OP_READ, Workload
 from ingest.generate.names import Paths, domain, pnfs_id, server_names
-from ingest.generate.renderers._common import BILLING_CLOCK, Clock, Line, by_emit, columns
+from ingest.generate.renderers._common import BILLING_CLOCK, Clock, Line, by_emit, columns, noise
 
 
 def render_dcache_billing(w: Workload) -> Iterator[Line]:
-    rng = np.random.default_rng(w.seed + 11)
-    noise = rng.random(len(w)).tolist()
+    draws = noise(w, 11)
     pools = server_names(w, "dcache")
     clients = [[f"wn{c:04d}.{domain(s)}" for c in range(400)] for s in w.sites]
     paths = Paths(w, "dcache")
@@ -45,7 +44,7 @@ def render_dcache_billing(w: Workload) -> Iterator[Line]:
             created, door = "true", "WebDAV"
             proto = f"Http-1.1:{ip}:{30000 + cl}:WebDAV-{site}:webdavDomain:{path}"
         cell = f"{door}-{site}@{door.lower()}Domain"
-        if noise[i] < 0.01 and op == OP_READ:  # a failed attempt just before the good transfer
+        if draws[i] < 0.01 and op == OP_READ:  # a failed attempt just before the good transfer
             yield -1, s, end, (f"{date} [pool:{pools[s][srv]}:transfer] [{pnfsid},{sizes[f]}] [{path}] {storage} "
                                f"{nb // 3} 900 false {{{proto}}} [door:{cell}:AB{i:010X}:{t // 1000}] "
                                f'{{10006:"Transfer aborted: client disconnected"}}')

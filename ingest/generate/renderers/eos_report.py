@@ -4,16 +4,13 @@ from __future__ import annotations
 
 from typing import Iterator
 
-import numpy as np
-
 from ingest.generate.model import MIB, OP_DELETE, OP_READ, Workload
 from ingest.generate.names import Paths, domain, server_names
-from ingest.generate.renderers._common import Line, by_emit, columns
+from ingest.generate.renderers._common import Line, by_emit, columns, noise
 
 
 def render_eos_report(w: Workload) -> Iterator[Line]:
-    rng = np.random.default_rng(w.seed + 13)
-    noise = rng.random(len(w)).tolist()
+    draws = noise(w, 13)
     servers = server_names(w, "fs")
     paths = Paths(w, "eos")
     sizes = w.catalogue.size.tolist()
@@ -40,7 +37,7 @@ def render_eos_report(w: Workload) -> Iterator[Line]:
                           f"&rv_op=0&rvb_min=0&rvb_max=0&rvb_sum=0&rvb_sigma=0.00&wb={wb}&wb_min=0&wb_max=0"
                           f"&wb_sigma=0.00&rt=0.00&rvt=0.00&wt=0.00&osize={osize}&csize={size}&sec.prot=gsi"
                           f"&sec.name={vo}001&sec.host=wn{cl:04d}&sec.vorg={vo}&sec.grps=&sec.role=&sec.info=&sec.app=")
-        if noise[i] < 0.005:  # an open without reads (a stat through open)
+        if draws[i] < 0.005:  # an open without reads (a stat through open)
             yield -1, s, end, (f"log={i:08x}-ffff-11e7-ba07-a0369f1fbf0c&path={path}&ruid=8959&rgid=1399"
                                f"&td=x.1:1@wn{cl:04d}&host={servers[s][srv]}&fid={f + 1000000}&ots={t // 1_000_000}"
                                f"&otms=0&cts={t // 1_000_000}&ctms=5&nrc=0&nwc=0&rb=0&wb=0&osize={size}"

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 from typing import Iterator
 
-import numpy as np
 import orjson
 
 from ingest.generate.model import OP_DELETE, OP_READ, Workload
 from ingest.generate.names import Paths, domain, server_names
-from ingest.generate.renderers._common import Line, by_emit, columns
+from ingest.generate.renderers._common import Line, by_emit, columns, noise
 
 
 def render_rucio_trace(w: Workload) -> Iterator[Line]:
-    rng = np.random.default_rng(w.seed + 17)
-    noise = rng.random(len(w)).tolist()
+    draws = noise(w, 17)
     servers = server_names(w, "fs")
     paths = Paths(w, "dcache")
     sizes = w.catalogue.size.tolist()
@@ -34,7 +32,7 @@ def render_rucio_trace(w: Workload) -> Iterator[Line]:
         if op == OP_READ:
             rec["eventType"], rec["clientState"] = ("get_sm_a", "FOUND_ROOT") if i % 3 == 0 else ("get_sm", "DONE")
             rec["url"] = f"root://{servers[s][srv]}:1094/{paths(f, s)}"
-            if noise[i] < 0.01:  # a failed stage-in attempt reported before the good one
+            if draws[i] < 0.01:  # a failed stage-in attempt reported before the good one
                 yield -1, s, end, dumps({"eventType": rec["eventType"], "clientState": "STAGEIN_ATTEMPT_FAILED",
                                          "localSite": rse, "remoteSite": rse, "timeStart": t / 1e6,
                                          "scope": cat.scope[f], "filename": cat.name[f], "filesize": sizes[f],

@@ -175,86 +175,9 @@ impl Policy for ArcCache {
     queued_queries!();
 }
 
+/// xcache's tests reach the shared checks by this name.
 #[cfg(test)]
-pub(crate) mod check {
-    use super::super::*;
-
-    /// Deterministic xorshift generator for test traces.
-    pub struct Rng(pub u64);
-    impl Rng {
-        pub fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-    }
-
-    /// A skewed random trace of (id, size, bytes_read, op) with op 0 = read, 2 = remove.
-    /// Sizes are fixed per id, from 1 to 45 (some above a capacity of 40); reads are whole-file
-    /// unless `partial`.
-    pub fn random_trace(seed: u64, n: usize, partial: bool) -> Vec<(u64, u64, u64, u8)> {
-        let mut r = Rng(seed | 1);
-        (0..n)
-            .map(|_| {
-                // popularity skew: small ids are much more frequent
-                let a = r.next() % 200;
-                let id = (a * a) / 200 + 1;
-                let size = 1 + crate::util::hash::mix64(id) % 45;
-                let read = if partial { 1 + r.next() % size } else { size };
-                let op = if r.next().is_multiple_of(50) { 2 } else { 0 };
-                (id, size, read, op)
-            })
-            .collect()
-    }
-
-    fn run(p: &mut AnyPolicy, trace: &[(u64, u64, u64, u8)], partial: bool) -> String {
-        let mut ev = Evictions::default();
-        let mut out = String::new();
-        for &(id, size, bytes_read, op) in trace {
-            if op == 2 {
-                let was = p.contains(id);
-                assert_eq!(p.remove(id).is_some(), was, "remove({id}) must report residency");
-                assert!(!p.contains(id));
-                out.push('r');
-                continue;
-            }
-            let before = p.used_bytes();
-            ev.items.clear();
-            let o = p.access(&Request { id, size, bytes_read, tier: (id % 3) as u8, next_access: u64::MAX, ts: 0, duration_us: 0 }, &mut ev);
-            let evicted: u64 = ev.items.iter().map(|e| e.size).sum();
-            assert!(p.used_bytes() <= p.capacity(), "{} used {} > capacity {}", p.name(), p.used_bytes(), p.capacity());
-            assert_eq!(before + o.filled, p.used_bytes() + evicted, "{}: bytes filled and evicted must balance", p.name());
-            assert!(o.hit_bytes <= bytes_read);
-            if size > p.capacity() && !partial {
-                assert!(!o.hit && o.filled == 0 && !p.contains(id), "{}: a file larger than the cache is not cached", p.name());
-            }
-            out.push(if o.hit { 'H' } else { 'm' });
-        }
-        out
-    }
-
-    /// used ≤ capacity on every request, bytes balance (filled = growth + evicted), a file larger
-    /// than the cache is not cached (whole-file reads), and a postcard snapshot of the AnyPolicy
-    /// taken halfway continues with identical hits.
-    pub fn invariants_and_snapshot(name: &str, params: &[(&str, f64)], partial: bool) {
-        for (seed, cap) in [(7u64, 40u64), (11, 100), (23, 250)] {
-            let params = Params::new(params.iter().map(|(k, v)| (k.to_string(), *v)).collect());
-            let mut p = AnyPolicy::new(name, cap, &params).unwrap();
-            let trace = random_trace(seed, 20_000, partial);
-            let (a, b) = trace.split_at(10_000);
-            let first = run(&mut p, a, partial);
-            assert!(first.contains('H') && first.contains('m'), "{name}: degenerate trace {first}");
-            let bytes = postcard::to_stdvec(&p).unwrap();
-            let mut q: AnyPolicy = postcard::from_bytes(&bytes).unwrap();
-            assert_eq!((q.used_bytes(), q.len()), (p.used_bytes(), p.len()));
-            let rest_p = run(&mut p, b, partial);
-            let rest_q = run(&mut q, b, partial);
-            assert_eq!(rest_p, rest_q, "{name}: restored snapshot diverged");
-            assert_eq!((q.used_bytes(), q.len()), (p.used_bytes(), p.len()));
-        }
-    }
-}
+pub(crate) use super::checks as check;
 
 #[cfg(test)]
 mod tests {
@@ -322,10 +245,5 @@ mod tests {
         assert!(p.remove(3).is_none(), "a ghost is not resident");
         // C is forgotten: its next miss is case IV (T1) rather than a B2 ghost hit (T2).
         assert_eq!(replay(&mut p, &[(3, 3), (3, 3)]), "mH");
-    }
-
-    #[test]
-    fn invariants_and_snapshot() {
-        super::check::invariants_and_snapshot("arc", &[], false);
     }
 }

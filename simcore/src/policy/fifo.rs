@@ -28,11 +28,7 @@ impl Policy for Fifo {
         self.res.admit(req, ev, Entry::of(req), &mut self.queue, Resident::evict_tail, Resident::push_head)
     }
 
-    fn remove(&mut self, id: u64) -> Option<u32> {
-        self.res.remove(id, |r, slot| r.arena().unlink(&mut self.queue, slot))
-    }
-
-    resident_queries!(res);
+    resident_queries!(res, list: queue);
 }
 
 #[cfg(test)]

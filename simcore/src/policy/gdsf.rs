@@ -192,7 +192,6 @@ impl Policy for Gdsf {
 
 #[cfg(test)]
 mod tests {
-    use super::super::clock::checks::*;
     use super::super::testing::*;
 
     #[test]
@@ -258,10 +257,5 @@ mod tests {
         expect.sort();
         let popped: Vec<_> = std::iter::from_fn(|| h.pop()).collect();
         assert_eq!(popped, expect);
-    }
-
-    #[test]
-    fn invariants_and_snapshots() {
-        invariants_and_snapshot("gdsf", &[]);
     }
 }

@@ -491,7 +491,7 @@ mod tests {
     use super::super::*;
 
     fn lirs(capacity: u64, hir_ratio: f64) -> AnyPolicy {
-        AnyPolicy::new("lirs", capacity, &Params::new([("hir_ratio".to_string(), hir_ratio)].into())).unwrap()
+        with_params("lirs", capacity, &[("hir_ratio", hir_ratio)])
     }
 
     #[test]
@@ -562,11 +562,5 @@ mod tests {
         assert_eq!(replay(&mut p, &unit("ce c")), "mmm");
         let mut q = lirs(3, 0.34);
         assert_eq!(replay(&mut q, &unit("abcd ce c")), "mmmmmmH");
-    }
-
-    #[test]
-    fn invariants_and_snapshot() {
-        super::super::arc::check::invariants_and_snapshot("lirs", &[("hir_ratio", 0.5)], false);
-        super::super::arc::check::invariants_and_snapshot("lirs", &[("hir_ratio", 0.2)], false);
     }
 }

@@ -31,11 +31,7 @@ impl Policy for Lru {
         self.res.admit(req, ev, Entry::of(req), &mut self.list, Resident::evict_tail, Resident::push_head)
     }
 
-    fn remove(&mut self, id: u64) -> Option<u32> {
-        self.res.remove(id, |r, slot| r.arena().unlink(&mut self.list, slot))
-    }
-
-    resident_queries!(res);
+    resident_queries!(res, list: list);
 }
 
 #[cfg(test)]

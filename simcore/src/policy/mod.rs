@@ -11,10 +11,12 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
 pub use crate::util::arena::{Arena, List, NIL};
-pub use resident::{Buckets, Queues, Resident, Table};
+pub use resident::{Buckets, Found, Queues, Resident, Table};
 pub(crate) use resident::{queued_queries, resident_queries};
 
 pub mod resident;
+#[cfg(test)]
+pub(crate) mod checks;
 
 pub type Map<V> = rustc_hash::FxHashMap<u64, V>;
 
@@ -321,8 +323,12 @@ pub(crate) mod testing {
         with_params(name, capacity, &[])
     }
 
-    pub fn with_params(name: &str, capacity: u64, params: &[(&str, f64)]) -> AnyPolicy {
-        AnyPolicy::new(name, capacity, &Params::new(params.iter().map(|(k, v)| (k.to_string(), *v)).collect())).unwrap()
+    pub fn with_params(name: &str, capacity: u64, kv: &[(&str, f64)]) -> AnyPolicy {
+        AnyPolicy::new(name, capacity, &params(kv)).unwrap()
+    }
+
+    pub fn params(kv: &[(&str, f64)]) -> Params {
+        Params::new(kv.iter().map(|(k, v)| (k.to_string(), *v)).collect())
     }
 
     /// A new `name` cache of `capacity` bytes replays `reqs` with these hits and misses (see

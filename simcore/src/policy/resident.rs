@@ -44,24 +44,17 @@ macro_rules! entry {
         }
         $crate::policy::resident::entry!($name);
     };
+    (@fields $($field:ident: $t:ty),*) => {
+        $(
+            #[inline]
+            fn $field(&self) -> $t {
+                self.$field
+            }
+        )*
+    };
     ($ty:ty) => {
         impl $crate::policy::resident::Entry for $ty {
-            #[inline]
-            fn id(&self) -> u64 {
-                self.id
-            }
-            #[inline]
-            fn size(&self) -> u64 {
-                self.size
-            }
-            #[inline]
-            fn tier(&self) -> u8 {
-                self.tier
-            }
-            #[inline]
-            fn born(&self) -> u32 {
-                self.born
-            }
+            $crate::policy::resident::entry!(@fields id: u64, size: u64, tier: u8, born: u32);
         }
     };
 }
@@ -303,8 +296,15 @@ impl<E: Entry> Resident<E> {
 }
 
 /// `contains`, `used_bytes`, `capacity` and `len` of a policy whose files are all in the
-/// `Resident` field named here.
+/// `Resident` field named here; `resident_queries!(res, list: field)` also `remove` for a
+/// policy that keeps them in the one `List` named.
 macro_rules! resident_queries {
+    ($field:ident, list: $list:ident) => {
+        fn remove(&mut self, id: u64) -> Option<u32> {
+            self.$field.remove(id, |r, slot| r.arena().unlink(&mut self.$list, slot))
+        }
+        $crate::policy::resident_queries!($field);
+    };
     ($field:ident) => {
         fn contains(&self, id: u64) -> bool {
             self.$field.contains(id)
@@ -362,6 +362,15 @@ macro_rules! queued_entry {
 }
 pub(crate) use queued_entry;
 
+/// What a request finds in a queued policy (`Queues::find`).
+pub enum Found {
+    /// A resident file, at this slot.
+    Resident(u32),
+    /// A ghost, forgotten now: the file comes back as new, with the history the hit tells.
+    Ghost,
+    New,
+}
+
 /// Up to four queues in one table, each with the bytes of its entries. Head = newest end.
 /// Queues 0 and 1 hold resident files, 2 and 3 ghosts (ids only: evicted, remembered).
 #[derive(Clone, Copy, Default, Serialize, Deserialize)]
@@ -417,6 +426,19 @@ impl Queues {
     pub fn forget<E: Queued>(&mut self, table: &mut Table<E>, slot: u32) -> E {
         self.unlink(table, slot);
         table.free(slot)
+    }
+    /// The file `id` if resident; a ghost hit is forgotten (S3-FIFO and 2Q bring the file back
+    /// into their main queue, as new).
+    #[inline(always)]
+    pub fn find<E: Queued>(&mut self, table: &mut Table<E>, id: u64) -> Found {
+        match table.slot(id) {
+            Some(slot) if Queues::is_resident(table.get(slot).queue()) => Found::Resident(slot),
+            Some(slot) => {
+                self.forget(table, slot);
+                Found::Ghost
+            }
+            None => Found::New,
+        }
     }
     /// Evict the oldest file of queue `q` without a ghost, reporting it.
     #[inline]

@@ -85,7 +85,6 @@ impl Policy for Sieve {
 
 #[cfg(test)]
 mod tests {
-    use super::super::clock::checks::*;
     use super::super::testing::*;
 
     #[test]
@@ -135,9 +134,6 @@ mod tests {
         assert_eq!((p.used_bytes(), p.len()), (9, 2));
         removes_once(&mut p, 3);
         assert_eq!((p.used_bytes(), p.len()), (5, 1));
-        // sizes above 4 GiB are not truncated
-        let p = golden("sieve", 10 << 30, &[(1, 6 << 30), (2, 5 << 30), (1, 6 << 30), (3, 4 << 30), (1, 6 << 30)], "mmmmH");
-        assert_eq!(p.used_bytes(), 10 << 30);
     }
 
     #[test]
@@ -151,10 +147,5 @@ mod tests {
         assert!(p.remove(b'c' as u64).is_some());
         assert_eq!(replay(&mut p, &unit("efad")), "mmHm");
         assert!(p.contains(b'f' as u64) && !p.contains(b'e' as u64));
-    }
-
-    #[test]
-    fn invariants_and_snapshots() {
-        invariants_and_snapshot("sieve", &[]);
     }
 }

@@ -139,12 +139,11 @@ impl Policy for Slru {
 
 #[cfg(test)]
 mod tests {
-    use super::super::clock::checks::*;
     use super::super::testing::*;
-    use super::super::{AnyPolicy, Params};
+    use super::super::AnyPolicy;
 
     fn slru(capacity: u64, segments: f64) -> AnyPolicy {
-        AnyPolicy::new("slru", capacity, &Params::new([("segments".to_string(), segments)].into())).unwrap()
+        with_params("slru", capacity, &[("segments", segments)])
     }
 
     #[test]
@@ -231,7 +230,7 @@ mod tests {
         assert_eq!(p.used_bytes(), 7);
         assert_eq!(replay(&mut p, &[(9, 11)]), "m");
         assert_eq!(p.used_bytes(), 7);
-        assert!(AnyPolicy::new("slru", 10, &Params::new([("segments".to_string(), 0.0)].into())).is_err());
+        assert!(AnyPolicy::new("slru", 10, &params(&[("segments", 0.0)])).is_err());
         // one segment is plain LRU
         let mut p = slru(3, 1.0);
         let mut q = policy("lru", 3);
@@ -243,11 +242,5 @@ mod tests {
         let t = [(1, 6 << 30), (2, 5 << 30), (1, 6 << 30), (3, 11 << 30), (2, 5 << 30)];
         let p = golden("slru", 40 << 30, &t, "mmHmH");
         assert_eq!(p.used_bytes(), 11 << 30);
-    }
-
-    #[test]
-    fn invariants_and_snapshots() {
-        invariants_and_snapshot("slru", &[]);
-        invariants_and_snapshot("slru", &[("segments", 2.0)]);
     }
 }

@@ -301,7 +301,7 @@ mod tests {
     use super::{Sketch, WTinyLfu};
 
     fn wt(capacity: u64, window: f64) -> WTinyLfu {
-        WTinyLfu::build(capacity, &Params::new([("window_ratio".to_string(), window)].into())).unwrap()
+        WTinyLfu::build(capacity, &params(&[("window_ratio", window)])).unwrap()
     }
 
     /// The hand derivations assume the sketch counts these ids exactly (no collisions).
@@ -413,11 +413,5 @@ mod tests {
         assert!(s.ends_with("HH"), "{s}");
         let mut l = policy("lru", 10);
         assert!(replay(&mut l, &unit(&format!("xyxyxyxyxy {scan} xy"))).ends_with("mm"));
-    }
-
-    #[test]
-    fn invariants_and_snapshot() {
-        super::super::arc::check::invariants_and_snapshot("wtinylfu", &[], false);
-        super::super::arc::check::invariants_and_snapshot("wtinylfu", &[("window_ratio", 0.2), ("protected_ratio", 0.5)], false);
     }
 }

@@ -116,35 +116,30 @@ impl<T: Copy + Default> Arena<T> {
 
     #[inline]
     pub fn push_front(&mut self, l: &mut List, i: u32) {
-        let old = l.head;
-        {
-            let n = &mut self.nodes[i as usize];
-            n.prev = NIL;
-            n.next = old;
-        }
-        if old != NIL {
-            self.nodes[old as usize].prev = i;
-        } else {
-            l.tail = i;
-        }
-        l.head = i;
-        l.len += 1;
+        self.push::<true>(l, i);
     }
 
     #[inline]
     pub fn push_back(&mut self, l: &mut List, i: u32) {
-        let old = l.tail;
-        {
-            let n = &mut self.nodes[i as usize];
-            n.next = NIL;
-            n.prev = old;
-        }
-        if old != NIL {
-            self.nodes[old as usize].next = i;
-        } else {
+        self.push::<false>(l, i);
+    }
+
+    /// Link the detached node `i` in at the head of `l` (`FRONT`) or at its tail: one body for
+    /// both ends, the branches on `FRONT` fold away when compiled.
+    #[inline(always)]
+    fn push<const FRONT: bool>(&mut self, l: &mut List, i: u32) {
+        let old = if FRONT { l.head } else { l.tail };
+        let n = &mut self.nodes[i as usize];
+        (n.prev, n.next) = if FRONT { (NIL, old) } else { (old, NIL) };
+        if old == NIL {
+            (l.head, l.tail) = (i, i);
+        } else if FRONT {
+            self.nodes[old as usize].prev = i;
             l.head = i;
+        } else {
+            self.nodes[old as usize].next = i;
+            l.tail = i;
         }
-        l.tail = i;
         l.len += 1;
     }
 
