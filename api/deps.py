@@ -7,13 +7,18 @@ import hmac
 import queue
 import threading
 from contextlib import contextmanager
-from typing import Iterator
+from typing import TYPE_CHECKING, Annotated, Iterator
 
 from fastapi import Depends, Request
 
 from api.core.config import Settings
 from api.errors import ApiError
 from cachescope.store import Store, open_store
+
+if TYPE_CHECKING:
+    from api.cache import AnswerCache
+    from api.limits import Limits
+    from api.series_index import SeriesIndex
 
 
 class StorePool:
@@ -78,6 +83,47 @@ def get_store(request: Request) -> Iterator[Store]:
         yield store
 
 
+async def get_stores(request: Request) -> StorePool:
+    return request.app.state.stores
+
+
+async def get_settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+async def get_limits(request: Request) -> "Limits":
+    return request.app.state.limits
+
+
+async def get_answers(request: Request) -> "AnswerCache":
+    return request.app.state.answers
+
+
+async def get_series(request: Request) -> "SeriesIndex":
+    return request.app.state.series
+
+
+async def get_scopes(request: Request) -> frozenset[str]:
+    return request.app.state.auth.scopes(request)
+
+
+async def get_live(request: Request):
+    return getattr(request.app.state, "live", None)  # the collector of `serve --collect`, else None
+
+
+# What a route takes, by type (FastAPI's Annotated dependencies): create_app puts each on app.state
+# once; a route never reaches into app.state itself. The getters are async: no thread hop (a sync
+# dependency runs in the shared pool, which /healthz must not wait for).
+StoreDep = Annotated[Store, Depends(get_store)]  # one store for the request (a pooled connection)
+StoresDep = Annotated[StorePool, Depends(get_stores)]  # for routes that may answer without a store
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+LimitsDep = Annotated["Limits", Depends(get_limits)]
+AnswersDep = Annotated["AnswerCache", Depends(get_answers)]
+SeriesDep = Annotated["SeriesIndex", Depends(get_series)]
+ScopesDep = Annotated[frozenset[str], Depends(get_scopes)]
+LiveDep = Annotated[object, Depends(get_live)]
+
+
 class Auth:
     """Bearer tokens compared by their sha256 in constant time; open when none is configured
     (only allowed on loopback: Settings.check)."""
@@ -108,8 +154,8 @@ def require(scope: str, *alternatives: str):
     accepted = {scope, *alternatives}
 
     # async: a hash and a comparison, no I/O; a sync dependency would cost a thread hop per request
-    async def check(request: Request) -> None:
-        if not accepted & request.app.state.auth.scopes(request):
+    async def check(scopes: ScopesDep) -> None:
+        if not accepted & scopes:
             raise ApiError(403, "authorization", f"this token lacks the {' or '.join(map(repr, sorted(accepted)))} "
                                                  "scope", "header")
     return Depends(check)

@@ -4,10 +4,10 @@ the numbers that caused them; an empty list while the store has no alerts table.
 import datetime as dt
 from typing import Literal, Optional
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 
 from api import params as P
-from api.deps import get_store, require
+from api.deps import StoreDep, require
 from api.models import ERRORS, AlertsAnswer
 from cachescope import reads
 from cachescope.store import tables
@@ -17,7 +17,7 @@ router = APIRouter(tags=["alerts"])
 
 @router.get("/alerts", response_model=AlertsAnswer, responses=ERRORS, dependencies=[require("read")])
 def alerts(
-    store=Depends(get_store),
+    store: StoreDep,
     from_: Optional[dt.datetime] = Query(None, alias="from", description="ISO-8601; default: start of the results"),
     to: Optional[dt.datetime] = Query(None, description="ISO-8601; default: end of the results"),
     state: Optional[Literal["firing", "resolved"]] = Query(None, description="only this state; both by default"),

@@ -20,12 +20,12 @@ from typing import Optional
 
 import numpy as np
 import orjson
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 
 from api import params as P
 from api import stream
 from api.budget import check_points
-from api.deps import get_store, require
+from api.deps import AnswersDep, LimitsDep, ScopesDep, SettingsDep, StoreDep, require
 from api.errors import ApiError
 from api.models import ERRORS, CompareAnswer
 from cachescope.replay import F, WhatIf
@@ -54,7 +54,11 @@ def _xcache_wan(c: np.ndarray) -> int:
 @router.get("/compare", response_model=CompareAnswer, responses=ERRORS, dependencies=[require("read")])
 def compare(
     request: Request,
-    store=Depends(get_store),
+    store: StoreDep,
+    settings: SettingsDep,
+    limits: LimitsDep,
+    answers: AnswersDep,
+    scopes: ScopesDep,
     cache_group: str = Query(..., max_length=200, description="the real cache's group"),
     size: str = Query(..., max_length=40, description="the real cache's size: 10TB, 10TiB or bytes"),
     from_: Optional[dt.datetime] = Query(None, alias="from"),
@@ -71,7 +75,7 @@ def compare(
         P.check_names(store, "cache_group", [cache_group])
         # the shadows stored at this size, the real cache and the xcache replay: sized before asked for
         series, tier_series, window_s = reads.series_scope(store, start, end, cache_groups=[cache_group], sizes=[size_b])
-        check_points(request.app.state.settings, start, end, step_s, series=series + 2,
+        check_points(settings, start, end, step_s, series=series + 2,
                      tier_series=2 * tier_series, minute_window_s=window_s, step=step)
         obs = reads.observed_series(store, start, end, step_s, cache_groups=[cache_group])
         shadow = reads.efficiency_series(store, start, end, step_s, cache_groups=[cache_group], sizes=[size_b])
@@ -99,11 +103,11 @@ def compare(
                     acc[i] += int(v[i])
                     tot[i] += int(v[i])
         note = ""
-        may_replay = "whatif" in request.app.state.auth.scopes(request)
+        may_replay = "whatif" in scopes
         if xcache and "xcache" not in source and not may_replay:
             note = "xcache is not stored at this size and this token lacks the whatif scope to replay it"
         if xcache and "xcache" not in source and may_replay:
-            res = request.app.state.limits.run(store, WhatIf(["xcache"], [size_b], start, end, cache_groups=[cache_group],
+            res = limits.run(store, WhatIf(["xcache"], [size_b], start, end, cache_groups=[cache_group],
                                                              step_s=step_s), where="query")
             source["xcache"] = "whatif"
             note = "xcache replayed from the stored accesses with cold caches at `from` (no warm-up)"
@@ -167,4 +171,4 @@ def compare(
             return stream.answer(answer, "windows", orjson.OPT_SERIALIZE_NUMPY, gz=False)
         return P.json_response(answer)
 
-    return request.app.state.answers.get(request, compute)
+    return answers.get(request, compute)

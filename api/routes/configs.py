@@ -1,9 +1,9 @@
 """GET /v1/configs: the shadow caches the live pipeline runs (or ran), and the cache groups."""
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 
 from api import params as P
-from api.deps import get_store, require
+from api.deps import AnswersDep, StoreDep, require
 from api.models import ERRORS, ConfigsAnswer
 from cachescope import reads
 
@@ -24,11 +24,11 @@ def _records(df, fields: dict, first: str, last: str) -> list[dict]:
 
 
 @router.get("/configs", response_model=ConfigsAnswer, responses=ERRORS, dependencies=[require("read")])
-def configs(request: Request, store=Depends(get_store)):
+def configs(request: Request, store: StoreDep, answers: AnswersDep):
     """Per cache group: each (policy, size) with results, its sampling, partitions, shards and span."""
     def compute():
         return P.json_response({"configs": _records(reads.live_configs(store), _CONFIG, "first_window", "last_window"),
                                 "cache_groups": _records(reads.cache_groups(store), _GROUP, "first_access",
                                                          "last_access")})
 
-    return request.app.state.answers.get(request, compute)
+    return answers.get(request, compute)

@@ -13,7 +13,7 @@ from starlette.concurrency import run_in_threadpool
 from api import params as P
 from api import series_index, stream
 from api.budget import check_points
-from api.deps import require
+from api.deps import AnswersDep, SeriesDep, SettingsDep, StoresDep, require
 from api.models import ERRORS, EfficiencyAnswer
 from cachescope import reads
 
@@ -53,6 +53,10 @@ def columnar_series(df) -> list[dict]:
 @router.get("/efficiency", response_model=EfficiencyAnswer, responses=ERRORS, dependencies=[require("read")])
 async def efficiency(
     request: Request,
+    stores: StoresDep,
+    settings: SettingsDep,
+    answers: AnswersDep,
+    copies: SeriesDep,
     site: Optional[str] = Query(None, max_length=200, description="the cache groups of this site"),
     cache_group: list[str] = Query([], description="cache groups (repeat or comma-separate); all by default"),
     policy: list[str] = Query([], description="policies; all by default"),
@@ -72,10 +76,9 @@ async def efficiency(
         filters = dict(cache_groups=groups, policies=P.split(policy), sizes=P.sizes(size), tiers=tiers,
                        by_tier=by_tier or bool(tiers))
         answer = {"step": step, "table": reads.table_for_step(step_s), "from": start.isoformat(), "to": end.isoformat()}
-        settings = request.app.state.settings
         # hour and day steps: the in-process copy of the table (the same answer, no query)
         if copy is None:
-            copy = request.app.state.series.copy_of(store, answer["table"])
+            copy = copies.copy_of(store, answer["table"])
         if copy is not None:
             check_points(settings, start, end, step_s, series=copy.series_count(start, end, **filters), step=step)
             answer["series"] = copy.series_json(start, end, step_s, **filters)
@@ -92,14 +95,13 @@ async def efficiency(
         return _answer(request, answer, orjson.OPT_SERIALIZE_NUMPY)
 
     def with_store():
-        with request.app.state.stores.get() as store:
+        with stores.get() as store:
             return compute(store, None)
 
-    answers = request.app.state.answers
     if from_ is not None and to is not None and not site:
         # nothing to ask the store (the range is given, no site to look up) and the copy was checked
         # less than a second ago: answered on the event loop, no thread hop (about 1 ms of numpy)
-        copy = request.app.state.series.fresh(_table_of(step))
+        copy = copies.fresh(_table_of(step))
         # a name the copy lacks may be a typo: the threaded path asks the store
         if copy is not None and copy.knows(cache_groups=P.split(cache_group), policies=P.split(policy),
                                            tiers=P.split(tier)):

@@ -7,7 +7,9 @@ embedded store, neither queues it nor takes its thread."""
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, HTTPException
+
+from api.deps import LiveDep, StoresDep
 
 from api.models import ERRORS, Health
 
@@ -18,10 +20,9 @@ _THREADS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="healthz")
 
 
 @router.get("/healthz", response_model=Health, responses={503: ERRORS[503]})
-async def healthz(request: Request) -> Health:
-    live = getattr(request.app.state, "live", None)
+async def healthz(stores: StoresDep, live: LiveDep) -> Health:
     if live is not None and live.error_reason is not None:
         raise HTTPException(503, detail=f"collect stopped ingesting: {live.error_reason}; what arrives is "
                                         "spooled, restart `cachescope serve` to decode it")
-    store, answered = await asyncio.get_running_loop().run_in_executor(_THREADS, request.app.state.stores.ping)
+    store, answered = await asyncio.get_running_loop().run_in_executor(_THREADS, stores.ping)
     return Health(status="ok", backend=store.backend, database=store.database, busy=not answered)

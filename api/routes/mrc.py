@@ -5,10 +5,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import Optional
 
-from fastapi import APIRouter, Depends, Request, Query
+from fastapi import APIRouter, Request, Query
 
 from api import params as P
-from api.deps import get_store, require
+from api.deps import AnswersDep, StoreDep, require
 from api.models import ERRORS, MrcAnswer
 from cachescope import reads
 
@@ -18,7 +18,8 @@ router = APIRouter(tags=["mrc"])
 @router.get("/mrc", response_model=MrcAnswer, responses=ERRORS, dependencies=[require("read")])
 def mrc(
     request: Request,
-    store=Depends(get_store),
+    store: StoreDep,
+    answers: AnswersDep,
     site: Optional[str] = Query(None, max_length=200),
     cache_group: list[str] = Query([], description="cache groups (summed); all by default"),
     tier: list[str] = Query([], description="tiers (implies by_tier)"),
@@ -52,4 +53,4 @@ def mrc(
         return P.json_response({"policy": "lru", "from": start.isoformat(), "to": end.isoformat(), "sample_rate": rate,
                                 "curves": curves})
 
-    return request.app.state.answers.get(request, compute)
+    return answers.get(request, compute)

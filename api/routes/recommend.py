@@ -6,10 +6,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import Literal, Optional
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query
 
 from api import params as P
-from api.deps import get_store, require
+from api.deps import LimitsDep, StoreDep, require
 from api.errors import ApiError
 from api.models import ERRORS, RecommendAnswer
 from cachescope.recommend import Recommend, recommend as run_recommend
@@ -21,8 +21,8 @@ router = APIRouter(tags=["recommend"])
 
 @router.get("/recommend", response_model=RecommendAnswer, responses=ERRORS, dependencies=[require("whatif")])
 def recommend(
-    request: Request,
-    store=Depends(get_store),
+    store: StoreDep,
+    limits: LimitsDep,
     cache_group: list[str] = Query([], description="cache groups (merged as one cache); all by default"),
     site: Optional[str] = Query(None, max_length=200),
     from_: Optional[dt.datetime] = Query(None, alias="from"),
@@ -52,7 +52,6 @@ def recommend(
     start, end = P.time_range(store, from_, to)
     groups = P.groups_of(store, cache_group, site)
     P.check_names(store, "cache_group", groups)
-    limits = request.app.state.limits
     if sample_rate is None:
         n = scope(store, WhatIf(["lru"], [1], start, end, cache_groups=groups))[0]
         sample_rate = 1.0 if n <= 5_000_000 else max(0.01, 5_000_000 / n)

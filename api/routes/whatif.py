@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter
 
 from api import params as P
-from api.deps import get_store, require
+from api.deps import LimitsDep, StoreDep, require
 from api.errors import ApiError
 from api.models import ERRORS, WhatIfAnswer, WhatIfRequest, WhatIfResults
 from cachescope.admission import AdmissionConfig
@@ -42,7 +42,7 @@ def to_whatif(body: WhatIfRequest) -> WhatIf:
 
 @router.post("/whatif", response_model=WhatIfAnswer | WhatIfResults, responses=ERRORS,
              dependencies=[require("whatif")])
-def whatif(body: WhatIfRequest, request: Request, store=Depends(get_store)):
+def whatif(body: WhatIfRequest, store: StoreDep, limits: LimitsDep):
     """Replays the stored accesses of [from, to) (after an optional warm-up whose accesses fill the
     cache uncounted) through each (policy, size) in one pass of the engine's bank; by tier,
     by cache group when several are merged, against one shared cache when `partitions` > 1 (one cache
@@ -51,7 +51,7 @@ def whatif(body: WhatIfRequest, request: Request, store=Depends(get_store)):
     `{"results": [...]}`."""
     req = to_whatif(body)
     # an unknown site or cache group: the library's check (replay.check_names) in limits.run, a 422
-    result = request.app.state.limits.run(store, req)
+    result = limits.run(store, req)
     answers = result.answers()
     for a in answers:
         a.update(accesses=result.accesses, warmup_accesses=result.warmup_accesses, seconds=round(result.seconds, 4))
