@@ -2,7 +2,7 @@
 (CACHESCOPE_API__TOKENS, CACHESCOPE_PIPELINE__CURVE__POINTS), and the flat names operators set
 before the tree existed, kept as aliases (a nested name wins over its alias when both are set).
 
-The README's table of settings is `settings_table()` (tests/python/test_config_tree.py keeps it
+The README's table of settings is `settings_table()` (tests/python/unit/config/test_config_tree.py keeps it
 equal and prints it when it differs).
 """
 

@@ -352,7 +352,7 @@ def _parse(line: str, ctx: ParseContext) -> Access | Reject | list[Access]:
 # The same parse and the Enricher, compiled (simcore/src/gstream.rs), over lists of lines straight
 # into event columns: it takes the file closes and headers it can decide exactly as _parse and the
 # Enricher do and declines the rest (Python then parses and enriches that line and pushes its event);
-# tests/python/test_gstream_fast.py compares both paths.
+# tests/python/unit/ingest/test_gstream_fast.py compares both paths.
 
 
 def _columns(ctx: ParseContext, enrich: Any) -> Any:

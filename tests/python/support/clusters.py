@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from services import SERVICES, services_env, topic_items
+from support.services import SERVICES, services_env, topic_items
 from test_flink_job import generate, row_count, ship
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 NAME = "cachescope shadow caches"  # the job's default name (--job-name)
 ACTIVE = ("RUNNING", "CREATED", "RESTARTING", "INITIALIZING")
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SERVICES = REPO / "scripts" / "services"
 #: how long scripts/services waits for a server the tests start (Kafka, ClickHouse, Flink) to be ready,
 #: in seconds: long enough for a loaded 2-core machine (180 s ran out there); a server that exits

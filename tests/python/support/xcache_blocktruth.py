@@ -1,5 +1,5 @@
 """What a real XCache did for each client read, from its own block log (issue 36): the events
-tests/python/xcache_blocklog.py (../shared/xcache-lab/blocklog.py) takes from a `pfc.trace dump`
+tests/python/support/xcache_blocklog.py (../shared/xcache-lab/blocklog.py) takes from a `pfc.trace dump`
 log, in the order XrdPfc logged them.
 
 A read's verdict is taken where its first request reaches XrdPfc (the log's `Read()` of its

@@ -2,7 +2,7 @@
 python3-xrootd; `scripts/install-system-deps`) or XRootD 6.x (built by `scripts/build-xrootd6`,
 outside the checkout) as an origin and caching proxies, on this machine.
 
-`XCacheLab` (used by tests/python/test_xcache_real.py):
+`XCacheLab` (used by tests/python/integration/xcache/test_xcache_real.py):
 - a network namespace with only `lo` (`unshare --net=FILE`, entered with `nsenter`): xrootd 5.5
   cannot listen on 127.0.0.1 alone, so nothing of it is reachable from outside;
 - each cache on a tmpfs of its own: XrdPfc compares the whole filesystem's usage (statvfs) with
@@ -18,7 +18,7 @@ outside the checkout) as an origin and caching proxies, on this machine.
   `libXrdPss-6.so`, ahead of Debian's `-5`);
 - 6.x logs its purge checks from XrdPfc_ResourceMonitor (ingest/xrdpfc_resmon_log.py): the
   workload and the log filter look for those lines there;
-- the client: tests/python/xcache_workload.py under Debian's python3, rounds of reads between the
+- the client: tests/python/support/xcache_workload.py under Debian's python3, rounds of reads between the
   caches' purges (it watches their logs);
 - everything stopped by PID, the tmpfs unmounted, the namespace removed (`stop`, also after a
   failure).
@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 WORKLOAD = Path(__file__).with_name("xcache_workload.py")
 #: ../shared/xcache-lab/workload.py: concurrent clients, ROOT-style partial reads (its planned mode)
 LAB_WORKLOAD = Path(__file__).with_name("xcache_lab_workload.py")
@@ -434,7 +434,7 @@ class XCacheLab:
 
     def run_workload(self, round_seconds: float = 52.0, settle_seconds: float = 3.0,
                      hold_seconds: float = 0.3) -> list[dict]:
-        """The plan's reads through every cache (tests/python/xcache_workload.py under Debian's
+        """The plan's reads through every cache (tests/python/support/xcache_workload.py under Debian's
         python3, in the namespace); one dict per read and cache."""
         plan_path, out_path = self.root / "plan.json", self.root / "reads.jsonl"
         plan_path.write_text(json.dumps({
@@ -456,7 +456,7 @@ class XCacheLab:
     def run_clients(self, cache: CacheSetup, n: int, args: list[str],
                     files: Optional[list[tuple[str, int]]] = None) -> list[dict]:
         """`n` reads of the plan's files through `cache` by the lab's workload in its planned mode
-        (`--clients N` processes at once, `args` as tests/python/xcache_lab_workload.py takes
+        (`--clients N` processes at once, `args` as tests/python/support/xcache_lab_workload.py takes
         them), over `files` (default: all the plan's); one dict per read, by start time: ts_start, ts_end, path, size, method, offsets,
         bytes_read, status, client."""
         import csv
@@ -497,7 +497,7 @@ def _filter_log(stream, path: Path, full: Optional[Path] = None) -> None:
     stream.close()
 
 
-if __name__ == "__main__":  # a manual run: python tests/python/xcache_real.py [ROUNDS [ROUND_S [6]]] (as root)
+if __name__ == "__main__":  # a manual run: python tests/python/support/xcache_real.py [ROUNDS [ROUND_S [6]]] (as root)
     caches = [CacheSetup("ok", 256, "80m", "100m", 1095, (9931,), "XCacheOK"),
               CacheSetup("small", 256, "8m", "16m", 1096, (9932,), "XCacheSmall")]
     n_rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 4

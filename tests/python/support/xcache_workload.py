@@ -1,7 +1,7 @@
 """The client side of the real-XCache test: reads through the caches, in step with their purges.
 
 Run by Debian's /usr/bin/python3 (python3-xrootd: `import XRootD`; the project's virtual
-environment cannot import it) inside the test's network namespace, by tests/python/xcache_real.py:
+environment cannot import it) inside the test's network namespace, by tests/python/support/xcache_real.py:
 
     /usr/bin/python3 xcache_workload.py PLAN.json OUT.jsonl
 

@@ -13,7 +13,7 @@ import typer
 
 from cachescope.errors import EXIT_DATA, EXIT_USAGE, UsageError, UserError
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 PACKAGES = ("cachescope", "ingest", "runners", "api", "cli")
 
 #: exceptions that never reach a user, each with the reason

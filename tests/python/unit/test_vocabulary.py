@@ -16,7 +16,7 @@ import pytest
 import typer
 from typer._click.core import Context  # typer 0.28 vendors click
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 #: the old words: spaced or hyphenated (an identifier's underscore is not matched), and HR/BHR as words
 OLD = re.compile(r"\b(byte[ -])?hit[ -]ratios?\b|\bB?HR\b", re.IGNORECASE)

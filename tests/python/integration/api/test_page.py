@@ -24,7 +24,7 @@ from cachescope.store import EmbeddedStore
 from ingest.generate import make_workload, write
 from ingest.scenarios import apply
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 CLI = str(Path(sys.executable).parent / "cachescope")
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = REPO / "var" / "test-artifacts" / "page"

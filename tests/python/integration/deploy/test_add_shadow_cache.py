@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 
 from cachescope.config import load_config
-from clusters import REPO, Halves, cluster, flink_cluster, submit, submit_env, wait_rows  # noqa: F401 (fixtures)
-from services import topic_items
+from support.clusters import REPO, Halves, cluster, flink_cluster, submit, submit_env, wait_rows  # noqa: F401 (fixtures)
+from support.services import topic_items
 from test_flink_job import KEYS, assert_store_equals, database, expected  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.services

@@ -27,14 +27,14 @@ from cachescope.events import encode_lines
 from ingest.xrootd_monitoring.assemble import Assembler
 from ingest.xrootd_monitoring.capture import read_capture
 from ingest.xrootd_monitoring.bus import AmqpSource, parse_from
-from services import unique_name
+from support.services import unique_name
 
 pika = pytest.importorskip("pika")
 
 CLI = str(Path(sys.executable).parent / "cachescope")
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 PELICAN = FIXTURES / "xrootd_shoveler_fstream_pelican_use_case.jsonl"
-LAB = Path(__file__).resolve().parents[3] / "shared" / "xcache-lab" / "captures"
+LAB = Path(__file__).resolve().parents[5] / "shared" / "xcache-lab" / "captures"
 if not LAB.is_dir():
     LAB = Path("/work/shared/xcache-lab/captures")
 RUN1 = LAB / "run1-default" / "udp.bin.gz"
@@ -310,7 +310,7 @@ def test_lines_written_after_the_last_checkpoint_are_cut_back_on_restart(bus, tm
 
 
 def test_to_kafka_kill_9_mid_stream_and_a_restart_give_every_identity_once(bus, kafka, kafka_topic, tmp_path):
-    from services import topic_items
+    from support.services import topic_items
 
     messages = shoveled(read_capture(RUN1))
     half = len(messages) // 2

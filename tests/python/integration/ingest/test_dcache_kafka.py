@@ -13,11 +13,11 @@ import msgspec
 import pytest
 
 from cachescope.config import load_config
-from conftest import fixture_lines
+from support.data import fixture_lines
 from ingest.generate import make_workload, render
 from ingest.kafka_source import TopicShipper
 from ingest.pipeline import LineParser
-from services import topic_items
+from support.services import topic_items
 
 pytestmark = pytest.mark.services
 CLI = str(Path(sys.executable).parent / "cachescope")

@@ -15,7 +15,7 @@ import pytest
 
 from cachescope.config import load_config
 from ingest.shipper import FileFollower, Position, Shipper
-from services import topic_items
+from support.services import topic_items
 
 pytestmark = pytest.mark.services
 CLI = str(Path(sys.executable).parent / "cachescope")

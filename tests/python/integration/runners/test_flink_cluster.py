@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from cachescope.config import load_config
-from clusters import (REPO, Halves, completed_checkpoints, gone, job_state, services, sigkill, submit, wait,
+from support.clusters import (REPO, Halves, completed_checkpoints, gone, job_state, services, sigkill, submit, wait,
                       wait_rows)
-from clusters import cluster, flink_cluster  # noqa: F401 (fixtures)
-from services import SERVICES, topic_items
+from support.clusters import cluster, flink_cluster  # noqa: F401 (fixtures)
+from support.services import SERVICES, topic_items
 from test_flink_job import assert_store_equals, database, expected, generate, row_count, ship  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.services

@@ -23,11 +23,11 @@ from cachescope.core.shards import split
 from cachescope.events import OP_NAMES
 from cachescope.store import ClickHouseStore, migrations
 from ingest.shipper import Shipper
-from services import topic_items, unique_name
+from support.services import topic_items, unique_name
 from test_alerts import _Receiver
 
 pytestmark = pytest.mark.services
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 JOB = REPO / "flink-jobs" / "shadow_caches.py"
 KEYS = {
     "efficiency": ["cache_group", "policy", "size_bytes", "tier", "window_start", "shard", "run"],
@@ -299,7 +299,7 @@ class PrivateClickHouse:
     session's server."""
 
     def __init__(self, var: Path):
-        from services import SERVICES, services_env
+        from support.services import SERVICES, services_env
 
         self.services, self.services_env = SERVICES, services_env
         self.env = {**os.environ, "CACHESCOPE_VAR_DIR": str(var)}

@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from services import SERVICES, services_env
+from support.services import SERVICES, services_env
 
 pytestmark = pytest.mark.services
 

@@ -15,8 +15,8 @@ import subprocess
 import pytest
 
 from cachescope.store import ClickHouseStore, StoreError
-from clusters import clickhouse_shards, gone, services, sigkill  # noqa: F401 (fixture)
-from services import SERVICES, services_env
+from support.clusters import clickhouse_shards, gone, services, sigkill  # noqa: F401 (fixture)
+from support.services import SERVICES, services_env
 
 pytestmark = pytest.mark.services
 

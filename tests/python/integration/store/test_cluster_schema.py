@@ -30,7 +30,7 @@ from cachescope.store import cluster as cl
 
 pytestmark = pytest.mark.services
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 CLUSTER = "cachescope"
 
 

@@ -22,9 +22,9 @@ import pytest
 from cachescope import reads
 from cachescope.config import load_config
 from cachescope.store import ClickHouseStore
-from clusters import (REPO, Halves, clickhouse_shards, cluster, completed_checkpoints,  # noqa: F401 (fixtures)
+from support.clusters import (REPO, Halves, clickhouse_shards, cluster, completed_checkpoints,  # noqa: F401 (fixtures)
                       flink_cluster, job_state, restarts, services, sigkill, submit, wait, wait_rows)
-from services import topic_items
+from support.services import topic_items
 from test_flink_job import assert_store_equals, expected
 
 pytestmark = pytest.mark.services

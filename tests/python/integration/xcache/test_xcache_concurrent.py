@@ -2,13 +2,13 @@
 partial reads and a slow origin link, checked against the cache's own block log.
 
 One cache (XRootD 5.5.3, Debian's) in front of one origin in the lab's network namespace
-(tests/python/xcache_real.py), the origin's replies limited by `tc htb` on the namespace's `lo`
-(ORIGIN_LINK); six client processes (tests/python/xcache_lab_workload.py, the lab's workload
+(tests/python/support/xcache_real.py), the origin's replies limited by `tc htb` on the namespace's `lo`
+(ORIGIN_LINK); six client processes (tests/python/support/xcache_lab_workload.py, the lab's workload
 in its planned mode) read a Zipf-skewed set of files, most reads ROOT-style (10-30 % of a file
 in 2-5 scattered ranges with "processing" between them), one in four on a file one of the four
 reads before it took. The cache never purges (its filesystem holds every file), so what it did
-is what its block log (`pfc.trace dump`, tests/python/xcache_blocklog.py) says: which blocks each read
-found on disk, in flight, or had to fetch (tests/python/xcache_blocktruth.py).
+is what its block log (`pfc.trace dump`, tests/python/support/xcache_blocklog.py) says: which blocks each read
+found on disk, in flight, or had to fetch (tests/python/support/xcache_blocktruth.py).
 
 Checked, on one workload run (the module fixture): every read succeeded, concurrently, and
 reached the cache's log; one collected access per read; the `xcache` model configured from the
@@ -34,13 +34,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from xcache_blocktruth import Verdict, verdicts
-from xcache_real import DEBIAN_XROOTD, MiB, CacheSetup, LabError, Plan, XCacheLab
+from support.xcache_blocktruth import Verdict, verdicts
+from support.xcache_real import DEBIAN_XROOTD, MiB, CacheSetup, LabError, Plan, XCacheLab
 
 pytestmark = [pytest.mark.xcache, pytest.mark.slow, pytest.mark.concurrency]
 
 CLI = str(Path(sys.executable).parent / "cachescope")
-BLOCKLOG = Path(__file__).with_name("xcache_blocklog.py")
+BLOCKLOG = Path(__file__).resolve().parents[2] / "support" / "xcache_blocklog.py"
 BLOCK = MiB  # pfc.blocksize 1m (xcache_real.CACHE_CFG)
 FS_MIB = 320
 CACHE = CacheSetup("busy", FS_MIB, "280m", "300m", 1097, (9951,), "XCacheBusy")

@@ -5,8 +5,8 @@ every 60 s by XrdPfc_ResourceMonitor and logged in another layout; docs/xrootd-v
 workload run per version, shared by its assertions (the module fixture `live`, parametrized).
 
 Two caches of one size (a 256 MiB tmpfs each) run side by side in front of one origin, in a
-network namespace of their own (tests/python/xcache_real.py), and get the same reads
-(tests/python/xcache_workload.py: two campaigns alternating between purges, Zipf-skewed, whole
+network namespace of their own (tests/python/support/xcache_real.py), and get the same reads
+(tests/python/support/xcache_workload.py: two campaigns alternating between purges, Zipf-skewed, whole
 and partial reads, past the high watermark): `ok` is sized as intended (`pfc.diskusage 80m
 100m`), `small` is misconfigured (a tiny high watermark, `8m 16m`). Each cache's UDP monitoring
 goes to two destinations: `cachescope collect --out` and `cachescope serve --store --collect`
@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from xcache_real import DEBIAN_XROOTD, MiB, CacheSetup, LabError, XCacheLab, XRootD, built_xrootd, make_plan
+from support.xcache_real import DEBIAN_XROOTD, MiB, CacheSetup, LabError, XCacheLab, XRootD, built_xrootd, make_plan
 
 pytestmark = [pytest.mark.xcache, pytest.mark.slow]
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 
 
 def _help(cache: Path, columns: int, code: str = "from cli import main; main()") -> subprocess.CompletedProcess:

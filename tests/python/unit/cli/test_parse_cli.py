@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from cli import app
 from cachescope.events import schema
-from conftest import FIXTURES, fixture_lines
+from support.data import FIXTURES, fixture_lines
 
 runner = CliRunner()
 VALIDATOR = jsonschema.Draft202012Validator(schema())

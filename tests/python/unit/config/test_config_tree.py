@@ -15,7 +15,7 @@ from cachescope.config import load_config
 from cachescope.config.environment import ALIASES, settings, settings_table, variable
 from cachescope.errors import UsageError
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 
 #: CACHESCOPE_* variables the docs name that are not settings of the tree, with the reason
 NOT_SETTINGS = {
@@ -25,7 +25,7 @@ NOT_SETTINGS = {
     "CACHESCOPE_VAR_DIR": "scripts/services: where the local servers keep their data",
     "CACHESCOPE_CACHE_DIR": "scripts/services: where downloaded servers are kept",
     "CACHESCOPE_START_TIMEOUT": "scripts/services: how long a server may take to start",
-    "CACHESCOPE_UPDATE_SNAPSHOTS": "tests/python/test_migrations.py: rewrite the schema snapshots",
+    "CACHESCOPE_UPDATE_SNAPSHOTS": "tests/python/unit/store/test_migrations.py: rewrite the schema snapshots",
     "CACHESCOPE_SIMCORE_SRC": "cachescope/engine.py: the Rust sources the compiled engine is checked against "
                               "(read before any setting is loaded)",
 }

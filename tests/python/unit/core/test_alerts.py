@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from synthetic import event_stream
+from support.synthetic import event_stream
 
 from cachescope import reads
 from cachescope.config import load_config
@@ -349,7 +349,7 @@ def test_blocks_of_windows_write_the_rows_of_the_window_by_window_definition(see
     quiet windows): on streams of every rule kind, with quiet and dipping periods, windows without
     inputs, a gap longer than a block, advances of one window or of many, and a restore from a
     snapshot mid-stream, it writes exactly the rows of the rules' window-by-window definition."""
-    from alerts_reference import ReferenceEvaluator
+    from support.alerts_reference import ReferenceEvaluator
 
     rng = np.random.default_rng(seed)
     w = 10 * MIN

@@ -6,7 +6,7 @@ import pytest
 
 from cachescope.core import EventColumns, GroupProcessor, PipelineConfig
 from cachescope.simulation import CacheSpec, ShadowBank
-from synthetic import event_stream
+from support.synthetic import event_stream
 
 
 def frame(rows) -> pd.DataFrame:

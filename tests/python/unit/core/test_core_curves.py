@@ -8,7 +8,7 @@ from cachescope.config.pipeline import PipelineConfig
 from cachescope.core.curves import Curves
 from cachescope.core.routing import ShadowRouting
 from cachescope.simulation import LruCurve
-from synthetic import event_stream
+from support.synthetic import event_stream
 
 MINUTE, HOUR = 60_000_000, 3_600_000_000
 

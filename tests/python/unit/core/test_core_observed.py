@@ -6,7 +6,7 @@ import numpy as np
 
 from cachescope.core.columns import NO_OBSERVATION
 from cachescope.core.observed import OBSERVED_FIELDS, RealCache
-from synthetic import event_stream
+from support.synthetic import event_stream
 
 MINUTE = 60_000_000
 

@@ -8,7 +8,7 @@ import numpy as np
 from cachescope.config.pipeline import PipelineConfig
 from cachescope.core.routing import ShadowRouting
 from cachescope.simulation import FIELDS, ShadowBank
-from synthetic import event_stream
+from support.synthetic import event_stream
 
 
 def _config(shards: int = 1, admission: dict | None = None) -> PipelineConfig:

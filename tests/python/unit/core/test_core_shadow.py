@@ -10,7 +10,7 @@ from cachescope.core.cells import Cells
 from cachescope.core.routing import ShadowRouting
 from cachescope.core.shadow import ShadowWindows
 from cachescope.simulation import FIELDS
-from synthetic import event_stream
+from support.synthetic import event_stream
 
 MINUTE = 60_000_000
 CONFIG = PipelineConfig.model_validate({"shadow": {"policies": ["lru", "fifo"], "sizes": ["50GB", "500GB"]},

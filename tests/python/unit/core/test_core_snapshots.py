@@ -14,10 +14,10 @@ import pytest
 from cachescope.core.processor import GroupProcessor
 from cachescope.core.snapshots import STATE_VERSION
 
-sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "fixtures"))
 import make_processor_snapshot as made  # noqa: E402
 
-FIXTURE = Path(__file__).parent / "fixtures" / "processor_snapshot_v2.msgpack"
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "processor_snapshot_v2.msgpack"
 ENGINE_BLOBS = ("bank", "curve")  # the engine's own versioned snapshots, compared by what they resume to
 
 
@@ -125,7 +125,7 @@ def test_the_seed_warms_each_shard_with_its_own_files_only(shared_dir):
     from cachescope.core.shards import shard_of
     from cachescope.tiers import TierClassifier
     from cachescope.xrdpfc import read_seed
-    from synthetic import event_stream
+    from support.synthetic import event_stream
 
     seed = shared_dir / "xcache-lab/captures/run1-default/cinfo-print.json"
     classifier = TierClassifier.load([])

@@ -17,7 +17,7 @@ from cachescope.core import GroupProcessor, PipelineConfig
 from cachescope.core.efficiency_rows import EfficiencyRows
 from cachescope.core.outbox import Batch
 from cachescope.simulation import FIELDS
-from synthetic import TIERS, event_stream
+from support.synthetic import TIERS, event_stream
 
 CONFIG = PipelineConfig.model_validate({
     "shadow": {"policies": ["lru", "arc"], "sizes": ["50GB", "500GB"], "sample_rate": 0.5, "partitions": 2},

@@ -13,7 +13,7 @@ from cachescope.config import load_config
 from cachescope.core.group_state import GroupState
 from cachescope.core.processor import GroupProcessor
 from cachescope.core.snapshots import STATE_VERSION
-from synthetic import event_stream
+from support.synthetic import event_stream
 
 
 def _state() -> GroupState:

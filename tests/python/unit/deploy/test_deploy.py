@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 SCHEMAS = REPO.parent / "shared" / "reference" / "schemas"
 OVERLAYS = ("dev", "production")
 DOCKERFILES = ("api/Dockerfile", "flink-jobs/Dockerfile")

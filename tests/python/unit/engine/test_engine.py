@@ -13,7 +13,7 @@ import pytest
 
 from cachescope.engine import SOURCE, EngineError, _simcore, check, source_digest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 CLI = str(Path(sys.executable).parent / "cachescope")
 
 

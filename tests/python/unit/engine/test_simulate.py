@@ -203,14 +203,14 @@ def test_a_streamed_simulate_loads_neither_numpy_nor_pydantic(tmp_path):
     code = ("import sys\nfrom cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
             "print('LOADED', sorted(m for m in ('numpy', 'pydantic', 'pandas') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code, "simulate", str(trace), "--policy", "lru,arc", "--size", "100%",
-                          "--json"], capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
+                          "--json"], capture_output=True, text=True, cwd=Path(__file__).resolve().parents[4])
     assert out.returncode == 0, out.stderr
     rows, loaded = out.stdout.splitlines()[:-1], out.stdout.splitlines()[-1]
     assert [json.loads(r)["hits"] for r in rows] == [1, 1]
     assert loaded == "LOADED []"
     # the whole-trace path (the curve needs the trace in memory) does load numpy
     out = subprocess.run([sys.executable, "-c", code, "simulate", str(trace), "--size", "50%", "--mrc", "--json"],
-                         capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
+                         capture_output=True, text=True, cwd=Path(__file__).resolve().parents[4])
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[-1] == "LOADED ['numpy']"
 

@@ -29,7 +29,7 @@ from cachescope.config import load_config
 from ingest.xrootd_monitoring.assemble import Assembler, server_name
 
 CLI = str(Path(sys.executable).parent / "cachescope")
-LAB = Path(__file__).resolve().parents[3] / "shared" / "xcache-lab" / "captures"
+LAB = Path(__file__).resolve().parents[5] / "shared" / "xcache-lab" / "captures"
 if not LAB.is_dir():
     LAB = Path("/work/shared/xcache-lab/captures")
 RUNS = sorted(p.name for p in LAB.glob("run*")) if LAB.is_dir() else []
@@ -354,7 +354,7 @@ def test_no_datagram_crashes_the_decoder(data):
 
 @pytest.mark.services
 def test_to_kafka_exactly_once_across_a_restart_of_the_collector(kafka, kafka_topic, tmp_path):
-    from services import topic_items
+    from support.services import topic_items
 
     run = "run1-default"
     payloads = datagrams(run)

@@ -16,7 +16,7 @@ from cachescope.config import load_config
 from ingest.xrootd_monitoring.assemble import Assembler
 from test_collect import RUNS, Collect, datagrams
 
-PELICAN = Path(__file__).parent / "fixtures" / "xrootd_shoveler_fstream_pelican.jsonl"
+PELICAN = Path(__file__).resolve().parents[2] / "fixtures" / "xrootd_shoveler_fstream_pelican.jsonl"
 needs_lab = pytest.mark.skipif(not RUNS, reason="the xcache-lab captures are not here")
 
 

@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import fixture_lines
+from support.data import fixture_lines
 from ingest.formats import BadRecord, ParseContext, Reject
 from ingest.formats import dcache_billing as billing
 from ingest.generate import make_workload, render
-from mutations import mutate
+from support.mutations import mutate
 
 
 def _ctx() -> ParseContext:

@@ -83,7 +83,7 @@ def test_several_shippers_into_one_group_through_flink_store_every_event_once(
         kafka, clickhouse, flink_jars, kafka_topic, tmp_path, request, shippers):
     from cachescope.store import ClickHouseStore, migrations
     from ingest.shipper import Shipper
-    from services import unique_name
+    from support.services import unique_name
     from test_flink_job import job_log, kill, start_job
 
     logs = copies(http_log(tmp_path, 2000), tmp_path, shippers)

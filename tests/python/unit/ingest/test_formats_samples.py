@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from cachescope.config import load_config
-from conftest import fixture_lines, parse_lines
+from support.data import fixture_lines, parse_lines
 from ingest.formats import FORMATS
 
 UTC = timezone.utc

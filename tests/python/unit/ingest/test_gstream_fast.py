@@ -18,11 +18,11 @@ from hypothesis import strategies as st
 
 from cachescope.config import load_config
 from cachescope.core.columns import EventColumns
-from conftest import fixture_lines
+from support.data import fixture_lines
 from ingest.enrich import Enricher
 from ingest.formats import xrootd_gstream as gs
 from ingest.generate import make_workload, render
-from mutations import mutate
+from support.mutations import mutate
 from ingest.pipeline import LineParser
 
 CONFIG = load_config()

@@ -30,7 +30,7 @@ from ingest.formats import xrootd_gstream as gs
 from ingest.xrootd_monitoring.assemble import Assembler
 
 CLI = str(Path(sys.executable).parent / "cachescope")
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 V6 = FIXTURES / "xrootd_gstream_6x.jsonl"
 V55 = FIXTURES / "xrootd_gstream_55.jsonl"
 MIB = 1 << 20

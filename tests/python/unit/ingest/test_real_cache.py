@@ -19,7 +19,7 @@ from cachescope.config.pipeline import PipelineConfig
 from cachescope.core.columns import EventColumns
 from cachescope.core.observed import OBSERVED_FIELDS
 from cachescope.core.processor import GroupProcessor
-from conftest import parse_lines
+from support.data import parse_lines
 from ingest.formats import xrootd_gstream as gs
 from ingest.pipeline import LineParser, open_lines
 from ingest.xcache_truth import CacheAccess, Purge, access_of_record, blocks_on_disk, on_disk, read_purges

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from cachescope.config import load_config
 from cachescope.events import U64_MAX
 from cachescope.tiers import TierClassifier
-from conftest import fixture_lines
+from support.data import fixture_lines
 from ingest.formats import FORMATS, INTERNAL_ERROR, Access, ParseContext, Reject
 from ingest.generate import make_workload, render
 from ingest.pipeline import LineParser

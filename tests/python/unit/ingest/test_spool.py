@@ -24,7 +24,7 @@ from ingest.xrootd_monitoring import spool
 from ingest.xrootd_monitoring.capture import read_capture
 
 CLI = str(Path(sys.executable).with_name("cachescope"))
-LAB = Path(__file__).resolve().parents[3] / "shared" / "xcache-lab" / "captures"
+LAB = Path(__file__).resolve().parents[5] / "shared" / "xcache-lab" / "captures"
 if not LAB.is_dir():
     LAB = Path("/work/shared/xcache-lab/captures")
 RUN = LAB / "run1-default" / "udp.bin.gz"
@@ -390,7 +390,7 @@ class Collect:
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["kill-9", "sigterm"])
 def test_collect_to_kafka_restarted_mid_capture_ships_each_access_once(sig, kafka, kafka_topic, tmp_path):
     import msgspec
-    from services import topic_items
+    from support.services import topic_items
 
     from cachescope.config import load_config
     from ingest.xrootd_monitoring.assemble import Assembler

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from cli import app
 from cachescope.tiers import RulesError, TierClassifier, clean_path, rucio_hash, rucio_path
-from conftest import FIXTURES, fixture_lines
+from support.data import FIXTURES, fixture_lines
 
 VECTORS = [line.split("\t") for line in fixture_lines("naming_test_vectors.tsv")]
 runner = CliRunner()

@@ -64,7 +64,7 @@ def test_log_times_in_the_machines_zone_by_default():
 
 
 def _resmon_fixture() -> list[str]:
-    from conftest import FIXTURES
+    from support.data import FIXTURES
 
     return (FIXTURES / "xrdpfc_6.2.1_resmon.log").read_text().splitlines(keepends=True)
 

@@ -21,7 +21,7 @@ from dashboards import generate
 from ingest.generate import make_workload, write
 from ingest.scenarios import apply
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 SCHEMA = REPO.parent / "shared" / "reference" / "schemas" / "grafana-dashboard.schema.json"
 START = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
 END = START + dt.timedelta(days=2)

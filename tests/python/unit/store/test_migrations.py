@@ -16,7 +16,7 @@ import pytest
 from cachescope.store import tables
 from cachescope.store import migrations as mig
 
-SNAPSHOT = Path(__file__).parent / "snapshots" / "clickhouse_schema.sql"
+SNAPSHOT = Path(__file__).resolve().parents[2] / "snapshots" / "clickhouse_schema.sql"
 ALL_TABLES = sorted([*tables.DATA_TABLES, tables.SCHEMA_MIGRATIONS])
 
 

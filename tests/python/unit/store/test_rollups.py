@@ -8,7 +8,7 @@ import datetime as dt
 
 import numpy as np
 import pytest
-from synthetic import event_stream
+from support.synthetic import event_stream
 
 from cachescope import reads
 from cachescope.core import GroupProcessor, PipelineConfig

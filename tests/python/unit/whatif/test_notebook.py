@@ -12,7 +12,7 @@ import orjson
 import pytest
 from test_api import FROM, TO, run, write_trace
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[4] / "README.md"
 
 
 @pytest.fixture(scope="module")

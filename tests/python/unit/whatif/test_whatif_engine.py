@@ -5,7 +5,7 @@ The golden file was written by main's code before the change (b95c584: `cachesco
 with its Python bypass counting, `_PerServer` banks, `_next_by_server` and `_salted`; the same
 numbers as 62ba1e6's `whatif.py`, which had no `bytes_evicted` yet) with
     git show b95c584:cachescope/replay.py > /tmp/replay_main.py
-    PYTHONPATH=$PWD python tests/python/test_whatif_engine.py --write --replay /tmp/replay_main.py
+    PYTHONPATH=$PWD python tests/python/unit/whatif/test_whatif_engine.py --write --replay /tmp/replay_main.py
 (`--replay`: that file runs in place of cachescope/replay.py, on this checkout's engine and read
 layer); without `--replay` it rewrites the file from today's code (only when the numbers are meant
 to change). The accesses mix three servers, two cache groups, four tiers, writes and deletes
@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-GOLDEN = Path(__file__).parent / "snapshots" / "whatif_engine.json"
+GOLDEN = Path(__file__).resolve().parents[2] / "snapshots" / "whatif_engine.json"
 UTC = dt.timezone.utc
 T0 = dt.datetime(2023, 11, 14, tzinfo=UTC)
 SERVERS = ["xc1.example.org", "xc2.example.org", "xc3.example.org"]
