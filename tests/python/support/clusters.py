@@ -105,7 +105,7 @@ def cluster(flink_cluster):
 
 
 def submit_env(cluster: Cluster, tmp: Path, restore: str | None = None) -> dict[str, str]:
-    """submit.sh's variables outside the image (README's local cluster)."""
+    """submit.sh's variables outside the image (docs/operators.md's local cluster)."""
     env = dict(os.environ, FLINK=str(Path(cluster.env["FLINK_HOME"]) / "bin" / "flink"), PYTHON=sys.executable,
                JOB=str(REPO / "flink-jobs" / "shadow_caches.py"), CONNECTOR_JAR=cluster.env["FLINK_CONNECTOR_JAR"],
                CHECKPOINT_DIR=str(tmp / "checkpoints"), FLINK_LOG_DIR=str(tmp / "client-log"),

@@ -1,6 +1,6 @@
 """One vocabulary: what a person reads says "hit efficiency" and "transfer efficiency" (the field's
 words, DESIGN.md); "hit ratio", "byte hit ratio", "HR" and "BHR" stay out of the CLI's help and
-tables, the page, the report's labels, the dashboards and the README. JSON field names
+tables, the page, the report's labels, the dashboards, the README and the docs/ pages it links. JSON field names
 (`hit_ratio`, `byte_hit_ratio`: the contracts) are identifiers, not words a person reads, and are
 not matched."""
 
@@ -136,8 +136,17 @@ def test_dashboards_use_the_field_words():
     assert not _old_words(_strings(REPO / "dashboards" / "generate.py"))
 
 
-def test_readme_uses_the_field_words_and_names_the_contract_fields():
-    text = (REPO / "README.md").read_text()
-    assert not _old_words(text)
-    # the JSON contracts keep their names: the README says which word each one is
+#: what a newcomer reads: the README and the pages it links (docs/notes/ is history, not matched)
+READ = ["README.md", "docs/operators.md", "docs/api.md", "docs/cli.md", "docs/settings.md", "docs/definitions.md"]
+
+
+@pytest.mark.parametrize("name", READ)
+def test_readme_and_its_pages_use_the_field_words(name):
+    assert not _old_words((REPO / name).read_text()), name
+
+
+def test_the_definitions_name_the_contract_fields():
+    # the JSON contracts keep their names: the definitions say which word each one is
+    text = (REPO / "docs" / "definitions.md").read_text()
     assert "`hit_ratio` is the hit\n  efficiency and `byte_hit_ratio` the transfer efficiency" in text
+    assert "[docs/definitions.md](docs/definitions.md)" in (REPO / "README.md").read_text()

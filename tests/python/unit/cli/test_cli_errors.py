@@ -1,4 +1,4 @@
-"""Every bad input gets one clear line and the right exit code, never a traceback (README "Exit
+"""Every bad input gets one clear line and the right exit code, never a traceback (docs/cli.md "Exit
 codes and rejects"): every subcommand × the damaged files, wrong options and unreachable servers a
 new user meets. 1: bad data or an unreachable server; 2: bad usage."""
 

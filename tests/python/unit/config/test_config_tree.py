@@ -1,5 +1,5 @@
 """One settings tree (cachescope.config): one environment rule, the flat names of before kept as
-aliases, every documented variable working, the README's table generated from the classes."""
+aliases, every documented variable working, docs/settings.md's table generated from the classes."""
 
 from __future__ import annotations
 
@@ -79,13 +79,13 @@ def _get(config, path: str):
     return config
 
 
-def test_the_readme_table_is_the_tree():
-    text = (REPO / "README.md").read_text()
+def test_the_documented_table_is_the_tree():
+    text = (REPO / "docs" / "settings.md").read_text()
     block = re.search(r"<!-- settings table:[^\n]*-->\n(.*?)\n<!-- end of settings table -->", text, re.S)
-    assert block, "README.md has no generated settings table"
+    assert block, "docs/settings.md has no generated settings table"
     assert block.group(1) == settings_table(), (
-        "README.md's settings table is not the tree's: replace it with the output of\n"
-        "  python -c 'from cachescope.config.environment import settings_table; print(settings_table())'")
+        "docs/settings.md's settings table is not the tree's: regenerate it with\n"
+        "  .venv/bin/python scripts/lib/regen_docs.py")
 
 
 def test_every_setting_says_what_it_is():
@@ -96,7 +96,7 @@ def test_every_documented_variable_is_a_setting_or_listed():
     tree = {variable(p) for p, _, _ in settings()} | set(ALIASES)
     names = documented_variables()
     assert {"CACHESCOPE_API_TOKENS", "CACHESCOPE_API_TOKENS_FILE", "CACHESCOPE_MIGRATIONS_DIR",
-            "CACHESCOPE_IMAGE"} <= names  # the walk finds README, deploy/, .env.example, ddl/README
+            "CACHESCOPE_IMAGE"} <= names  # the walk finds docs/, deploy/, .env.example, ddl/README
     unknown = sorted(names - tree - set(NOT_SETTINGS))
     assert not unknown, f"documented but neither a setting nor listed in NOT_SETTINGS: {unknown}"
 

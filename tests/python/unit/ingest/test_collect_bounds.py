@@ -23,7 +23,7 @@ from test_collect import CLI, RUNS, Collect, datagrams
 
 pytestmark = pytest.mark.skipif(not RUNS, reason="the xcache-lab captures are not here")
 RUN = "run1-default"
-#: the documented bound (README "Plug in your XCache", docs/internals.md)
+#: the documented bound (docs/operators.md "Plug in your XCache", docs/internals.md)
 PEAK_BOUND_MIB = 512
 
 

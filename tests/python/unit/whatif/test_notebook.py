@@ -1,4 +1,4 @@
-"""The notebook API (cachescope.whatif, cachescope/notebook.py): the README's example runs as written,
+"""The notebook API (cachescope.whatif, cachescope/notebook.py): docs/api.md's example runs as written,
 and its DataFrames carry the what-if's numbers, NaN where nothing was read."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import orjson
 import pytest
 from test_api import FROM, TO, run, write_trace
 
-README = Path(__file__).resolve().parents[4] / "README.md"
+API_DOC = Path(__file__).resolve().parents[4] / "docs" / "api.md"
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +24,8 @@ def workdir(tmp_path_factory):
     return d
 
 
-def test_the_readme_example_runs(workdir):
-    section = README.read_text().split("## From a notebook", 1)[1].split("\n## ", 1)[0]
+def test_the_documented_example_runs(workdir):
+    section = API_DOC.read_text().split("## From a notebook", 1)[1].split("\n## ", 1)[0]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     out = subprocess.run([sys.executable, "-c", code], cwd=workdir, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
@@ -59,7 +59,7 @@ assert math.isnan(empty["transfer_efficiency"].item())
 
 
 def test_an_empty_window_has_no_efficiency_on_every_python_path(workdir):
-    # one rule (README, Definitions): nothing read → null in JSON, NaN in DataFrames, blank in
+    # one rule (docs/definitions.md): nothing read → null in JSON, NaN in DataFrames, blank in
     # tables; what-if, simulate's counters and the LRU curve said 0.0 (a cache that missed everything)
     code = """
 import datetime as dt, math
