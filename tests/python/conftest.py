@@ -8,16 +8,23 @@ server fixture), is marked `integration`: `scripts/test --fast` deselects them."
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
+
+HERE = Path(__file__).resolve().parent
+# Some tests import another test module's helpers by its name (`from test_flink_job import …`),
+# as when they shared one folder: every test folder is importable, so that works from any tier
+# (pytest imports test files by their basename too, so each stays one module)
+sys.path[1:1] = sorted({str(p.parent) for p in HERE.glob("*/**/test_*.py")} - set(sys.path))
 
 from support.data import SHARED, parse_lines
 
 # the real Kafka/ClickHouse fixtures (kafka, clickhouse, store, …): tests/python/support/services.py
 pytest_plugins = ["support.services"]
 
-INTEGRATION = Path(__file__).resolve().parent / "integration"
+INTEGRATION = HERE / "integration"
 SERVER_FIXTURES = {"kafka", "kafka_topic", "clickhouse", "server_store", "rabbitmq", "flink_jars"}
 SERVER_MARKS = {"services", "xcache", "concurrency"}
 

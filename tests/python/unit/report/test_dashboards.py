@@ -130,19 +130,6 @@ def _lag(store, bootstrap: str) -> None:
         mon.close()
 
 
-@pytest.fixture(scope="module")
-def server(logs, clickhouse, kafka):
-    from cachescope.store import ClickHouseStore
-
-    db = f"dash_{uuid.uuid4().hex[:8]}"
-    store = ClickHouseStore(clickhouse.url, database=db)
-    _fill(store, logs)
-    _lag(store, kafka.bootstrap)
-    yield store
-    store.command(f"DROP DATABASE IF EXISTS {db}")
-    store.close()
-
-
 # --------------------------------------------------------------------------- files
 
 def _dashboards() -> dict[str, dict]:
@@ -258,11 +245,6 @@ def test_every_panel_runs_on_chdb(chdb_store):
     assert _check_panels(chdb_store, kafka=False) >= 30
 
 
-@pytest.mark.services
-def test_every_panel_runs_on_the_clickhouse_server(server):
-    assert _check_panels(server) >= 30
-
-
 def _check_alert_queries(store, text: str) -> None:
     rules = yaml.safe_load(text)
     for r in rules["groups"][0]["rules"]:
@@ -289,9 +271,3 @@ def test_grafana_alert_queries_run_on_chdb(chdb_store, tmp_path):
     text = out.read_text()
     assert {r["title"] for r in yaml.safe_load(text)["groups"][0]["rules"]} >= {"real", "real-low", "stall"}
     _check_alert_queries(chdb_store, text)
-
-
-@pytest.mark.services
-def test_grafana_alert_queries_run_on_the_server(server):
-    _check_alert_queries(server, (REPO / "dashboards" / "provisioning" / "alerting" / "cachescope-rules.yaml")
-                         .read_text())

@@ -96,31 +96,6 @@ def test_report_errors_are_one_line(tmp_path, filled):
     assert p.returncode == 2 and "ISO 8601" in p.stderr
 
 
-@pytest.mark.services
-def test_report_from_the_clickhouse_server(clickhouse, tmp_path):
-    import uuid
-
-    from cachescope.store import ClickHouseStore
-
-    w, _ = apply("hit-drop", make_workload(20_000, days=2, sites=1, servers=2, seed=17))
-    files = write("xrootd-gstream", w, tmp_path / "logs", single_file=False)
-    (tmp_path / "site.yaml").write_text(yaml.safe_dump({"site": w.sites[0], "pipeline": {
-        "shadow": {"policies": ["lru"], "sizes": ["2TB", "10TB"]}, "curve": {"points": 8}}}))
-    db = f"report_{uuid.uuid4().hex[:8]}"
-    store = ClickHouseStore(clickhouse.url, database=db)
-    try:
-        replay(files, "xrootd-gstream", config=load_config(tmp_path / "site.yaml"), store=store)
-        out = tmp_path / "out"
-        p = subprocess.run([CLI, "report", "--clickhouse", clickhouse.url, "--database", db, "--out", str(out)],
-                           capture_output=True, text=True)
-        assert p.returncode == 0, p.stderr
-        page = (out / "report.html").read_text()
-        assert page.count('src="data:image/png;base64,') == 6 and "belady" in page
-    finally:
-        store.command(f"DROP DATABASE IF EXISTS {db}")
-        store.close()
-
-
 def test_one_vs_n_is_replayed_when_the_pipeline_runs_one_grouping(tmp_path):
     """A site whose pipeline runs only the site-wide group still gets the one-vs-N comparison: its
     stored accesses replayed through one shared cache and one cache per server of equal total
