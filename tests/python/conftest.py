@@ -29,6 +29,7 @@ SERVER_FIXTURES = {"kafka", "kafka_topic", "clickhouse", "server_store", "rabbit
 SERVER_MARKS = {"services", "xcache", "concurrency"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marks
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if (INTEGRATION in item.path.parents or SERVER_FIXTURES & set(getattr(item, "fixturenames", ()))
