@@ -8,7 +8,7 @@ keeps their rows — `reads.efficiency_rows`: FINAL, summed over shards and runs
 read layer makes — as numpy columns, and answers a series with a few vectorised operations
 (about 1 ms) and no query at all.
 
-Exactly the read layer's answer (tests/python/test_api.py compares them on both backends):
+Exactly the read layer's answer (tests/python/unit/api/test_api.py compares them on both backends):
 same filters (window_start in [from, to), empty list = all), buckets `toStartOfInterval(ws, step)`
 (epoch-aligned seconds), integer sums, `hits / requests` in float64 (NaN for no requests), rows
 ordered by (cache_group, policy, size_bytes, tier_key, time).

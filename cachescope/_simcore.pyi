@@ -1,7 +1,7 @@
 # The compiled engine (simcore/, built as cachescope._simcore): what it exports, for editors and
 # type checkers. Import it only through cachescope.simulation / cachescope.specs (loaded and
 # checked against its source by cachescope.engine; an
-# import-linter contract); tests/python/test_architecture.py checks these names equal the module's.
+# import-linter contract); tests/python/unit/test_architecture.py checks these names equal the module's.
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np

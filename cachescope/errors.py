@@ -16,7 +16,7 @@ EXIT_SIGTERM = 143
 class UserError(Exception):
     """A problem with the user's input, files, options or servers; `str()` is the whole message.
 
-    Every error a user can act on is one of these (tests/python/test_errors.py enumerates them):
+    Every error a user can act on is one of these (tests/python/unit/test_errors.py enumerates them):
     the command line maps it to its exit code by type, never by name. `subject` ("store",
     "migration") is what the command line says before the message."""
 

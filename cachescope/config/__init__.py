@@ -23,7 +23,7 @@ Environment variables override the file, one rule for every field: `CACHESCOPE_`
 joined by `__` (`CACHESCOPE_SITE=...`, `CACHESCOPE_CACHE_GROUPS__MODE=site`, `CACHESCOPE_API__TOKENS`);
 the flat names of before (`CACHESCOPE_API_TOKENS` …) are aliases (config/environment.py). This is
 the one settings tree: the library's sections, the API's (`api`), the streaming job's (`flink`),
-the store's (`store`); the README's table of settings is generated from it. Every section
+the store's (`store`); docs/settings.md's table of settings is generated from it. Every section
 forbids unknown keys so a typo is an error, not a default.
 """
 

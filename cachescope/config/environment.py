@@ -2,7 +2,7 @@
 (CACHESCOPE_API__TOKENS, CACHESCOPE_PIPELINE__CURVE__POINTS), and the flat names operators set
 before the tree existed, kept as aliases (a nested name wins over its alias when both are set).
 
-The README's table of settings is `settings_table()` (tests/python/test_config_tree.py keeps it
+docs/settings.md's table of settings is `settings_table()` (tests/python/unit/config/test_config_tree.py keeps it
 equal and prints it when it differs).
 """
 
@@ -19,7 +19,7 @@ from pydantic_settings import PydanticBaseSettingsSource
 
 PREFIX = "CACHESCOPE_"
 
-#: flat names of before the tree → the field they set (README, deploy/, .env.example name some)
+#: flat names of before the tree → the field they set (docs/, deploy/, .env.example name some)
 ALIASES: dict[str, str] = {
     **{f"CACHESCOPE_{name.upper()}": f"api.{name}" for name in (
         "store_dir", "clickhouse_url", "database", "host", "cors_origins", "whatif_max_days",
@@ -139,7 +139,7 @@ def variable(path: str) -> str:
 
 
 def settings_table() -> str:
-    """The README's table: one row per setting, its variable, default and meaning."""
+    """docs/settings.md's table: one row per setting, its variable, default and meaning."""
     alias_of = {path: name for name, path in ALIASES.items()}
     rows = ["| variable (YAML path) | default | meaning |", "|---|---|---|"]
     for path, default, meaning in settings():

@@ -437,7 +437,7 @@ def _learn(m: re.Match[str], ctx: ParseContext) -> None:
 # memo writes in line order as the templates give. It stops at a line it declines (other
 # templates, numbers that leave i64, a date _ts rejects ...) before any effect of that line; the
 # line goes through the templates here, then the scan resumes. The templates are the reference:
-# tests/python/test_dcache_billing_fast.py compares both on samples, generated, mutated and
+# tests/python/unit/ingest/test_dcache_billing_fast.py compares both on samples, generated, mutated and
 # hypothesis lines. Custom templates (ingest.dcache_billing.formats) use the templates only.
 _SCANNER = BillingFast()
 _MOVER_DATE = next(f.date for f in _DEFAULT_COMPILED if f.kind == "mover-info-message")

@@ -355,7 +355,7 @@ def _parse(line: str, ctx: ParseContext) -> Access | Reject | list[Access]:
 # into event columns: it is given the compiled tier rules, the cache-group map, the sites' VOs and
 # the stream's GstreamState when it is made and never calls back; it takes the file closes and
 # headers it can decide exactly as _parse and the Enricher do and stops at the rest (the pipeline
-# parses that line here, and pushes its event into the columns); tests/python/test_gstream_fast.py
+# parses that line here, and pushes its event into the columns); tests/python/unit/ingest/test_gstream_fast.py
 # compares both paths.
 
 
