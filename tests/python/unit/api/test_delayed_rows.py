@@ -208,8 +208,8 @@ def test_rows_of_a_store_from_before_the_columns_read_zero_delayed_hits(data):
         t0 = dt.datetime(2024, 5, 1, tzinfo=dt.timezone.utc)
         t1 = t0 + dt.timedelta(hours=2)
         (sql,) = columnar_series(reads.efficiency_series(store, t0, t1, 60, cache_groups=["g"]))
-        copy = series_index.TableCopy(reads.efficiency_rows(store, tables.EFFICIENCY_HOURLY),
-                                      reads.table_version(store, tables.EFFICIENCY_HOURLY))
+        rows, names = reads.efficiency_rows(store, tables.EFFICIENCY_HOURLY)
+        copy = series_index.TableCopy(rows, reads.table_version(store, tables.EFFICIENCY_HOURLY), names)
         (hourly,) = orjson.loads(series_index.dumps(copy.series_json(t0, t1, 3600, cache_groups=["g"])))
     finally:
         store.close()
