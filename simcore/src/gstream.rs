@@ -11,7 +11,7 @@
 //! JSON, other events, fields Python converts or rejects, values out of the contract's range,
 //! paths outside printable ASCII) `scan` stops at, before any effect of that line, and returns
 //! its index: the pipeline parses that line with the reference parser (which shares the
-//! GstreamState and pushes its event here) and the scan resumes. tests/python/test_gstream_fast.py
+//! GstreamState and pushes its event here) and the scan resumes. tests/python/unit/ingest/test_gstream_fast.py
 //! compares both paths on samples, generated logs, mutated and Hypothesis lines.
 
 use numpy::PyArray1;

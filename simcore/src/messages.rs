@@ -7,7 +7,7 @@
 //! within their column's range, text where text is due, an op name, null only in the observed
 //! counters and flags (a flag 0 or 1), unknown keys holding valid JSON (msgspec skips them).
 //! Anything else gives None and the Python decoder's answer stands (its error message
-//! included). tests/python/test_messages.py compares both on encoded, mutated and Hypothesis
+//! included). tests/python/unit/core/test_messages.py compares both on encoded, mutated and Hypothesis
 //! messages.
 
 use crate::json::{Json, Val};

@@ -94,7 +94,7 @@
 //!   when the oldest files are protected, as the real cache's did. In the candidates' budget
 //!   and in the bytes still to remove a file counts as XrdPfc counts it, by its downloaded
 //!   blocks (`nBytes`: a partial last block whole), so a purge stops after the files XrdPfc's
-//!   does (the live test, tests/python/test_xcache_real.py: 7 files, not 9). Each removed file
+//!   does (the live test, tests/python/integration/xcache/test_xcache_real.py: 7 files, not 9). Each removed file
 //!   is one eviction of its cached bytes (`removed_bytes`: bytes of data); the last 1024 purges
 //!   are kept in a log (`purge_log`).
 //! - Ties in access time (whole seconds in XrdPfc) are broken by access order.
@@ -103,7 +103,7 @@
 //! `xrootd_version` (major + minor / 100; default 5.05 = 5.5, the version the rules above were
 //! read from) switches to what XRootD 5.7 and later (6.x included; read from 6.2.1's
 //! XrdPfcResourceMonitor.cc, XrdPfcPurge.cc, XrdPfcFPurgeState.cc, checked against a real 6.2.1
-//! cache in tests/python/test_xcache_real.py) do:
+//! cache in tests/python/integration/xcache/test_xcache_real.py) do:
 //! - A **purge check every 60 s** whatever `purge_interval` says: the first at the first
 //!   request's time (the heart-beat started 60 s before it), then 60 s after the previous
 //!   check, or earlier when a report beat (every `purge_interval`, from the heart-beat's start)
