@@ -252,8 +252,9 @@ def test_the_real_cache_verdict_per_open_against_the_block_log(busy):
     against the blocks on disk when the open came) within 0.01 of the block log's truth; an
     open that waited for another's fetch is not a hit. Its delayed hits are printed."""
     truth = _truth_counts(busy)
-    observed = sum(e["observed_hit"] == 1 for e in busy.events) / len(busy.events)
-    assert abs(observed - truth["hits"] / truth["reads"]) <= 0.01
+    observed = sum(e["observed_hit"] == 1 for e in busy.events)
+    assert len(busy.events) == truth["reads"]
+    assert 100 * abs(observed - truth["hits"]) <= truth["reads"]  # within 0.01, counted in reads
 
 
 @pytest.mark.parametrize("timing", ["origin_rate", "duration"])
@@ -270,6 +271,8 @@ def test_xcache_model_from_the_cache_configuration_against_the_block_log(busy, t
           f"delayed hits {model['delayed_hits']} (instant: {instant['hit_ratio']:.4f}, {instant['delayed_hits']}); "
           f"truth {ratio:.4f}, {truth['delayed_hits']}")
     assert model["requests"] == len(busy.events)
-    assert abs(model["hit_ratio"] - ratio) <= 0.02
-    assert abs(model["hit_ratio"] - ratio) < abs(instant["hit_ratio"] - ratio)
+    # in reads, not floats: 0.02 of 200 reads is 4 reads (0.705 against 0.725 is within, though
+    # its float difference is 0.020000000000000018)
+    assert 50 * abs(model["hits"] - truth["hits"]) <= truth["reads"]
+    assert abs(model["hits"] - truth["hits"]) < abs(instant["hits"] - truth["hits"])
     assert model["delayed_hits"] > 0 == instant["delayed_hits"]
