@@ -1126,6 +1126,9 @@ def _apportion(events: list[AccessEvent], opens: list[CacheOpen], seq0: int, rec
         # the f-stream's count can exceed what was served (a read past what the client got):
         # the record's count is XrdPfc's own, the opens share it in proportion
         nbytes = _shares(total, nbytes)
+        if e0.file_size:  # a share never above the file (the contract's clamp): a record whose
+            # opens were lost with their datagrams holds more than the opens left can carry
+            nbytes = [min(b, e0.file_size) for b in nbytes]
     says = e0.observed_hit_bytes is not None
     observed, verdicts = [], []
     if kinds is not None:

@@ -23,6 +23,7 @@ from ingest.xrootd_monitoring.assemble import (
     CacheOpen,
     Stream,
     _add_range,
+    _apportion,
     _open_verdicts,
 )
 
@@ -188,3 +189,18 @@ def test_a_record_takes_the_opens_its_served_bytes_add_up_to():
     assert _by_bytes(line, [a], [c, b]) == [a, b]
     # nothing adds up (an f-stream count above what was served): the candidates as they are
     assert _by_bytes(line, [a, c], [b]) == [a, c]
+
+
+def test_a_record_shared_by_fewer_opens_than_it_served_never_gives_one_more_than_the_file():
+    """The opens that survived lost datagrams share the record's served bytes in proportion; a
+    share above the file is clamped to it (the contract's bytes_read <= file_size), not an event
+    the engine refuses (serve --collect stopped on one: `bytes_read 15728640 exceeds file_size`)."""
+    from cachescope.events import AccessEvent
+
+    size = 8 * MiB
+    ev = AccessEvent(1_700_000_000_000_000, "S", "xrootd-gstream", "cache", "c", "cms", PATH, 1, size, size,
+                     "read", "AOD", "g", size, 0, 0, 1, None, "xrootd:127.0.0.1/1:1", 0, None)
+    opens = [CacheOpen(0, 0, PATH, size, "a", read=MiB), CacheOpen(0, 0, PATH, size, "b", read=2 * MiB)]
+    out = _apportion([ev], opens, 0, _rec(b_hit=20 * MiB, b_miss=10 * MiB))
+    assert [e.bytes_read for e in out] == [size, size]
+    assert all(e.observed_hit_bytes + e.observed_miss_bytes + e.observed_bypass_bytes <= e.bytes_read for e in out)
