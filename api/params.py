@@ -13,17 +13,13 @@ from cachescope import reads
 from cachescope.config.durations import parse_duration_us
 from cachescope.specs import MAX_CAPACITY
 from cachescope.store import Store
-from cachescope.units import SizeError, parse_size
+from cachescope.units import SizeError, parse_size, utc
 
 #: buckets one series request may ask for (range / step)
 MAX_BUCKETS = 200_000
 #: the store's time columns: DateTime64 from 1900 to 2299, DateTime from 1970 to 2106
 EARLIEST = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 LATEST = dt.datetime(2106, 1, 1, tzinfo=dt.timezone.utc)
-
-
-def utc(t: dt.datetime) -> dt.datetime:
-    return t.replace(tzinfo=dt.timezone.utc) if t.tzinfo is None else t.astimezone(dt.timezone.utc)
 
 
 def time_range(store: Store, start: dt.datetime | None, end: dt.datetime | None) -> tuple[dt.datetime, dt.datetime]:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 from cachescope.errors import UserError
 from cachescope.store import tables
+from cachescope.units import utc
 
 if TYPE_CHECKING:
     import numpy as np
@@ -565,10 +566,6 @@ TIERS = NamedQuery(
 # ---------------------------------------------------------------------------------------------
 # one function per question
 
-def _utc(t: dt.datetime) -> dt.datetime:
-    return t.replace(tzinfo=dt.timezone.utc) if t.tzinfo is None else t.astimezone(dt.timezone.utc)
-
-
 def table_for_step(step_s: int) -> str:
     """The coarsest efficiency table whose windows divide the step."""
     if step_s <= 0:
@@ -581,7 +578,7 @@ def table_for_step(step_s: int) -> str:
 
 def table_for_range(start: dt.datetime, end: dt.datetime) -> str:
     """The coarsest efficiency table whose windows tile [start, end) exactly."""
-    s, e = int(_utc(start).timestamp()), int(_utc(end).timestamp())
+    s, e = int(utc(start).timestamp()), int(utc(end).timestamp())
     for length, table in EFFICIENCY_TABLES:
         if s % length == 0 and e % length == 0:
             return table
@@ -598,7 +595,7 @@ def efficiency_series(store: "Store", start: dt.datetime, end: dt.datetime, step
                       tiers: Sequence[str] = (), by_tier: bool = False) -> "pd.DataFrame":
     """Hit and transfer efficiency per time bucket of `step_s` seconds."""
     q = EFFICIENCY_SERIES[table_for_step(step_s)]
-    return q.run(store, start=_utc(start), end=_utc(end), step_s=int(step_s), by_tier=int(by_tier),
+    return q.run(store, start=utc(start), end=utc(end), step_s=int(step_s), by_tier=int(by_tier),
                  **_lists(cache_groups=cache_groups, policies=policies, sizes=sizes, tiers=tiers))
 
 
@@ -633,13 +630,13 @@ def efficiency_totals(store: "Store", start: dt.datetime, end: dt.datetime, *, c
     """Totals over [start, end) per (cache group, policy, size[, tier]), from the coarsest table
     that tiles the range (the same numbers as summing minute windows)."""
     q = EFFICIENCY_TOTALS[table_for_range(start, end)]
-    return q.run(store, start=_utc(start), end=_utc(end), by_tier=int(by_tier),
+    return q.run(store, start=utc(start), end=utc(end), by_tier=int(by_tier),
                  **_lists(cache_groups=cache_groups, policies=policies, sizes=sizes, tiers=tiers))
 
 
 def mrc(store: "Store", start: dt.datetime, end: dt.datetime, *, cache_groups: Sequence[str] = (),
         tiers: Sequence[str] = (), by_tier: bool = False) -> "pd.DataFrame":
-    return MRC.run(store, start=_utc(start), end=_utc(end), by_tier=int(by_tier),
+    return MRC.run(store, start=utc(start), end=utc(end), by_tier=int(by_tier),
                    **_lists(cache_groups=cache_groups, tiers=tiers))
 
 
@@ -648,13 +645,13 @@ def residence_series(store: "Store", start: dt.datetime, end: dt.datetime, step_
                      tiers: Sequence[str] = (), by_tier: bool = False) -> "pd.DataFrame":
     """Mean age of the resident files and mean residence before eviction per bucket of `step_s` s."""
     q = RESIDENCE_SERIES[table_for_step(step_s)]
-    return q.run(store, start=_utc(start), end=_utc(end), step_s=int(step_s), by_tier=int(by_tier),
+    return q.run(store, start=utc(start), end=utc(end), step_s=int(step_s), by_tier=int(by_tier),
                  **_lists(cache_groups=cache_groups, policies=policies, sizes=sizes, tiers=tiers))
 
 
 def observed_series(store: "Store", start: dt.datetime, end: dt.datetime, step_s: int, *,
                     cache_groups: Sequence[str] = (), tiers: Sequence[str] = (), by_tier: bool = False) -> "pd.DataFrame":
-    return OBSERVED_SERIES.run(store, start=_utc(start), end=_utc(end), step_s=int(step_s), by_tier=int(by_tier),
+    return OBSERVED_SERIES.run(store, start=utc(start), end=utc(end), step_s=int(step_s), by_tier=int(by_tier),
                                **_lists(cache_groups=cache_groups, tiers=tiers))
 
 
@@ -678,14 +675,14 @@ def real_cache_totals(s: Mapping[str, int]) -> dict[str, Any]:
 
 def observed_servers(store: "Store", start: dt.datetime, end: dt.datetime, *,
                      cache_groups: Sequence[str] = (), tiers: Sequence[str] = ()) -> "pd.DataFrame":
-    return OBSERVED_SERVERS.run(store, start=_utc(start), end=_utc(end), **_lists(cache_groups=cache_groups, tiers=tiers))
+    return OBSERVED_SERVERS.run(store, start=utc(start), end=utc(end), **_lists(cache_groups=cache_groups, tiers=tiers))
 
 
 def whatif_accesses(store: "Store", start: dt.datetime, end: dt.datetime, *,
                     cache_groups: Sequence[str] = ()) -> "pd.DataFrame":
     """Accesses of [start, end) in (ts, origin, seq) order: ts_us, origin, seq, file_id, file_size,
     bytes_read, op_code, tier, cache_group, site, server."""
-    return WHATIF_ACCESSES.run(store, start=_utc(start), end=_utc(end), **_lists(cache_groups=cache_groups))
+    return WHATIF_ACCESSES.run(store, start=utc(start), end=utc(end), **_lists(cache_groups=cache_groups))
 
 
 def whatif_feed(store: "Store", start: dt.datetime, end: dt.datetime, *, tier_names: Sequence[str],
@@ -695,7 +692,7 @@ def whatif_feed(store: "Store", start: dt.datetime, end: dt.datetime, *, tier_na
     bytes_read, op_code, tier_code (1-based in tier_names, 0 other), group_code (1-based in
     cache_groups, 0 when all groups), admitted (0 when the admission filter excludes the access),
     server_code (1-based in servers, 0 other)."""
-    return WHATIF_FEED.run(store, start=_utc(start), end=_utc(end), tier_names=[str(t) for t in tier_names],
+    return WHATIF_FEED.run(store, start=utc(start), end=utc(end), tier_names=[str(t) for t in tier_names],
                            max_file_size=int(2**64 - 1 if max_file_size is None else max_file_size),
                            **_lists(cache_groups=cache_groups, sites=sites, exclude_tiers=exclude_tiers,
                                     servers=servers))
@@ -709,7 +706,7 @@ def whatif_feed_chunks(store: "Store", start: dt.datetime, end: dt.datetime, *, 
     from a server (Store.stream_columns): memory bounded by a chunk. `columns`: only these of
     FEED_COLUMNS (None: all); the store reads and converts no other (a third less of its CPU
     for the five a plain replay needs)."""
-    params = dict(start=_utc(start), end=_utc(end), tier_names=[str(t) for t in tier_names],
+    params = dict(start=utc(start), end=utc(end), tier_names=[str(t) for t in tier_names],
                   max_file_size=int(2**64 - 1 if max_file_size is None else max_file_size),
                   **_lists(cache_groups=cache_groups, sites=sites, exclude_tiers=exclude_tiers, servers=servers))
     if columns is not None:
@@ -723,17 +720,17 @@ def whatif_feed_chunks(store: "Store", start: dt.datetime, end: dt.datetime, *, 
 def whatif_scope(store: "Store", start: dt.datetime, end: dt.datetime, *, cache_groups: Sequence[str] = (),
                  sites: Sequence[str] = ()) -> "pd.DataFrame":
     """tier, accesses, reads of [start, end) (not deduplicated: an upper bound)."""
-    return WHATIF_SCOPE.run(store, start=_utc(start), end=_utc(end), **_lists(cache_groups=cache_groups, sites=sites))
+    return WHATIF_SCOPE.run(store, start=utc(start), end=utc(end), **_lists(cache_groups=cache_groups, sites=sites))
 
 
 def whatif_servers(store: "Store", start: dt.datetime, end: dt.datetime, *, cache_groups: Sequence[str] = (),
                    sites: Sequence[str] = ()) -> "pd.DataFrame":
     """server, accesses of [start, end) (not deduplicated), by server name."""
-    return WHATIF_SERVERS.run(store, start=_utc(start), end=_utc(end), **_lists(cache_groups=cache_groups, sites=sites))
+    return WHATIF_SERVERS.run(store, start=utc(start), end=utc(end), **_lists(cache_groups=cache_groups, sites=sites))
 
 
 def access_count(store: "Store", start: dt.datetime, end: dt.datetime, *, cache_groups: Sequence[str] = ()) -> int:
-    df = ACCESS_COUNT.run(store, start=_utc(start), end=_utc(end), **_lists(cache_groups=cache_groups))
+    df = ACCESS_COUNT.run(store, start=utc(start), end=utc(end), **_lists(cache_groups=cache_groups))
     return int(df["accesses"].iloc[0]) if len(df) else 0
 
 
@@ -742,7 +739,7 @@ def series_scope(store: "Store", start: dt.datetime, end: dt.datetime, *, cache_
                  tiers: Sequence[str] = ()) -> tuple[int, int, int]:
     """(series with tiers summed, series by tier, the minute table's window in seconds or 0 when
     empty) that an efficiency series read of [start, end) with these filters would answer."""
-    df = SERIES_SCOPE.run(store, start=_utc(start), end=_utc(end),
+    df = SERIES_SCOPE.run(store, start=utc(start), end=utc(end),
                           **_lists(cache_groups=cache_groups, policies=policies, sizes=sizes, tiers=tiers))
     if not len(df):
         return 0, 0, 0
@@ -791,28 +788,28 @@ def time_span(store: "Store") -> tuple[dt.datetime, dt.datetime] | None:
     first, last = df["first_window"].iloc[0], df["last_window"].iloc[0]
     if first.timestamp() <= 0:  # min() of no rows is the epoch
         return None
-    return _utc(first.to_pydatetime()), _utc(last.to_pydatetime())
+    return utc(first.to_pydatetime()), utc(last.to_pydatetime())
 
 
 def pipeline_health(store: "Store", start: dt.datetime, end: dt.datetime, step_s: int, *,
                     metrics: Sequence[str] = ()) -> "pd.DataFrame":
-    return PIPELINE_HEALTH.run(store, start=_utc(start), end=_utc(end), step_s=int(step_s),
+    return PIPELINE_HEALTH.run(store, start=utc(start), end=utc(end), step_s=int(step_s),
                                metrics=[str(m) for m in metrics])
 
 
 def parse_health(store: "Store", start: dt.datetime, end: dt.datetime, step_s: int) -> "pd.DataFrame":
-    return PARSE_HEALTH.run(store, start=_utc(start), end=_utc(end), step_s=int(step_s))
+    return PARSE_HEALTH.run(store, start=utc(start), end=utc(end), step_s=int(step_s))
 
 
 def consumer_lag(store: "Store", start: dt.datetime, end: dt.datetime, step_s: int, *,
                  consumer_groups: Sequence[str] = ()) -> "pd.DataFrame":
-    return CONSUMER_LAG.run(store, start=_utc(start), end=_utc(end), step_s=int(step_s),
+    return CONSUMER_LAG.run(store, start=utc(start), end=utc(end), step_s=int(step_s),
                             consumer_groups=[str(g) for g in consumer_groups])
 
 
 def best_policy(store: "Store", start: dt.datetime, end: dt.datetime, *, cache_groups: Sequence[str] = (),
                 policies: Sequence[str] = (), sizes: Sequence[int] = ()) -> "pd.DataFrame":
-    return BEST_POLICY.run(store, start=_utc(start), end=_utc(end),
+    return BEST_POLICY.run(store, start=utc(start), end=utc(end),
                            **_lists(cache_groups=cache_groups, policies=policies, sizes=sizes, tiers=()))
 
 
@@ -840,7 +837,7 @@ def site_cache_groups(store: "Store", sites: Sequence[str]) -> list[str]:
 
 def cache_split(store: "Store", start: dt.datetime, end: dt.datetime, site: str) -> "pd.DataFrame":
     """One shared cache (group `site`) against one per server (groups `site/…`) at equal total size."""
-    return CACHE_SPLIT.run(store, start=_utc(start), end=_utc(end), site=site)
+    return CACHE_SPLIT.run(store, start=utc(start), end=utc(end), site=site)
 
 
 def alerts(store: "Store", start: dt.datetime, end: dt.datetime, state: str | None = None, *,
@@ -848,13 +845,13 @@ def alerts(store: "Store", start: dt.datetime, end: dt.datetime, state: str | No
     """Alert transitions with ts in [start, end); `state`: 'firing' or 'resolved' (None: both)."""
     if state not in (None, "firing", "resolved"):
         raise ValueError(f"alert state {state!r}: firing or resolved")
-    return ALERTS.run(store, start=_utc(start), end=_utc(end), states=[] if state is None else [state],
+    return ALERTS.run(store, start=utc(start), end=utc(end), states=[] if state is None else [state],
                       **_lists(cache_groups=cache_groups))
 
 
 def alert_spans(store: "Store", start: dt.datetime, end: dt.datetime, *,
                 cache_groups: Sequence[str] = ()) -> "pd.DataFrame":
-    return ALERT_SPANS.run(store, start=_utc(start), end=_utc(end), **_lists(cache_groups=cache_groups))
+    return ALERT_SPANS.run(store, start=utc(start), end=utc(end), **_lists(cache_groups=cache_groups))
 
 
 #: every named query, for tests and the dashboards generator

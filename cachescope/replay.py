@@ -43,6 +43,7 @@ from cachescope.errors import UsageError
 from cachescope.simulation import FIELDS, OP_BYPASS, OP_READ, POLICIES, CacheSpec, ShadowBank, next_access_times
 from cachescope.specs import ratios
 from cachescope.store import Store
+from cachescope.units import utc
 
 F = {name: i for i, name in enumerate(FIELDS)}
 OTHER_TIER = "OTHER"
@@ -291,7 +292,7 @@ def run_whatif(store: Store, req: WhatIf, *, tier_names: Sequence[str] | None = 
     groups = list(req.cache_groups) if len(req.cache_groups) > 1 else []
     n_groups = max(1, len(groups))
     step_us = int(req.step_s) * 1_000_000
-    start_us = int(_utc(req.start).timestamp() * 1_000_000)
+    start_us = int(utc(req.start).timestamp() * 1_000_000)
     n_buckets = -(-int((req.end - req.start).total_seconds() * 1_000_000) // step_us) if step_us else 1
 
     cells = n_buckets * n_groups * len(specs) * n_tiers * len(FIELDS)
@@ -507,6 +508,3 @@ def _add(target: np.ndarray, out: np.ndarray, b0: int, n_groups: int) -> None:
     block = out.reshape(nb, n_groups, *out.shape[1:])
     target[b0:b0 + nb] += block[: target.shape[0] - b0]
 
-
-def _utc(t: dt.datetime) -> dt.datetime:
-    return t.replace(tzinfo=dt.timezone.utc) if t.tzinfo is None else t.astimezone(dt.timezone.utc)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 
 from cachescope.errors import UsageError
@@ -82,3 +83,8 @@ def format_size(n: float, binary: bool = False) -> str:
             return f"{x:.0f}{unit}" if unit == "B" or x == int(x) else f"{x:.3g}{unit}"
         x /= base
     raise AssertionError("unreachable")
+
+
+def utc(t: dt.datetime) -> dt.datetime:
+    """A time in UTC: a naive one is taken as UTC (what the CLI, the API and the store mean)."""
+    return t.replace(tzinfo=dt.timezone.utc) if t.tzinfo is None else t.astimezone(dt.timezone.utc)

@@ -12,12 +12,13 @@ from api.errors import ApiError
 from api.models import ERRORS, WhatIfAnswer, WhatIfRequest, WhatIfResults
 from cachescope.admission import AdmissionConfig
 from cachescope.replay import WhatIf
+from cachescope.units import utc
 
 router = APIRouter(tags=["whatif"])
 
 
 def to_whatif(body: WhatIfRequest) -> WhatIf:
-    start, end = P.utc(body.from_), P.utc(body.to)
+    start, end = utc(body.from_), utc(body.to)
     for name, t in (("from", start), ("to", end)):
         if not P.EARLIEST <= t <= P.LATEST:
             raise ApiError(422, name, f"{name} {t.isoformat()} is outside 1970…2106", "body")
