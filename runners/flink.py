@@ -33,7 +33,7 @@ JOB_NAME = FlinkConfig.model_fields["job_name"].default  # the default job keeps
 
 
 def make_function(config_json: str, clickhouse_url: str, database: str, flush_seconds: float, flush_rows: int,
-                  late_tag, reject_tag, webhook_json: str = ""):
+                  late_tag, reject_tag, webhook_json: str = "", write_retry_seconds: float = 300.0):
     from pyflink.common import Types
     from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
     from pyflink.datastream.state import ValueStateDescriptor
@@ -69,7 +69,7 @@ def make_function(config_json: str, clickhouse_url: str, database: str, flush_se
             # a batch per message comes to the writer (most of them held there): room for a
             # few seconds of them while an insert runs
             self.writer = RowWriter(self.store, background=True, max_queued=64, max_held_rows=flush_rows,
-                                    on_written=written)
+                                    on_written=written, retry_for=write_retry_seconds)
             self.timers: dict[str, int] = {}  # key → flush timer last registered (a restart re-registers)
             self.written_at: dict[str, int] = {}  # key → processing time of its last write
             self.armed: set[str] = set()  # keys whose end-of-input timer this attempt registered
@@ -426,7 +426,7 @@ def main(argv: list[str] | None = None) -> None:
     database = args.database or (urlparse(url).path.strip("/") or "default")
     shadow = (keyed
               .process(make_function(config.model_dump_json(), url, database, args.flush_seconds, args.flush_rows,
-                                     late_tag, reject_tag, webhook_json),
+                                     late_tag, reject_tag, webhook_json, args.write_retry_seconds),
                        output_type=Types.STRING())
               .name("shadow caches → ClickHouse"))
     for tag, topic in ((late_tag, args.late_topic), (reject_tag, args.reject_topic)):

@@ -82,6 +82,9 @@ class FlinkConfig(_Section):
     execution_mode: Literal["process", "thread"] = Field("process", description="PyFlink's Python execution mode")
     flush_seconds: float = Field(2.0, gt=0, description="how often rows are written")
     flush_rows: int = Field(100_000, ge=1, description="a cache group writes as soon as this many rows wait")
+    write_retry_seconds: float = Field(300.0, ge=0, description="how long a write the store refuses transiently "
+                                       "(down, a shard lost) is retried, doubling the wait from 0.5 s to 8 s, before "
+                                       "the job fails (and restarts from its checkpoint); 0: never retried")
     bundle_time: str = Field("5s", description="PyFlink bundle length: keyed state is serialised once per bundle")
     restart_attempts: int = Field(10, ge=0, description="restarts from the last checkpoint before the job fails")
     jar_dir: Optional[Path] = Field(None, description="directory of the Kafka connector jar (default: "

@@ -404,8 +404,9 @@ def test_bounded_job_that_cannot_write_its_rows_exits_1_with_one_line(kafka, fli
     try:
         store = ClickHouseStore(server.url, database="down")
         migrations.migrate(store, events_ttl_days=0)
+        # a store down for good: the writer's 5 min of retries (the default) shortened, the verdict the same
         job = start_job(tmp_path, kafka, server, kafka_topic, "down", "--bounded", "--restart-attempts", "1",
-                        "--monitor-every", "0")
+                        "--monitor-every", "0", "--write-retry-seconds", "5")
         try:
             wait_for("some events stored", lambda: row_count(store, "access_events") > 0, job, tmp_path)
             store.close()
