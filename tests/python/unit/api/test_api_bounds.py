@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.api import api_client
 
 CLI = str(Path(sys.executable).parent / "cachescope")
 T0 = 1_700_000_000  # 2023-11-14T22:13:20Z
@@ -73,12 +74,7 @@ def store_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def app_client(store_dir):
-    from fastapi.testclient import TestClient
-
-    from api.core.config import Settings
-    from api.main import create_app
-
-    with TestClient(create_app(Settings(store_dir=store_dir))) as c:
+    with api_client(store_dir=store_dir) as c:
         yield c
 
 

@@ -17,6 +17,7 @@ import yaml
 
 from cachescope.config import load_config
 from runners.embedded import replay
+from support.api import api_client
 
 SIZE = "2TB"
 #: 10 Mbit/s: accesses without a duration take their time from the origin link
@@ -73,12 +74,7 @@ def data(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def client(data):
-    from fastapi.testclient import TestClient
-
-    from api.core.config import Settings
-    from api.main import create_app
-
-    with TestClient(create_app(Settings(store_dir=data))) as c:
+    with api_client(store_dir=data) as c:
         yield c
 
 
